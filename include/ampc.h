@@ -1,0 +1,386 @@
+/* ampc.h: the one public header of libampc, automatic mixed-precision training in C.
+ *
+ * Conventions (see shared/design.md):
+ *  - Names are module first: ampc_<module>_<verb>[_<noun>]. Heap objects come in _new/_free pairs and
+ *    every _free accepts NULL.
+ *  - Lifecycle, I/O and configuration calls return ampc_status (AMPC_OK = 0, errors negative) and hand
+ *    objects back through an out-parameter. Tensor-producing calls return a tensor or NULL.
+ *  - After any failure ampc_last_error() (thread-local) names the function, the shapes and dtypes
+ *    involved and what was expected. A NULL tensor input gives a NULL output and keeps the message of
+ *    the call that failed first, so a chain of calls is checked once at its end.
+ *  - Parameter structs are zero-initialisable: a field left at 0 takes the documented default.
+ *  - FP16 and BF16 values are stored as uint16_t bit patterns; FP8 values as uint8_t.
+ */
+#ifndef AMPC_H
+#define AMPC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(AMPC_BUILDING_SHARED)
+#define AMPC_API __attribute__((visibility("default")))
+#else
+#define AMPC_API
+#endif
+
+#define AMPC_VERSION_MAJOR 0
+#define AMPC_VERSION_MINOR 1
+#define AMPC_VERSION_PATCH 0
+
+/* "0.1.0": the version of the library actually linked (may differ from the header's macros). */
+AMPC_API const char *ampc_version(void);
+
+/* ------------------------------------------------------------------------------------------------
+ * Status and errors
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef enum ampc_status {
+    AMPC_OK = 0,
+    AMPC_STATUS_INVALID_ARG = -1,    /* a NULL pointer, a value out of its documented range */
+    AMPC_STATUS_SHAPE = -2,          /* shapes that do not fit together */
+    AMPC_STATUS_DTYPE = -3,          /* a dtype the call does not accept */
+    AMPC_STATUS_OOM = -4,            /* the allocator returned NULL */
+    AMPC_STATUS_IO = -5,             /* a file could not be read or written */
+    AMPC_STATUS_FORMAT = -6,         /* a file or string is malformed */
+    AMPC_STATUS_UNSUPPORTED = -7,    /* this CPU, build or configuration cannot do it */
+    AMPC_STATUS_STATE = -8,          /* the call is out of order (e.g. a second backward) */
+} ampc_status;
+
+/* Short fixed name of a status ("AMPC_STATUS_SHAPE"). Never NULL. */
+AMPC_API const char *ampc_status_str(ampc_status s);
+
+/* Thread-local message of the most recent failure on this thread, "" if none. Successful calls do not
+ * clear it; ampc_clear_error() does. The pointer stays valid until the next failing call on the thread. */
+AMPC_API const char *ampc_last_error(void);
+/* Thread-local status of the most recent failure on this thread, AMPC_OK if none. */
+AMPC_API ampc_status ampc_last_status(void);
+AMPC_API void ampc_clear_error(void);
+
+/* ------------------------------------------------------------------------------------------------
+ * Data types and floating-point formats
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef enum ampc_dtype {
+    AMPC_DTYPE_F32 = 0,
+    AMPC_DTYPE_F16,      /* IEEE binary16, stored as uint16_t */
+    AMPC_DTYPE_BF16,     /* bfloat16 (upper half of binary32), stored as uint16_t */
+    AMPC_DTYPE_F64,
+    AMPC_DTYPE_I32,
+    AMPC_DTYPE_I64,
+    AMPC_DTYPE_U8,
+    AMPC_DTYPE_COUNT
+} ampc_dtype;
+
+/* "F32", "F16", "BF16", "F64", "I32", "I64", "U8" (the safetensors spellings); "?" when out of range. */
+AMPC_API const char *ampc_dtype_name(ampc_dtype dt);
+/* Bytes per element; 0 when out of range. */
+AMPC_API size_t ampc_dtype_size(ampc_dtype dt);
+AMPC_API bool ampc_dtype_is_float(ampc_dtype dt);
+/* Parses a name, case-insensitively, accepting "f32|fp32|float32", "f16|fp16|half|float16",
+ * "bf16|bfloat16", "f64|fp64|float64", "i32|int32", "i64|int64", "u8|uint8". */
+AMPC_API ampc_status ampc_dtype_parse(const char *name, ampc_dtype *out);
+
+/* The formats `ampc formats` describes. Tensors exist for FP32/BF16/FP16; TF32 and FP8 are available as
+ * scalar conversions. */
+typedef enum ampc_format {
+    AMPC_FORMAT_FP32 = 0,
+    AMPC_FORMAT_TF32,       /* FP32 range, 10 mantissa bits: what a TF32 tensor core multiplies */
+    AMPC_FORMAT_BF16,
+    AMPC_FORMAT_FP16,
+    AMPC_FORMAT_FP8_E4M3,   /* OCP E4M3 ("e4m3fn"): no infinities, S.1111.111 is NaN, max 448 */
+    AMPC_FORMAT_FP8_E5M2,   /* OCP E5M2: IEEE-like with infinities, max 57344 */
+    AMPC_FORMAT_COUNT
+} ampc_format;
+
+/* Everything below is derived from (exponent_bits, mantissa_bits, bias, has_inf) by formula, then
+ * re-derived independently through the format's conversion code; `verified` says both agreed. */
+typedef struct ampc_format_info {
+    const char *name;            /* "FP32", "TF32", "BF16", "FP16", "FP8-E4M3", "FP8-E5M2" */
+    int total_bits;              /* sign + exponent + mantissa (TF32: 19) */
+    int exponent_bits;
+    int mantissa_bits;           /* stored fraction bits; precision is mantissa_bits + 1 */
+    int bias;
+    bool has_inf;                /* false for FP8-E4M3: overflow gives NaN there */
+    int emin, emax;              /* exponent of the smallest and the largest normal binade */
+    double max_finite;
+    double min_normal;
+    double min_subnormal;
+    double epsilon;              /* 2^-mantissa_bits: gap between 1 and the next value */
+    double decimal_digits;       /* (mantissa_bits + 1) * log10(2) */
+    double range_decades;        /* log10(max_finite / min_subnormal) */
+    double normal_range_decades; /* log10(max_finite / min_normal) */
+    uint32_t max_finite_bits;    /* bit pattern of +max_finite in the format's own encoding */
+    bool verified;               /* conversion code reproduces every value above */
+    char verify_note[160];       /* what disagreed, when !verified */
+} ampc_format_info;
+
+AMPC_API ampc_status ampc_format_info_get(ampc_format fmt, ampc_format_info *out);
+
+/* Generic conversions for every format of the table, on the format's bit pattern (right-aligned in a
+ * uint32_t; TF32 uses FP32's 32-bit layout with the low 13 mantissa bits zero). Round to nearest even
+ * from the exact double value; overflow gives infinity (NaN for FP8-E4M3, as PyTorch and ml_dtypes do);
+ * NaN keeps its sign and becomes quiet. */
+AMPC_API uint32_t ampc_format_from_f64(ampc_format fmt, double x);
+AMPC_API double ampc_format_to_f64(ampc_format fmt, uint32_t bits);
+
+/* ------------------------------------------------------------------------------------------------
+ * Scalar conversions. All are exact functions of the bits, independent of MXCSR (FTZ/DAZ) and ISA:
+ *  - round to nearest, ties to even;
+ *  - FP16 overflows to infinity from 65520 up (65519.99... still rounds to 65504);
+ *  - subnormals are produced and read exactly (no flush to zero);
+ *  - NaN stays NaN with its sign, made quiet, keeping the top payload bits (the bits x86's
+ *    vcvtps2ph / vcvtneps2bf16 / vcvtph2ps produce).
+ * ---------------------------------------------------------------------------------------------- */
+
+AMPC_API uint16_t ampc_f16_from_f32(float x);
+AMPC_API float ampc_f16_to_f32(uint16_t h);
+AMPC_API uint16_t ampc_bf16_from_f32(float x);
+AMPC_API float ampc_bf16_to_f32(uint16_t h);
+/* FP32 rounded to TF32 precision (10 mantissa bits, RNE), still an FP32 value. */
+AMPC_API float ampc_tf32_round(float x);
+AMPC_API uint8_t ampc_fp8_e4m3_from_f32(float x);
+AMPC_API float ampc_fp8_e4m3_to_f32(uint8_t v);
+AMPC_API uint8_t ampc_fp8_e5m2_from_f32(float x);
+AMPC_API float ampc_fp8_e5m2_to_f32(uint8_t v);
+
+/* Row conversion of n contiguous elements between any two dtypes, using the fastest conversion path this
+ * CPU offers (within AMPC_ISA). Float to float conversions round once, to nearest even, with the scalar
+ * rules above, bit-identical on every path. Integer targets truncate toward zero and saturate; NaN gives 0.
+ * dst and src must not overlap unless equal with equal dtypes. Single-threaded. */
+AMPC_API ampc_status ampc_convert(void *dst, ampc_dtype dst_dtype, const void *src, ampc_dtype src_dtype,
+                                  size_t n);
+
+/* ------------------------------------------------------------------------------------------------
+ * CPU features and kernel levels
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef enum ampc_isa {
+    AMPC_ISA_AUTO = 0,  /* in parameters: the best level available (within AMPC_ISA) */
+    AMPC_ISA_REF,       /* portable C: the complete path and the test oracle */
+    AMPC_ISA_AVX2,      /* AVX2 + FMA + F16C */
+    AMPC_ISA_AVX512,    /* AVX-512 F/BW/VL/DQ; BF16 and FP16 instructions used when present */
+    AMPC_ISA_AMX,       /* the above plus AMX tiles (BF16), permission granted by the kernel */
+    AMPC_ISA_COUNT
+} ampc_isa;
+
+typedef enum ampc_cpu_feature {
+    AMPC_CPU_SSE42 = 0,
+    AMPC_CPU_AVX,
+    AMPC_CPU_AVX2,
+    AMPC_CPU_FMA,
+    AMPC_CPU_F16C,
+    AMPC_CPU_AVX512F,
+    AMPC_CPU_AVX512BW,
+    AMPC_CPU_AVX512VL,
+    AMPC_CPU_AVX512DQ,
+    AMPC_CPU_AVX512_BF16,
+    AMPC_CPU_AVX512_FP16,
+    AMPC_CPU_AVX512_VNNI,
+    AMPC_CPU_AMX_TILE,
+    AMPC_CPU_AMX_BF16,
+    AMPC_CPU_AMX_INT8,
+    AMPC_CPU_AMX_FP16,
+    AMPC_CPU_FEATURE_COUNT
+} ampc_cpu_feature;
+
+typedef enum ampc_amx_permission {
+    AMPC_AMX_NOT_PRESENT = 0,  /* CPUID has no AMX: nothing was asked */
+    AMPC_AMX_GRANTED,          /* arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) succeeded */
+    AMPC_AMX_DENIED,           /* the request failed; errno is in amx_errno */
+    AMPC_AMX_OS_DISABLED,      /* XCR0 lacks the tile state bits: the OS does not save tiles */
+} ampc_amx_permission;
+
+typedef struct ampc_cpu_info {
+    char vendor[16];                          /* "GenuineIntel", "AuthenticAMD" */
+    char brand[64];                           /* CPUID brand string, trimmed */
+    uint64_t xcr0;                            /* XGETBV(0): state components the OS saves */
+    bool cpuid[AMPC_CPU_FEATURE_COUNT];       /* the CPU reports the feature */
+    bool os_enabled[AMPC_CPU_FEATURE_COUNT];  /* ...and the OS saves its register state (for AMX, also
+                                                 permission granted): only then may it be used */
+    ampc_amx_permission amx_permission;
+    int amx_errno;                            /* errno of a denied request, else 0 */
+    ampc_isa best;                            /* highest level CPU + OS support */
+    ampc_isa chosen;                          /* best, lowered by AMPC_ISA when set */
+    char isa_env[32];                         /* AMPC_ISA as found ("" if unset) */
+    bool isa_env_valid;                       /* false: unknown value, ignored */
+} ampc_cpu_info;
+
+/* The process-wide probe (CPUID, XGETBV, the AMX permission request, AMPC_ISA), run once on first use.
+ * Never NULL. */
+AMPC_API const ampc_cpu_info *ampc_cpu(void);
+AMPC_API bool ampc_cpu_has(ampc_cpu_feature f);     /* cpuid && os_enabled */
+AMPC_API const char *ampc_cpu_feature_name(ampc_cpu_feature f);   /* "avx512_bf16", ... */
+AMPC_API const char *ampc_isa_name(ampc_isa isa);                 /* "auto", "ref", "avx2", ... */
+/* "ref|avx2|avx512|amx" (and "auto") to an ampc_isa. */
+AMPC_API ampc_status ampc_isa_parse(const char *name, ampc_isa *out);
+
+/* ------------------------------------------------------------------------------------------------
+ * Context: allocator, threads, kernel table, RNG, step arena
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef struct ampc_ctx ampc_ctx;
+
+typedef enum ampc_log_level { AMPC_LOG_DEBUG = 0, AMPC_LOG_INFO, AMPC_LOG_WARN, AMPC_LOG_ERROR } ampc_log_level;
+typedef void (*ampc_log_fn)(void *user, ampc_log_level level, const char *message);
+
+/* A replaceable allocator. alloc must return memory aligned to `align` (a power of two >= 64) or NULL. */
+typedef struct ampc_allocator {
+    void *(*alloc)(void *user, size_t size, size_t align);
+    void (*free)(void *user, void *ptr, size_t size);
+    void *user;
+} ampc_allocator;
+
+typedef struct ampc_ctx_params {
+    uint64_t seed;                 /* RNG seed (0 is a seed like any other) */
+    int threads;                   /* worker threads including the caller; 0 = online CPUs */
+    ampc_isa isa;                  /* cap on the kernel level; AUTO = the process's chosen level */
+    size_t arena_initial_bytes;    /* first step-arena chunk; 0 = 1 MiB. The arena grows as needed */
+    const ampc_allocator *allocator; /* NULL = aligned_alloc/free */
+    ampc_log_fn log;               /* NULL = warnings and errors to stderr */
+    void *log_user;
+} ampc_ctx_params;
+
+/* params may be NULL (all defaults). */
+AMPC_API ampc_status ampc_ctx_new(const ampc_ctx_params *params, ampc_ctx **out);
+AMPC_API void ampc_ctx_free(ampc_ctx *ctx);
+/* The kernel level this context runs. */
+AMPC_API ampc_isa ampc_ctx_isa(const ampc_ctx *ctx);
+/* Threads used by parallel work (>= 1). n = 0 selects the number of online CPUs. */
+AMPC_API ampc_status ampc_ctx_set_threads(ampc_ctx *ctx, int n);
+AMPC_API int ampc_ctx_threads(const ampc_ctx *ctx);
+/* Ends a training step: releases every arena tensor (op outputs, views, temporaries) at once. Owned
+ * tensors survive. The arena keeps its memory, merged into one chunk, for the next step. */
+AMPC_API void ampc_ctx_step_end(ampc_ctx *ctx);
+
+typedef struct ampc_memory_usage {
+    size_t live_bytes;          /* bytes currently allocated through the context's allocator */
+    size_t peak_bytes;          /* maximum of live_bytes since creation or ampc_memory_reset_peak */
+    size_t arena_reserved;      /* bytes held by the step arena (part of live_bytes) */
+    size_t arena_used;          /* bytes handed out by the arena this step */
+    size_t arena_high_water;    /* largest arena_used seen in one step */
+    uint64_t allocations;       /* allocator calls so far */
+} ampc_memory_usage;
+
+AMPC_API ampc_status ampc_memory_stats(const ampc_ctx *ctx, ampc_memory_usage *out);
+AMPC_API void ampc_memory_reset_peak(ampc_ctx *ctx);
+
+/* ------------------------------------------------------------------------------------------------
+ * Parallel for. [0, n) is cut into chunks of `grain` items (the last may be shorter); fn runs once per
+ * chunk on some thread. The cut depends only on n and grain, never on the thread count or timing, so a
+ * function that writes per-chunk results gives the same bits with any number of threads.
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef void (*ampc_parallel_fn)(void *arg, int64_t begin, int64_t end, int64_t chunk);
+
+AMPC_API void ampc_parallel_for(ampc_ctx *ctx, int64_t n, int64_t grain, ampc_parallel_fn fn, void *arg);
+/* Number of chunks ampc_parallel_for(ctx, n, grain, ...) makes: ceil(n / grain) (0 when n <= 0). */
+AMPC_API int64_t ampc_parallel_chunks(int64_t n, int64_t grain);
+
+/* ------------------------------------------------------------------------------------------------
+ * Counter-based random numbers (Philox4x32-10). A draw is a pure function of (seed, stream, counter):
+ * element i of a fill uses counter + i/4 and word i%4, so results do not depend on threads or ISA.
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef struct ampc_rng {
+    uint64_t seed;
+    uint64_t stream;
+    uint64_t counter;   /* advanced by every draw; save it to resume the sequence */
+} ampc_rng;
+
+AMPC_API ampc_rng ampc_rng_make(uint64_t seed, uint64_t stream);
+/* The 4 raw 32-bit words of block `counter`. */
+AMPC_API void ampc_rng_block(uint64_t seed, uint64_t stream, uint64_t counter, uint32_t out[4]);
+/* n floats uniform in [lo, hi): 24 random bits per value. Advances counter by ceil(n / 4). */
+AMPC_API void ampc_rng_uniform(ampc_rng *rng, float *out, size_t n, float lo, float hi);
+/* n floats from N(mean, std^2) by Box-Muller in double. Advances counter by ceil(n / 4). */
+AMPC_API void ampc_rng_normal(ampc_rng *rng, float *out, size_t n, float mean, float std);
+/* The context's generator (seeded from ampc_ctx_params.seed, stream 0). */
+AMPC_API ampc_rng *ampc_ctx_rng(ampc_ctx *ctx);
+
+/* ------------------------------------------------------------------------------------------------
+ * Tensors: up to 4 dims, element strides, F32/F16/BF16 (and F64/I32/I64/U8) storage.
+ *
+ * Placement: ampc_tensor_new and ampc_tensor_detach_copy make OWNED tensors that live until
+ * ampc_tensor_free. Every other call returns an ARENA tensor that lives until ampc_ctx_step_end; calling
+ * ampc_tensor_free on one is allowed and does nothing. Views (reshape of a contiguous tensor, view,
+ * transpose, permute, slice) share their base's storage and version counter; a view keeps that storage
+ * alive even if the base is freed.
+ *
+ * Shapes are given as (ndim, shape) with 0 <= ndim <= AMPC_MAX_DIMS and every extent >= 0. A dim index
+ * may be negative (-1 is the last dim).
+ * ---------------------------------------------------------------------------------------------- */
+
+#define AMPC_MAX_DIMS 4
+
+typedef struct ampc_tensor ampc_tensor;
+
+/* Owned, zero-filled. */
+AMPC_API ampc_tensor *ampc_tensor_new(ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape);
+/* Releases an owned tensor (its storage once no view uses it). NULL and arena tensors: no-op. */
+AMPC_API void ampc_tensor_free(ampc_tensor *t);
+
+AMPC_API ampc_tensor *ampc_tensor_zeros(ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape);
+AMPC_API ampc_tensor *ampc_tensor_full(ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape,
+                                       double value);
+/* Uniform in [lo, hi) and normal N(mean, std^2) from the context RNG, drawn in F32 then rounded to dtype
+ * (integers: truncated). */
+AMPC_API ampc_tensor *ampc_tensor_uniform(ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape,
+                                          double lo, double hi);
+AMPC_API ampc_tensor *ampc_tensor_normal(ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape,
+                                         double mean, double std);
+/* Copies prod(shape) row-major elements of data_dtype from data, converting to dtype. */
+AMPC_API ampc_tensor *ampc_tensor_from_buffer(ampc_ctx *ctx, ampc_dtype dtype, int ndim,
+                                              const int64_t *shape, const void *data, ampc_dtype data_dtype);
+
+/* In-place fills (bump the version counter). Work on views too: only the viewed elements change. */
+AMPC_API ampc_status ampc_tensor_fill(ampc_tensor *t, double value);
+AMPC_API ampc_status ampc_tensor_fill_uniform(ampc_tensor *t, double lo, double hi);
+AMPC_API ampc_status ampc_tensor_fill_normal(ampc_tensor *t, double mean, double std);
+/* Writes numel row-major elements of src (src_dtype) into t, converting. */
+AMPC_API ampc_status ampc_tensor_copy_from(ampc_tensor *t, const void *src, ampc_dtype src_dtype);
+/* Reads t's elements in row-major order into dst, converted to dst_dtype. */
+AMPC_API ampc_status ampc_tensor_copy_to(const ampc_tensor *t, void *dst, ampc_dtype dst_dtype);
+
+/* Shape changes. reshape returns a view when the strides allow it and a contiguous copy otherwise; one
+ * extent may be -1 (inferred). view never copies and fails when a view is impossible. */
+AMPC_API ampc_tensor *ampc_tensor_reshape(const ampc_tensor *t, int ndim, const int64_t *shape);
+AMPC_API ampc_tensor *ampc_tensor_view(const ampc_tensor *t, int ndim, const int64_t *shape);
+AMPC_API ampc_tensor *ampc_tensor_transpose(const ampc_tensor *t, int dim0, int dim1);
+/* perm has ndim entries, a permutation of 0..ndim-1 (negative values allowed). */
+AMPC_API ampc_tensor *ampc_tensor_permute(const ampc_tensor *t, const int *perm);
+/* Elements start, start+step, ... < end along dim (0 <= start <= end <= extent after negative indices
+ * are wrapped once; end is clamped to the extent as in Python; step >= 1). */
+AMPC_API ampc_tensor *ampc_tensor_slice(const ampc_tensor *t, int dim, int64_t start, int64_t end,
+                                        int64_t step);
+/* A row-major copy (a fresh arena tensor even when t is already contiguous). */
+AMPC_API ampc_tensor *ampc_tensor_contiguous(const ampc_tensor *t);
+/* A contiguous copy in dtype (also when dtype is t's own). */
+AMPC_API ampc_tensor *ampc_tensor_cast(const ampc_tensor *t, ampc_dtype dtype);
+/* An owned contiguous copy that survives ampc_ctx_step_end. */
+AMPC_API ampc_tensor *ampc_tensor_detach_copy(const ampc_tensor *t);
+
+/* Accessors. Out-of-range dims give 0 / -1; NULL tensors give 0 / NULL / false. */
+AMPC_API ampc_dtype ampc_tensor_dtype(const ampc_tensor *t);
+AMPC_API int ampc_tensor_ndim(const ampc_tensor *t);
+AMPC_API int64_t ampc_tensor_dim(const ampc_tensor *t, int dim);
+AMPC_API int64_t ampc_tensor_stride(const ampc_tensor *t, int dim);   /* in elements */
+AMPC_API int64_t ampc_tensor_numel(const ampc_tensor *t);
+AMPC_API void *ampc_tensor_data(const ampc_tensor *t);                 /* first element */
+AMPC_API bool ampc_tensor_is_contiguous(const ampc_tensor *t);
+AMPC_API bool ampc_tensor_is_owned(const ampc_tensor *t);
+/* Shared by a tensor and all its views; bumped by every in-place write through the API. */
+AMPC_API uint64_t ampc_tensor_version(const ampc_tensor *t);
+AMPC_API void ampc_tensor_bump_version(ampc_tensor *t);
+AMPC_API ampc_ctx *ampc_tensor_ctx(const ampc_tensor *t);
+/* "[2, 3] F32" style description into buf (always NUL-terminated); returns buf. */
+AMPC_API char *ampc_tensor_describe(const ampc_tensor *t, char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AMPC_H */

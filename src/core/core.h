@@ -1,0 +1,102 @@
+/* core.h: internal declarations shared by the library's modules: error reporting, accounted allocation,
+ * the step arena, the thread pool and the context struct. Nothing here is public; names are ampci_. */
+#ifndef AMPC_CORE_H
+#define AMPC_CORE_H
+
+#include "ampc.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+
+#if defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__
+#error "ampc must not be built with -ffast-math/-Ofast: they turn the NaN/Inf checks into constants"
+#endif
+
+#define AMPCI_HIDDEN __attribute__((visibility("hidden")))
+#define AMPCI_ALIGN 64
+
+/* Library bugs only (never user input): log and abort. */
+#define AMPCI_ASSERT(c)                                                                                     \
+    do {                                                                                                    \
+        if (!(c)) ampci_assert_fail(#c, __FILE__, __LINE__);                                                \
+    } while (0)
+AMPCI_HIDDEN _Noreturn void ampci_assert_fail(const char *what, const char *file, int line);
+
+/* Records a failure for ampc_last_error() and returns the status, so `return ampci_fail(...)` reads. */
+AMPCI_HIDDEN ampc_status ampci_fail(ampc_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+AMPCI_HIDDEN ampc_status ampci_vfail(ampc_status s, const char *fmt, va_list ap);
+/* Same, for calls that return a pointer: records the failure and returns NULL. */
+AMPCI_HIDDEN void *ampci_fail_null(ampc_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A NULL input in a call chain: keeps the first failure's message; if there is none, says `what`. */
+AMPCI_HIDDEN void *ampci_null_input(const char *fn, const char *what);
+
+/* ---- step arena: a list of chunks, bump allocation, reset at step end ---- */
+typedef struct ampci_arena_chunk {
+    struct ampci_arena_chunk *next;
+    size_t size, used;
+    unsigned char *base;
+} ampci_arena_chunk;
+
+/* Something that must run when the arena resets (e.g. dropping a view's reference to owned storage). */
+typedef struct ampci_arena_hook {
+    struct ampci_arena_hook *next;
+    void (*fn)(void *arg);
+    void *arg;
+} ampci_arena_hook;
+
+typedef struct ampci_arena {
+    ampci_arena_chunk *chunks;      /* newest first */
+    ampci_arena_hook *hooks;
+    size_t initial, reserved, used, high_water;
+} ampci_arena;
+
+/* ---- thread pool ---- */
+typedef struct ampci_pool ampci_pool;
+AMPCI_HIDDEN ampc_status ampci_pool_new(int threads, ampci_pool **out);
+AMPCI_HIDDEN void ampci_pool_free(ampci_pool *p);
+AMPCI_HIDDEN int ampci_pool_threads(const ampci_pool *p);
+AMPCI_HIDDEN void ampci_pool_run(ampci_pool *p, int64_t n, int64_t grain, ampc_parallel_fn fn, void *arg);
+AMPCI_HIDDEN int ampci_online_cpus(void);
+
+struct ampc_kernels;
+
+struct ampc_ctx {
+    ampc_allocator alloc;
+    atomic_size_t live, peak;
+    atomic_uint_least64_t allocations;
+    ampci_arena arena;
+    ampci_pool *pool;
+    ampc_rng rng;
+    ampc_isa isa;
+    const struct ampc_kernels *kernels;
+    ampc_log_fn log;
+    void *log_user;
+};
+
+/* Accounted allocation through the context's allocator; aligned to 64 bytes. NULL on failure (the
+ * error is recorded, naming `what`). */
+AMPCI_HIDDEN void *ampci_alloc(ampc_ctx *ctx, size_t size, const char *what);
+AMPCI_HIDDEN void ampci_free(ampc_ctx *ctx, void *p, size_t size);
+/* Arena allocation (64-byte aligned), valid until the next ampc_ctx_step_end. */
+AMPCI_HIDDEN void *ampci_arena_alloc(ampc_ctx *ctx, size_t size, const char *what);
+/* Registers fn(arg) to run at the next arena reset. */
+AMPCI_HIDDEN ampc_status ampci_arena_on_reset(ampc_ctx *ctx, void (*fn)(void *), void *arg);
+AMPCI_HIDDEN void ampci_arena_reset(ampc_ctx *ctx);
+AMPCI_HIDDEN void ampci_arena_release(ampc_ctx *ctx);
+
+/* Elements [begin, end) of the fill ampc_rng_uniform/normal(rng, ...) would make, without advancing
+ * rng: out[0] is element `begin`. Lets a fill be split over threads with identical bits. */
+AMPCI_HIDDEN void ampci_rng_uniform_range(const ampc_rng *rng, float *out, int64_t begin, int64_t end, float lo,
+                                          float hi);
+AMPCI_HIDDEN void ampci_rng_normal_range(const ampc_rng *rng, float *out, int64_t begin, int64_t end, float mean,
+                                         float std);
+
+AMPCI_HIDDEN void ampci_log(const ampc_ctx *ctx, ampc_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Overflow-checked size arithmetic: false when a*b would not fit. */
+static inline bool ampci_mul_size(size_t a, size_t b, size_t *out) {
+    return !__builtin_mul_overflow(a, b, out);
+}
+
+#endif

@@ -1,0 +1,137 @@
+/* memory.c: accounted, 64-byte aligned allocation through the context's allocator, and the growable
+ * step arena. The arena hands out memory by bumping a pointer; when a chunk is full it adds a bigger one
+ * (never a size the user must guess), and at step end it frees everything at once, merging the chunks
+ * into one of the step's high-water size so that the next step allocates nothing. */
+#include "core.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ARENA_DEFAULT_INITIAL ((size_t)1 << 20)
+
+static size_t round_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
+
+void *ampci_alloc(ampc_ctx *ctx, size_t size, const char *what) {
+    size_t padded = round_up(size ? size : 1, AMPCI_ALIGN);
+    if (padded < size)
+        return ampci_fail_null(AMPC_STATUS_OOM, "%s: %zu bytes is more than can be addressed", what, size);
+    void *p = ctx->alloc.alloc(ctx->alloc.user, padded, AMPCI_ALIGN);
+    if (!p) return ampci_fail_null(AMPC_STATUS_OOM, "%s: out of memory allocating %zu bytes", what, size);
+    size_t live = atomic_fetch_add(&ctx->live, padded) + padded;
+    size_t peak = atomic_load(&ctx->peak);
+    while (live > peak && !atomic_compare_exchange_weak(&ctx->peak, &peak, live)) {
+    }
+    atomic_fetch_add(&ctx->allocations, 1);
+    return p;
+}
+
+void ampci_free(ampc_ctx *ctx, void *p, size_t size) {
+    if (!p) return;
+    size_t padded = round_up(size ? size : 1, AMPCI_ALIGN);
+    ctx->alloc.free(ctx->alloc.user, p, padded);
+    atomic_fetch_sub(&ctx->live, padded);
+}
+
+ampc_status ampc_memory_stats(const ampc_ctx *ctx, ampc_memory_usage *out) {
+    if (!ctx || !out) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_memory_stats: ctx and out must not be NULL");
+    ampc_ctx *c = (ampc_ctx *)ctx;   /* atomics are read-only here */
+    out->live_bytes = atomic_load(&c->live);
+    out->peak_bytes = atomic_load(&c->peak);
+    out->allocations = atomic_load(&c->allocations);
+    out->arena_reserved = ctx->arena.reserved;
+    out->arena_used = ctx->arena.used;
+    out->arena_high_water = ctx->arena.high_water;
+    return AMPC_OK;
+}
+
+void ampc_memory_reset_peak(ampc_ctx *ctx) {
+    if (ctx) atomic_store(&ctx->peak, atomic_load(&ctx->live));
+}
+
+/* ---- arena ---- */
+
+static ampci_arena_chunk *chunk_new(ampc_ctx *ctx, size_t size) {
+    ampci_arena_chunk *c = ampci_alloc(ctx, sizeof *c + size, "step arena");
+    if (!c) return NULL;
+    c->next = NULL;
+    c->size = size;
+    c->used = 0;
+    c->base = (unsigned char *)c + round_up(sizeof *c, AMPCI_ALIGN);
+    c->size -= (size_t)(c->base - (unsigned char *)c) - sizeof *c;
+    ctx->arena.reserved += sizeof *c + size;
+    return c;
+}
+
+static void chunk_free(ampc_ctx *ctx, ampci_arena_chunk *c) {
+    size_t total = (size_t)(c->base - (unsigned char *)c) + c->size;
+    ctx->arena.reserved -= total;
+    ampci_free(ctx, c, total);
+}
+
+void *ampci_arena_alloc(ampc_ctx *ctx, size_t size, const char *what) {
+    ampci_arena *a = &ctx->arena;
+    size_t need = round_up(size ? size : 1, AMPCI_ALIGN);
+    if (need < size) return ampci_fail_null(AMPC_STATUS_OOM, "%s: %zu bytes is too large", what, size);
+    ampci_arena_chunk *c = a->chunks;
+    if (!c || c->size - c->used < need) {
+        /* Grow geometrically so a step needs O(log) chunks; the reset merges them. */
+        size_t want = a->initial ? a->initial : ARENA_DEFAULT_INITIAL;
+        if (c && c->size * 2 > want) want = c->size * 2;
+        if (want < need + AMPCI_ALIGN) want = need + AMPCI_ALIGN;
+        ampci_arena_chunk *n = chunk_new(ctx, want);
+        if (!n) return ampci_fail_null(AMPC_STATUS_OOM, "%s: out of memory growing the step arena by %zu bytes",
+                                       what, want);
+        n->next = c;
+        a->chunks = c = n;
+    }
+    void *p = c->base + c->used;
+    c->used += need;
+    a->used += need;
+    if (a->used > a->high_water) a->high_water = a->used;
+    return p;
+}
+
+ampc_status ampci_arena_on_reset(ampc_ctx *ctx, void (*fn)(void *), void *arg) {
+    ampci_arena_hook *h = ampci_arena_alloc(ctx, sizeof *h, "arena hook");
+    if (!h) return AMPC_STATUS_OOM;
+    h->fn = fn;
+    h->arg = arg;
+    h->next = ctx->arena.hooks;
+    ctx->arena.hooks = h;
+    return AMPC_OK;
+}
+
+static void run_hooks(ampc_ctx *ctx) {
+    /* Hooks live in the arena themselves, so run them all before any chunk is touched. */
+    for (ampci_arena_hook *h = ctx->arena.hooks; h; h = h->next) h->fn(h->arg);
+    ctx->arena.hooks = NULL;
+}
+
+void ampci_arena_reset(ampc_ctx *ctx) {
+    ampci_arena *a = &ctx->arena;
+    run_hooks(ctx);
+    if (a->chunks && a->chunks->next) {
+        /* Several chunks this step: replace them by one that holds the whole high-water mark. */
+        size_t want = a->high_water + AMPCI_ALIGN;
+        while (a->chunks) {
+            ampci_arena_chunk *next = a->chunks->next;
+            chunk_free(ctx, a->chunks);
+            a->chunks = next;
+        }
+        a->chunks = chunk_new(ctx, want);   /* on failure the next alloc simply grows again */
+        if (!a->chunks) ampc_clear_error();
+    }
+    if (a->chunks) a->chunks->used = 0;
+    a->used = 0;
+}
+
+void ampci_arena_release(ampc_ctx *ctx) {
+    run_hooks(ctx);
+    while (ctx->arena.chunks) {
+        ampci_arena_chunk *next = ctx->arena.chunks->next;
+        chunk_free(ctx, ctx->arena.chunks);
+        ctx->arena.chunks = next;
+    }
+    ctx->arena.used = 0;
+}

@@ -1,0 +1,123 @@
+/* convert_avx512.c: FP32/FP16/BF16 row conversions for the avx512 level (AVX-512 F/BW/VL/DQ flags, plus
+ * BF16 for the functions marked so; only this folder is compiled with them). Tails use masked loads and
+ * stores, so there is no scalar remainder.
+ *
+ * FP16: vcvtps2ph/vcvtph2ps (AVX-512F) round and treat NaN exactly as the scalar reference.
+ * BF16: two paths, both bit-identical to the reference:
+ *   - __avx512: the reference's integer RNE in 16 lanes, narrowed with vpmovdw;
+ *   - __avx512bf16: vcvtneps2bf16, which is RNE with the reference's NaN rule but treats subnormal
+ *     inputs as zero (DAZ regardless of MXCSR). Lanes with a subnormal input are recomputed with the
+ *     integer RNE and blended in, so -0x1p-127 still gives 0x8040 as it must. */
+#include "../kernels.h"
+
+#include <immintrin.h>
+
+#define RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+
+static inline __mmask16 tail_mask(size_t left) {
+    return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+}
+
+/* 16 f32 patterns -> 16 bf16 patterns in 32-bit lanes: integer RNE, NaN quieted. */
+static inline __m512i bf16_round16(__m512i x) {
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    return _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
+}
+
+/* 16 bf16 patterns -> 16 f32 patterns, NaN quieted. */
+static inline __m512i bf16_widen16(__m256i h) {
+    __m512i x = _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    return _mm512_mask_or_epi32(x, nan, x, _mm512_set1_epi32(0x400000));
+}
+
+static void cvt_f16_f32(void *restrict dst, const void *restrict src, size_t n) {
+    /* dst: (n) f16, src: (n) f32 */
+    uint16_t *d = dst;
+    const float *s = src;
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = tail_mask(n - i);
+        __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, s + i), RNE);
+        _mm256_mask_storeu_epi16(d + i, m, h);
+    }
+}
+
+static void cvt_f32_f16(void *restrict dst, const void *restrict src, size_t n) {
+    float *d = dst;
+    const uint16_t *s = src;
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = tail_mask(n - i);
+        _mm512_mask_storeu_ps(d + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, s + i)));
+    }
+}
+
+static void cvt_bf16_f32(void *restrict dst, const void *restrict src, size_t n) {
+    uint16_t *d = dst;
+    const uint32_t *s = src;
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = tail_mask(n - i);
+        __m512i x = _mm512_maskz_loadu_epi32(m, s + i);
+        _mm256_mask_storeu_epi16(d + i, m, _mm512_cvtepi32_epi16(bf16_round16(x)));
+    }
+}
+
+__attribute__((target("avx512bf16"))) static void cvt_bf16_f32_bf16(void *restrict dst, const void *restrict src,
+                                                                     size_t n) {
+    uint16_t *d = dst;
+    const uint32_t *s = src;
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = tail_mask(n - i);
+        __m512i x = _mm512_maskz_loadu_epi32(m, s + i);
+        __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(x));
+        /* subnormal inputs: exponent field 0, mantissa non-zero */
+        __mmask16 sub = _mm512_testn_epi32_mask(x, _mm512_set1_epi32(0x7f800000)) &
+                        _mm512_test_epi32_mask(x, _mm512_set1_epi32(0x7fffff));
+        if (sub) h = _mm256_mask_blend_epi16(sub, h, _mm512_cvtepi32_epi16(bf16_round16(x)));
+        _mm256_mask_storeu_epi16(d + i, m, h);
+    }
+}
+
+static void cvt_f32_bf16(void *restrict dst, const void *restrict src, size_t n) {
+    uint32_t *d = dst;
+    const uint16_t *s = src;
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = tail_mask(n - i);
+        _mm512_mask_storeu_epi32(d + i, m, bf16_widen16(_mm256_maskz_loadu_epi16(m, s + i)));
+    }
+}
+
+static void cvt_bf16_f16(void *restrict dst, const void *restrict src, size_t n) {
+    uint16_t *d = dst;
+    const uint16_t *s = src;
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = tail_mask(n - i);
+        __m512i x = _mm512_castps_si512(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, s + i)));
+        _mm256_mask_storeu_epi16(d + i, m, _mm512_cvtepi32_epi16(bf16_round16(x)));
+    }
+}
+
+static void cvt_f16_bf16(void *restrict dst, const void *restrict src, size_t n) {
+    uint16_t *d = dst;
+    const uint16_t *s = src;
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = tail_mask(n - i);
+        __m512 x = _mm512_castsi512_ps(bf16_widen16(_mm256_maskz_loadu_epi16(m, s + i)));
+        _mm256_mask_storeu_epi16(d + i, m, _mm512_cvtps_ph(x, RNE));
+    }
+}
+
+const ampci_cvt_impl ampci_cvt_avx512[] = {
+    {"ampc_k_cvt_f16f32__avx512", AMPC_ISA_AVX512, {0}, AMPC_DTYPE_F16, AMPC_DTYPE_F32, cvt_f16_f32},
+    {"ampc_k_cvt_f32f16__avx512", AMPC_ISA_AVX512, {0}, AMPC_DTYPE_F32, AMPC_DTYPE_F16, cvt_f32_f16},
+    {"ampc_k_cvt_bf16f32__avx512", AMPC_ISA_AVX512, {0}, AMPC_DTYPE_BF16, AMPC_DTYPE_F32, cvt_bf16_f32},
+    {"ampc_k_cvt_bf16f32__avx512bf16", AMPC_ISA_AVX512, {AMPC_CPU_AVX512_BF16}, AMPC_DTYPE_BF16, AMPC_DTYPE_F32,
+     cvt_bf16_f32_bf16},
+    {"ampc_k_cvt_f32bf16__avx512", AMPC_ISA_AVX512, {0}, AMPC_DTYPE_F32, AMPC_DTYPE_BF16, cvt_f32_bf16},
+    {"ampc_k_cvt_bf16f16__avx512", AMPC_ISA_AVX512, {0}, AMPC_DTYPE_BF16, AMPC_DTYPE_F16, cvt_bf16_f16},
+    {"ampc_k_cvt_f16bf16__avx512", AMPC_ISA_AVX512, {0}, AMPC_DTYPE_F16, AMPC_DTYPE_BF16, cvt_f16_bf16},
+};
+const size_t ampci_cvt_avx512_count = sizeof ampci_cvt_avx512 / sizeof ampci_cvt_avx512[0];

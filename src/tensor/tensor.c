@@ -1,0 +1,185 @@
+/* tensor.c: creating and freeing tensors, shape validation, accessors. Owned tensors (ampc_tensor_new,
+ * ampc_tensor_detach_copy) keep their storage on the heap with a reference count; every other tensor
+ * lives in the context's step arena. An arena view of owned storage takes a reference and registers an
+ * arena hook that drops it at step end, so freeing the base early never leaves a view dangling. */
+#include "tensor.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const char *ampci_shape_str(char *buf, size_t size, int ndim, const int64_t *shape) {
+    size_t len = (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < ndim && len < size; i++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (len < size) snprintf(buf + len, size - len, "]");
+    return buf;
+}
+
+int64_t ampci_shape_numel(const char *fn, int ndim, const int64_t *shape) {
+    if (ndim < 0 || ndim > AMPC_MAX_DIMS)
+        return ampci_fail(AMPC_STATUS_SHAPE, "%s: %d dims; expected 0 to %d", fn, ndim, AMPC_MAX_DIMS), -1;
+    if (ndim > 0 && !shape) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: shape is NULL for %d dims", fn, ndim), -1;
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        char b[96];
+        if (shape[i] < 0)
+            return ampci_fail(AMPC_STATUS_SHAPE, "%s: shape %s has extent %lld at dim %d; expected >= 0", fn,
+                              ampci_shape_str(b, sizeof b, ndim, shape), (long long)shape[i], i), -1;
+        if (__builtin_mul_overflow(n, shape[i], &n) || n > ((int64_t)1 << 56))
+            return ampci_fail(AMPC_STATUS_SHAPE, "%s: shape %s has too many elements (limit 2^56)", fn,
+                              ampci_shape_str(b, sizeof b, ndim, shape)), -1;
+    }
+    return n;
+}
+
+void ampci_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        stride[i] = s;
+        s *= shape[i] > 0 ? shape[i] : 1;
+    }
+}
+
+static bool check_dtype(const char *fn, ampc_dtype dtype) {
+    if ((unsigned)dtype < AMPC_DTYPE_COUNT) return true;
+    ampci_fail(AMPC_STATUS_DTYPE, "%s: dtype %d is not an ampc_dtype (expected F32, F16, BF16, F64, I32, I64 or U8)",
+               fn, (int)dtype);
+    return false;
+}
+
+static void set_shape(ampc_tensor *t, ampc_dtype dtype, int ndim, const int64_t *shape) {
+    t->dtype = dtype;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    ampci_contiguous_strides(ndim, shape, t->stride);
+    t->offset = 0;
+}
+
+ampc_tensor *ampci_tensor_arena(const char *fn, ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape) {
+    if (!ctx) return ampci_fail_null(AMPC_STATUS_INVALID_ARG, "%s: ctx is NULL", fn);
+    if (!check_dtype(fn, dtype)) return NULL;
+    int64_t n = ampci_shape_numel(fn, ndim, shape);
+    if (n < 0) return NULL;
+    size_t bytes = (size_t)n * ampc_dtype_size(dtype);
+    ampc_tensor *t = ampci_arena_alloc(ctx, sizeof *t, fn);
+    ampci_storage *s = t ? ampci_arena_alloc(ctx, sizeof *s, fn) : NULL;
+    unsigned char *data = s ? ampci_arena_alloc(ctx, bytes, fn) : NULL;
+    if (!data) return NULL;
+    memset(data, 0, bytes);
+    *s = (ampci_storage){.ctx = ctx, .data = data, .bytes = bytes, .refs = 0, .arena = true, .version = 0};
+    *t = (ampc_tensor){.ctx = ctx, .storage = s, .owned = false};
+    set_shape(t, dtype, ndim, shape);
+    return t;
+}
+
+ampc_tensor *ampc_tensor_new(ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape) {
+    static const char fn[] = "ampc_tensor_new";
+    if (!ctx) return ampci_fail_null(AMPC_STATUS_INVALID_ARG, "%s: ctx is NULL", fn);
+    if (!check_dtype(fn, dtype)) return NULL;
+    int64_t n = ampci_shape_numel(fn, ndim, shape);
+    if (n < 0) return NULL;
+    size_t bytes = (size_t)n * ampc_dtype_size(dtype);
+    ampc_tensor *t = ampci_alloc(ctx, sizeof *t, fn);
+    ampci_storage *s = t ? ampci_alloc(ctx, sizeof *s, fn) : NULL;
+    unsigned char *data = s ? ampci_alloc(ctx, bytes, fn) : NULL;
+    if (!data) {
+        ampci_free(ctx, s, sizeof *s);
+        ampci_free(ctx, t, sizeof *t);
+        return NULL;
+    }
+    memset(data, 0, bytes);
+    *s = (ampci_storage){.ctx = ctx, .data = data, .bytes = bytes, .refs = 1, .arena = false, .version = 0};
+    *t = (ampc_tensor){.ctx = ctx, .storage = s, .owned = true};
+    set_shape(t, dtype, ndim, shape);
+    return t;
+}
+
+static void storage_unref(void *arg) {
+    ampci_storage *s = arg;
+    if (--s->refs > 0) return;
+    ampc_ctx *ctx = s->ctx;
+    ampci_free(ctx, s->data, s->bytes);
+    ampci_free(ctx, s, sizeof *s);
+}
+
+void ampc_tensor_free(ampc_tensor *t) {
+    if (!t || !t->owned) return;
+    ampc_ctx *ctx = t->ctx;
+    storage_unref(t->storage);
+    ampci_free(ctx, t, sizeof *t);
+}
+
+ampc_tensor *ampci_tensor_view_of(const char *fn, const ampc_tensor *t) {
+    ampc_tensor *v = ampci_arena_alloc(t->ctx, sizeof *v, fn);
+    if (!v) return NULL;
+    *v = *t;
+    v->owned = false;
+    if (!t->storage->arena) {
+        /* Keep owned storage alive for as long as this view (until step end). */
+        if (ampci_arena_on_reset(t->ctx, storage_unref, t->storage) != AMPC_OK) return NULL;
+        t->storage->refs++;
+    }
+    return v;
+}
+
+int ampci_wrap_dim(const char *fn, const ampc_tensor *t, int dim) {
+    int d = dim < 0 ? dim + t->ndim : dim;
+    if (d < 0 || d >= t->ndim) {
+        char b[128];
+        ampci_fail(AMPC_STATUS_SHAPE, "%s: dim %d is out of range for %s (expected %d to %d)", fn, dim,
+                   ampc_tensor_describe(t, b, sizeof b), -t->ndim, t->ndim - 1);
+        return -1;
+    }
+    return d;
+}
+
+/* ---- accessors ---- */
+
+ampc_dtype ampc_tensor_dtype(const ampc_tensor *t) { return t ? t->dtype : AMPC_DTYPE_F32; }
+int ampc_tensor_ndim(const ampc_tensor *t) { return t ? t->ndim : 0; }
+int64_t ampc_tensor_numel(const ampc_tensor *t) { return t ? ampci_numel(t) : 0; }
+void *ampc_tensor_data(const ampc_tensor *t) { return t ? ampci_tensor_ptr(t) : NULL; }
+bool ampc_tensor_is_owned(const ampc_tensor *t) { return t && t->owned; }
+uint64_t ampc_tensor_version(const ampc_tensor *t) { return t ? t->storage->version : 0; }
+ampc_ctx *ampc_tensor_ctx(const ampc_tensor *t) { return t ? t->ctx : NULL; }
+
+void ampc_tensor_bump_version(ampc_tensor *t) {
+    if (t) t->storage->version++;
+}
+
+int64_t ampc_tensor_dim(const ampc_tensor *t, int dim) {
+    if (!t) return 0;
+    int d = dim < 0 ? dim + t->ndim : dim;
+    return d >= 0 && d < t->ndim ? t->shape[d] : 0;
+}
+
+int64_t ampc_tensor_stride(const ampc_tensor *t, int dim) {
+    if (!t) return 0;
+    int d = dim < 0 ? dim + t->ndim : dim;
+    return d >= 0 && d < t->ndim ? t->stride[d] : -1;
+}
+
+bool ampc_tensor_is_contiguous(const ampc_tensor *t) {
+    if (!t) return false;
+    if (ampci_numel(t) == 0) return true;
+    int64_t expect = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] != 1 && t->stride[i] != expect) return false;
+        expect *= t->shape[i];
+    }
+    return true;
+}
+
+char *ampc_tensor_describe(const ampc_tensor *t, char *buf, size_t size) {
+    if (!buf || !size) return buf;
+    if (!t) {
+        snprintf(buf, size, "(null)");
+        return buf;
+    }
+    char sh[96], st[96];
+    ampci_shape_str(sh, sizeof sh, t->ndim, t->shape);
+    if (ampc_tensor_is_contiguous(t)) snprintf(buf, size, "%s %s", sh, ampc_dtype_name(t->dtype));
+    else snprintf(buf, size, "%s %s (strides %s)", sh, ampc_dtype_name(t->dtype),
+                  ampci_shape_str(st, sizeof st, t->ndim, t->stride));
+    return buf;
+}

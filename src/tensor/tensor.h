@@ -1,0 +1,58 @@
+/* tensor.h: the tensor struct and the helpers the tensor files share. A tensor is a strided window
+ * (dtype, shape, element strides, element offset) on a storage; views share the storage and with it the
+ * version counter. Owned storage is reference-counted (the owning tensor plus every arena view of it);
+ * arena storage dies with the step and needs no count. */
+#ifndef AMPC_TENSOR_H
+#define AMPC_TENSOR_H
+
+#include "../core/core.h"
+
+typedef struct ampci_storage {
+    ampc_ctx *ctx;
+    unsigned char *data;
+    size_t bytes;
+    int refs;          /* owned storage only */
+    bool arena;
+    uint64_t version;
+} ampci_storage;
+
+struct ampc_tensor {
+    ampc_ctx *ctx;
+    ampci_storage *storage;
+    ampc_dtype dtype;
+    int ndim;
+    int64_t shape[AMPC_MAX_DIMS];
+    int64_t stride[AMPC_MAX_DIMS];   /* in elements */
+    int64_t offset;                  /* in elements, into storage->data */
+    bool owned;
+};
+
+/* Validates (ndim, shape) for `fn` and returns the element count, or -1 with the error recorded. */
+AMPCI_HIDDEN int64_t ampci_shape_numel(const char *fn, int ndim, const int64_t *shape);
+/* "[2, 3]" into buf. */
+AMPCI_HIDDEN const char *ampci_shape_str(char *buf, size_t size, int ndim, const int64_t *shape);
+/* Row-major strides for shape. */
+AMPCI_HIDDEN void ampci_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
+/* A fresh arena tensor with zero-filled contiguous storage; NULL on failure. */
+AMPCI_HIDDEN ampc_tensor *ampci_tensor_arena(const char *fn, ampc_ctx *ctx, ampc_dtype dtype, int ndim,
+                                             const int64_t *shape);
+/* An arena view header on t's storage, shape and strides to be set by the caller. */
+AMPCI_HIDDEN ampc_tensor *ampci_tensor_view_of(const char *fn, const ampc_tensor *t);
+/* Normalises a possibly negative dim index for `fn`; -1 with the error recorded when out of range. */
+AMPCI_HIDDEN int ampci_wrap_dim(const char *fn, const ampc_tensor *t, int dim);
+/* Copies t's elements (any strides) in row-major order into dst (dst_dtype), converting. */
+AMPCI_HIDDEN void ampci_tensor_gather(const ampc_tensor *t, void *dst, ampc_dtype dst_dtype);
+/* Writes numel row-major elements of src (src_dtype) into t (any strides), converting. */
+AMPCI_HIDDEN void ampci_tensor_scatter(ampc_tensor *t, const void *src, ampc_dtype src_dtype);
+
+static inline unsigned char *ampci_tensor_ptr(const ampc_tensor *t) {
+    return t->storage->data + (size_t)t->offset * ampc_dtype_size(t->dtype);
+}
+
+static inline int64_t ampci_numel(const ampc_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+#endif
