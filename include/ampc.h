@@ -155,6 +155,10 @@ AMPC_API float ampc_fp8_e5m2_to_f32(uint8_t v);
 AMPC_API ampc_status ampc_convert(void *dst, ampc_dtype dst_dtype, const void *src, ampc_dtype src_dtype,
                                   size_t n);
 
+/* Name of the kernel ampc_convert runs for this dtype pair in this process ("ampc_k_cvt_f16f32__avx512"),
+ * "memcpy" for equal dtypes, "generic" for pairs without a dedicated kernel, NULL for invalid dtypes. */
+AMPC_API const char *ampc_convert_kernel_name(ampc_dtype dst_dtype, ampc_dtype src_dtype);
+
 /* ------------------------------------------------------------------------------------------------
  * CPU features and kernel levels
  * ---------------------------------------------------------------------------------------------- */
@@ -206,6 +210,7 @@ typedef struct ampc_cpu_info {
     int amx_errno;                            /* errno of a denied request, else 0 */
     ampc_isa best;                            /* highest level CPU + OS support */
     ampc_isa chosen;                          /* best, lowered by AMPC_ISA when set */
+    int online_cpus;                          /* CPUs this process may run on (affinity mask) */
     char isa_env[32];                         /* AMPC_ISA as found ("" if unset) */
     bool isa_env_valid;                       /* false: unknown value, ignored */
 } ampc_cpu_info;

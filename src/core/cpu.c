@@ -208,6 +208,7 @@ static void probe(void) {
     snprintf(ci->vendor, sizeof ci->vendor, "unknown");
 #endif
     ci->best = best_level(ci);
+    ci->online_cpus = ampci_online_cpus();
     apply_env_cap(ci);
 }
 

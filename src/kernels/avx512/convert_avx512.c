@@ -14,9 +14,7 @@
 
 #define RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 
-static inline __mmask16 tail_mask(size_t left) {
-    return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
-}
+static inline __mmask16 tail_mask(size_t left) { return (__mmask16)((1u << left) - 1); }
 
 /* 16 f32 patterns -> 16 bf16 patterns in 32-bit lanes: integer RNE, NaN quieted. */
 static inline __m512i bf16_round16(__m512i x) {
@@ -35,21 +33,34 @@ static inline __m512i bf16_widen16(__m256i h) {
     return _mm512_mask_or_epi32(x, nan, x, _mm512_set1_epi32(0x400000));
 }
 
+__attribute__((target("avx512bf16"))) static inline __m256i bf16_round16_hw(__m512i x) {
+    __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(x));
+    /* subnormal inputs (exponent field 0, mantissa non-zero) were flushed: redo those lanes */
+    __mmask16 sub = _mm512_testn_epi32_mask(x, _mm512_set1_epi32(0x7f800000)) &
+                    _mm512_test_epi32_mask(x, _mm512_set1_epi32(0x7fffff));
+    return sub ? _mm256_mask_blend_epi16(sub, h, _mm512_cvtepi32_epi16(bf16_round16(x))) : h;
+}
+
+/* Each kernel: a main loop over full vectors, then one masked step for the n % 16 tail. */
+
 static void cvt_f16_f32(void *restrict dst, const void *restrict src, size_t n) {
     /* dst: (n) f16, src: (n) f32 */
     uint16_t *d = dst;
     const float *s = src;
-    for (size_t i = 0; i < n; i += 16) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm256_storeu_si256((__m256i *)(d + i), _mm512_cvtps_ph(_mm512_loadu_ps(s + i), RNE));
+    if (i < n) {
         __mmask16 m = tail_mask(n - i);
-        __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, s + i), RNE);
-        _mm256_mask_storeu_epi16(d + i, m, h);
+        _mm256_mask_storeu_epi16(d + i, m, _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, s + i), RNE));
     }
 }
 
 static void cvt_f32_f16(void *restrict dst, const void *restrict src, size_t n) {
     float *d = dst;
     const uint16_t *s = src;
-    for (size_t i = 0; i < n; i += 16) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(d + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + i))));
+    if (i < n) {
         __mmask16 m = tail_mask(n - i);
         _mm512_mask_storeu_ps(d + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, s + i)));
     }
@@ -58,10 +69,12 @@ static void cvt_f32_f16(void *restrict dst, const void *restrict src, size_t n) 
 static void cvt_bf16_f32(void *restrict dst, const void *restrict src, size_t n) {
     uint16_t *d = dst;
     const uint32_t *s = src;
-    for (size_t i = 0; i < n; i += 16) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(d + i), _mm512_cvtepi32_epi16(bf16_round16(_mm512_loadu_si512(s + i))));
+    if (i < n) {
         __mmask16 m = tail_mask(n - i);
-        __m512i x = _mm512_maskz_loadu_epi32(m, s + i);
-        _mm256_mask_storeu_epi16(d + i, m, _mm512_cvtepi32_epi16(bf16_round16(x)));
+        _mm256_mask_storeu_epi16(d + i, m, _mm512_cvtepi32_epi16(bf16_round16(_mm512_maskz_loadu_epi32(m, s + i))));
     }
 }
 
@@ -69,44 +82,55 @@ __attribute__((target("avx512bf16"))) static void cvt_bf16_f32_bf16(void *restri
                                                                      size_t n) {
     uint16_t *d = dst;
     const uint32_t *s = src;
-    for (size_t i = 0; i < n; i += 16) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm256_storeu_si256((__m256i *)(d + i), bf16_round16_hw(_mm512_loadu_si512(s + i)));
+    if (i < n) {
         __mmask16 m = tail_mask(n - i);
-        __m512i x = _mm512_maskz_loadu_epi32(m, s + i);
-        __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(x));
-        /* subnormal inputs: exponent field 0, mantissa non-zero */
-        __mmask16 sub = _mm512_testn_epi32_mask(x, _mm512_set1_epi32(0x7f800000)) &
-                        _mm512_test_epi32_mask(x, _mm512_set1_epi32(0x7fffff));
-        if (sub) h = _mm256_mask_blend_epi16(sub, h, _mm512_cvtepi32_epi16(bf16_round16(x)));
-        _mm256_mask_storeu_epi16(d + i, m, h);
+        _mm256_mask_storeu_epi16(d + i, m, bf16_round16_hw(_mm512_maskz_loadu_epi32(m, s + i)));
     }
 }
 
 static void cvt_f32_bf16(void *restrict dst, const void *restrict src, size_t n) {
     uint32_t *d = dst;
     const uint16_t *s = src;
-    for (size_t i = 0; i < n; i += 16) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_si512(d + i, bf16_widen16(_mm256_loadu_si256((const __m256i *)(s + i))));
+    if (i < n) {
         __mmask16 m = tail_mask(n - i);
         _mm512_mask_storeu_epi32(d + i, m, bf16_widen16(_mm256_maskz_loadu_epi16(m, s + i)));
     }
 }
 
+static inline __m256i bf16_from_f16_16(__m256i h) {
+    return _mm512_cvtepi32_epi16(bf16_round16(_mm512_castps_si512(_mm512_cvtph_ps(h))));
+}
+
 static void cvt_bf16_f16(void *restrict dst, const void *restrict src, size_t n) {
     uint16_t *d = dst;
     const uint16_t *s = src;
-    for (size_t i = 0; i < n; i += 16) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(d + i), bf16_from_f16_16(_mm256_loadu_si256((const __m256i *)(s + i))));
+    if (i < n) {
         __mmask16 m = tail_mask(n - i);
-        __m512i x = _mm512_castps_si512(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, s + i)));
-        _mm256_mask_storeu_epi16(d + i, m, _mm512_cvtepi32_epi16(bf16_round16(x)));
+        _mm256_mask_storeu_epi16(d + i, m, bf16_from_f16_16(_mm256_maskz_loadu_epi16(m, s + i)));
     }
+}
+
+static inline __m256i f16_from_bf16_16(__m256i h) {
+    return _mm512_cvtps_ph(_mm512_castsi512_ps(bf16_widen16(h)), RNE);
 }
 
 static void cvt_f16_bf16(void *restrict dst, const void *restrict src, size_t n) {
     uint16_t *d = dst;
     const uint16_t *s = src;
-    for (size_t i = 0; i < n; i += 16) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(d + i), f16_from_bf16_16(_mm256_loadu_si256((const __m256i *)(s + i))));
+    if (i < n) {
         __mmask16 m = tail_mask(n - i);
-        __m512 x = _mm512_castsi512_ps(bf16_widen16(_mm256_maskz_loadu_epi16(m, s + i)));
-        _mm256_mask_storeu_epi16(d + i, m, _mm512_cvtps_ph(x, RNE));
+        _mm256_mask_storeu_epi16(d + i, m, f16_from_bf16_16(_mm256_maskz_loadu_epi16(m, s + i)));
     }
 }
 

@@ -1,0 +1,210 @@
+#!/bin/sh
+# cli_test.sh: checks the `ampc` command-line contract (design.md section 4) from the outside: --help
+# of every command exits 0 with a usage text; unknown commands, options and values exit 2 with exactly
+# one stderr line naming the offender and what is accepted; info/formats/bench succeed and their --json
+# output is valid JSON (checked by ampc_json_check, so neither python nor jq is needed); an invalid
+# AMPC_ISA stops every command with status 2. Exit status: 0 when every check passed, 1 otherwise.
+#
+# usage: cli_test.sh PATH/TO/ampc [PATH/TO/ampc_json_check]
+set -u
+
+AMPC=${1:?usage: cli_test.sh PATH/TO/ampc [PATH/TO/ampc_json_check]}
+JSON_CHECK=${2:-$(dirname "$AMPC")/tools/ampc/ampc_json_check}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/ampc_cli_test.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT INT TERM
+OUT=$TMP/out
+ERR=$TMP/err
+failures=0
+checks=0
+
+fail() {
+    failures=$((failures + 1))
+    printf 'FAIL: %s\n' "$*"
+}
+
+# run [ENV=VALUE] ARGS...: runs ampc, leaving stdout in $OUT, stderr in $ERR and the status in $RC.
+run() {
+    case ${1:-} in
+    AMPC_ISA=*) isa=${1#AMPC_ISA=}; shift; AMPC_ISA=$isa "$AMPC" "$@" >"$OUT" 2>"$ERR"; RC=$? ;;
+    *) "$AMPC" "$@" >"$OUT" 2>"$ERR"; RC=$? ;;
+    esac
+    LAST="ampc $*"
+}
+
+lines() { wc -l <"$1" | tr -d ' '; }
+
+expect_rc() {
+    checks=$((checks + 1))
+    [ "$RC" -eq "$1" ] || fail "$LAST: exit status $RC, expected $1 (stderr: $(head -c 300 "$ERR"))"
+}
+
+expect_lines() {   # FILE N
+    checks=$((checks + 1))
+    n=$(lines "$1")
+    [ "$n" -eq "$2" ] || fail "$LAST: $(basename "$1") has $n lines, expected $2"
+}
+
+expect_has() {     # FILE TEXT (fixed string)
+    checks=$((checks + 1))
+    grep -F -q -e "$2" "$1" || fail "$LAST: $(basename "$1") lacks '$2'"
+}
+
+expect_exact_err() {   # the one stderr line, verbatim
+    checks=$((checks + 1))
+    [ "$(cat "$ERR")" = "$1" ] || fail "$LAST: stderr is '$(cat "$ERR")', expected '$1'"
+}
+
+expect_json() {    # FILE [--lines]
+    checks=$((checks + 1))
+    # shellcheck disable=SC2086 # an absent mode must vanish, not become an empty argument
+    "$JSON_CHECK" ${2:-} --objects <"$1" 2>"$TMP/jerr" || fail "$LAST: invalid JSON: $(cat "$TMP/jerr")"
+}
+
+# usage_error TEXT1 TEXT2 -- ARGS...: status 2, nothing on stdout, one stderr line holding both texts.
+usage_error() {
+    t1=$1 t2=$2
+    shift 3
+    run "$@"
+    expect_rc 2
+    expect_lines "$OUT" 0
+    expect_lines "$ERR" 1
+    expect_has "$ERR" "$t1"
+    expect_has "$ERR" "$t2"
+}
+
+[ -x "$AMPC" ] || { echo "cli_test.sh: $AMPC is not an executable"; exit 1; }
+[ -x "$JSON_CHECK" ] || { echo "cli_test.sh: $JSON_CHECK is not an executable"; exit 1; }
+unset AMPC_ISA
+
+# ---- the checker itself must be able to say no, or every JSON check below would pass vacuously ----
+checks=$((checks + 1))
+printf '{"a":[1,2.5e-3,-0,true,null,"\\u00e9"]}\n' | "$JSON_CHECK" || fail "json_check rejects valid JSON"
+for bad in '{"a":1,}' '[01]' '{"a":NaN}' '{"a":1} {}' '' '[1,2' '{"a":.5}'; do
+    checks=$((checks + 1))
+    if printf '%s' "$bad" | "$JSON_CHECK" 2>/dev/null; then fail "json_check accepts invalid JSON: $bad"; fi
+done
+
+# ---- help and version ----
+for args in "--help" "-h"; do
+    run $args
+    expect_rc 0
+    expect_has "$OUT" "Usage: ampc <command>"
+    expect_lines "$ERR" 0
+done
+run --version
+expect_rc 0
+expect_lines "$OUT" 1
+checks=$((checks + 1))
+grep -q -E '^ampc [0-9]+\.[0-9]+\.[0-9]+$' "$OUT" || fail "ampc --version: '$(cat "$OUT")'"
+
+for cmd in info formats bench "bench convert"; do
+    run $cmd --help
+    expect_rc 0
+    expect_has "$OUT" "Usage: ampc $cmd"
+    expect_has "$OUT" "--help"
+    expect_lines "$ERR" 0
+done
+
+# ---- usage errors: status 2, one line naming the offender and the accepted values ----
+run trian
+expect_rc 2
+expect_exact_err "ampc: unknown command 'trian'; expected one of: info, formats, bench"
+run info --jsn
+expect_rc 2
+expect_exact_err "ampc info: unknown option '--jsn'; accepted: --json, --help"
+
+usage_error "missing command" "info, formats, bench" --
+usage_error "'trian'" "info, formats, bench" -- trian
+usage_error "'--jsn'" "--help, --version" -- --jsn
+usage_error "'--jsn'" "--json, --help" -- info --jsn
+usage_error "--json" "'--json=1'" -- info --json=1
+usage_error "'extra'" "--json, --help" -- info extra
+usage_error "'--bogus'" "--json, --help" -- formats --bogus
+usage_error "'-x'" "--json, --help" -- formats -x
+usage_error "missing benchmark kind" "convert" -- bench
+usage_error "'gemm'" "expected one of: convert" -- bench gemm
+usage_error "'convrt'" "expected one of: convert" -- bench convrt
+usage_error "'--json'" "convert" -- bench --json
+usage_error "'--jsn'" "--json, --threads, --mib, --help" -- bench convert --jsn
+usage_error "'0'" "--threads; expected an integer in 1..1024" -- bench convert --threads 0
+usage_error "'abc'" "--threads; expected an integer in 1..1024" -- bench convert --threads abc
+usage_error "'2x'" "--threads; expected an integer in 1..1024" -- bench convert --threads=2x
+usage_error "'99999'" "--mib; expected an integer in 1..4096" -- bench convert --mib 99999
+usage_error "--mib needs a value" "1..4096" -- bench convert --mib
+usage_error "--threads needs a value" "1..1024" -- bench convert --threads --json
+usage_error "'foo'" "--json, --threads, --mib, --help" -- bench convert foo
+
+# ---- info ----
+run info
+expect_rc 0
+expect_lines "$ERR" 0
+for text in "CPUID" "usable" "XCR0" "AMX permission" "kernel level" "GEMM" "conversion" "elementwise"; do
+    expect_has "$OUT" "$text"
+done
+run info --json
+expect_rc 0
+expect_lines "$ERR" 0
+expect_json "$OUT"
+for key in '"features"' '"cpuid"' '"usable"' '"xcr0"' '"amx_permission"' '"kernel_level"' '"support"' \
+           '"online_cpus"' '"conversion_kernels"'; do
+    expect_has "$OUT" "$key"
+done
+run AMPC_ISA=ref info --json
+expect_rc 0
+expect_json "$OUT"
+expect_has "$OUT" '"chosen": "ref"'
+expect_has "$OUT" '"ampc_isa_env": "ref"'
+
+# ---- formats ----
+run formats
+expect_rc 0
+expect_lines "$ERR" 0
+for f in FP32 TF32 BF16 FP16 FP8-E4M3 FP8-E5M2; do expect_has "$OUT" "$f"; done
+run formats --json
+expect_rc 0
+expect_json "$OUT"
+expect_has "$OUT" '"all_verified": true'
+expect_has "$OUT" '"name": "FP8-E5M2"'
+expect_has "$OUT" '"max_finite": 448,'
+
+# ---- bench convert (small arrays: this checks the plumbing, not the speed) ----
+run bench convert --mib 1
+expect_rc 0
+expect_lines "$ERR" 0
+expect_has "$OUT" "memcpy"
+expect_has "$OUT" "ampc_k_cvt_"
+for threads in 1 2; do
+    run bench convert --mib 1 --threads $threads --json
+    expect_rc 0
+    expect_lines "$ERR" 0
+    expect_json "$OUT" --lines
+    n=$(lines "$OUT")
+    checks=$((checks + 1))
+    [ "$n" -ge 2 ] || fail "$LAST: $n JSON lines, expected memcpy plus at least one kernel"
+    for key in '"kind":"convert"' '"kernel":' '"dst":' '"src":' '"n":262144' "\"threads\":$threads," '"gbps":' \
+               '"memcpy_gbps":' '"fraction_of_memcpy":' '"matches_ref":true'; do
+        checks=$((checks + 1))
+        k=$(grep -c -F -e "$key" "$OUT")
+        [ "$k" -eq "$n" ] || fail "$LAST: $key in $k of $n lines"
+    done
+    checks=$((checks + 1))
+    [ "$(grep -c -F '"kernel":"memcpy"' "$OUT")" -eq 1 ] || fail "$LAST: expected exactly one memcpy line"
+done
+
+# ---- an invalid AMPC_ISA stops every command ----
+for cmd in info "info --json" formats "bench convert --mib 1"; do
+    # shellcheck disable=SC2086 # $cmd is a command plus its options
+    run AMPC_ISA=bogus $cmd
+    expect_rc 2
+    expect_lines "$OUT" 0
+    expect_lines "$ERR" 1
+    expect_has "$ERR" "AMPC_ISA='bogus'"
+    expect_has "$ERR" "ref, avx2, avx512, amx"
+done
+
+if [ "$failures" -ne 0 ]; then
+    printf '%d of %d checks failed\n' "$failures" "$checks"
+    exit 1
+fi
+printf 'all %d checks passed\n' "$checks"
+exit 0

@@ -1,0 +1,415 @@
+/* info.c: `ampc info`, the answer to "which precisions does this machine really support?", the CPU
+ * counterpart of a GPU vendor's per-card FP16/BF16 table. It shows each CPU feature twice (what CPUID
+ * reports, and what is usable: OS-enabled per XCR0 and, for AMX, permission granted), the AMX
+ * permission result, the kernel level ampc chose, and a support grid of F32/F16/BF16 against GEMM,
+ * conversion and elementwise work saying, from the usable features, whether the CPU does that natively
+ * (and with which instruction) or whether it has to be emulated through F32. */
+#include "cli.h"
+#include "json.h"
+
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f, "Usage: ampc info [--json]\n\n"
+               "What this CPU offers mixed-precision training: CPU features as reported by CPUID and as\n"
+               "usable (enabled by the OS in XCR0; for AMX, tile permission granted), the AMX permission,\n"
+               "the kernel level ampc runs (AMPC_ISA can lower it), the conversion kernels in use, and a\n"
+               "table of F32/F16/BF16 support per operation family: native (with the instruction) or\n"
+               "emulated (and how).\n\n");
+}
+
+/* ---- the support grid ---- */
+
+typedef enum { ST_NATIVE, ST_CAPABLE, ST_EMULATED, ST_NA } cell_status;
+static const char *const status_names[] = {"native", "native-capable", "emulated", "n/a"};
+
+typedef struct cell {
+    cell_status status;
+    const char *feature;   /* the usable feature that decides it, or NULL */
+    const char *how;       /* the instruction (native) or the method (emulated) */
+    const char *note;      /* one sentence for the notes, or NULL */
+} cell;
+
+enum { ROW_F32, ROW_F16, ROW_BF16, NROWS };
+enum { OP_GEMM, OP_CVT, OP_ELEM, NOPS };
+static const char *const row_names[NROWS] = {"F32", "F16", "BF16"};
+static const char *const op_names[NOPS] = {"GEMM", "conversion", "elementwise"};
+static const char *const op_keys[NOPS] = {"gemm", "conversion", "elementwise"};
+
+static bool has(ampc_cpu_feature f) { return ampc_cpu_has(f); }
+
+static cell gemm_f32(void) {
+    if (has(AMPC_CPU_AVX512F))
+        return (cell){ST_NATIVE, "avx512f", "vfmadd231ps zmm", "16 FP32 FMAs per instruction."};
+    if (has(AMPC_CPU_AVX2) && has(AMPC_CPU_FMA))
+        return (cell){ST_NATIVE, "fma", "vfmadd231ps ymm", "8 FP32 FMAs per instruction."};
+    return (cell){ST_NATIVE, "sse4_2", "mulps + addps", "No FMA: separate multiply and add, 4 lanes."};
+}
+
+static cell gemm_f16(void) {
+    if (has(AMPC_CPU_AMX_FP16))
+        return (cell){ST_NATIVE, "amx_fp16", "tdpfp16ps", "FP16 tile products accumulated in FP32."};
+    if (has(AMPC_CPU_AVX512_FP16))
+        return (cell){ST_NATIVE, "avx512_fp16", "vfmadd231ph",
+                      "vfmadd231ph accumulates in FP16; FP32 accumulation means widening."};
+    if (has(AMPC_CPU_F16C) || has(AMPC_CPU_AVX512F))
+        return (cell){ST_EMULATED, NULL, "widen to F32, FMA",
+                      "No FP16 dot product: operands widen (vcvtph2ps), then FP32 FMA."};
+    return (cell){ST_EMULATED, NULL, "widen to F32, FMA", "Widened in software, multiplied in FP32."};
+}
+
+static cell gemm_bf16(void) {
+    if (has(AMPC_CPU_AMX_BF16))
+        return (cell){ST_NATIVE, "amx_bf16", "tdpbf16ps", "BF16 tile products accumulated in FP32."};
+    if (has(AMPC_CPU_AVX512_BF16))
+        return (cell){ST_NATIVE, "avx512_bf16", "vdpbf16ps", "Pairs of BF16 products accumulated in FP32."};
+    return (cell){ST_EMULATED, NULL, "widen to F32 + FMA",
+                  "No BF16 dot product: BF16 widens exactly (a shift), then FP32 FMA."};
+}
+
+static cell cvt_f16(void) {
+    if (has(AMPC_CPU_AVX512F)) return (cell){ST_NATIVE, "avx512f", "vcvtps2ph/vcvtph2ps", NULL};
+    if (has(AMPC_CPU_F16C)) return (cell){ST_NATIVE, "f16c", "vcvtps2ph/vcvtph2ps", NULL};
+    return (cell){ST_EMULATED, NULL, "integer RNE", "FP16 conversion in portable C (round to nearest even)."};
+}
+
+static cell cvt_bf16(void) {
+    if (has(AMPC_CPU_AVX512_BF16))
+        return (cell){ST_NATIVE, "avx512_bf16", "vcvtneps2bf16",
+                      "F32->BF16 in one instruction; BF16->F32 is an exact shift."};
+    return (cell){ST_EMULATED, NULL, "integer RNE",
+                  "F32->BF16 rounds with integer adds; BF16->F32 is an exact shift."};
+}
+
+static cell elem_f32(void) {
+    if (has(AMPC_CPU_AVX512F)) return (cell){ST_NATIVE, "avx512f", "vmulps zmm", NULL};
+    if (has(AMPC_CPU_AVX)) return (cell){ST_NATIVE, "avx", "vmulps ymm", NULL};
+    return (cell){ST_NATIVE, "sse4_2", "mulps xmm", NULL};
+}
+
+static cell elem_low(bool f16) {
+    if (f16 && has(AMPC_CPU_AVX512_FP16))
+        return (cell){ST_CAPABLE, "avx512_fp16", "vmulph",
+                      "The CPU has FP16 arithmetic, but ampc computes elementwise work in F32."};
+    return (cell){ST_EMULATED, NULL, "computed in F32",
+                  "Widened to F32, computed, rounded once on store."};
+}
+
+static void build_grid(cell g[NROWS][NOPS]) {
+    g[ROW_F32][OP_GEMM] = gemm_f32();
+    g[ROW_F32][OP_CVT] = (cell){ST_NA, NULL, "the hub", "F16 and BF16 convert to and from F32."};
+    g[ROW_F32][OP_ELEM] = elem_f32();
+    g[ROW_F16][OP_GEMM] = gemm_f16();
+    g[ROW_F16][OP_CVT] = cvt_f16();
+    g[ROW_F16][OP_ELEM] = elem_low(true);
+    g[ROW_BF16][OP_GEMM] = gemm_bf16();
+    g[ROW_BF16][OP_CVT] = cvt_bf16();
+    g[ROW_BF16][OP_ELEM] = elem_low(false);
+}
+
+static void cell_text(const cell *c, char *buf, size_t size) {
+    snprintf(buf, size, "%s (%s)", status_names[c->status], c->how);
+}
+
+/* ---- facts gathered once ---- */
+
+typedef struct info {
+    const ampc_cpu_info *cpu;
+    int online_cpus;
+    cell grid[NROWS][NOPS];
+} info;
+
+static const char *const xcr0_names[64] = {[0] = "x87", [1] = "SSE", [2] = "AVX", [5] = "opmask",
+                                           [6] = "ZMM_Hi256", [7] = "Hi16_ZMM", [9] = "PKRU",
+                                           [17] = "XTILECFG", [18] = "XTILEDATA"};
+
+static void xcr0_text(uint64_t x, char *buf, size_t size) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int b = 0; b < 64 && used < size; b++) {
+        if (!(x >> b & 1)) continue;
+        int w = xcr0_names[b] ? snprintf(buf + used, size - used, "%s%s", used ? " " : "", xcr0_names[b])
+                              : snprintf(buf + used, size - used, "%sbit%d", used ? " " : "", b);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+}
+
+static const char *amx_key(ampc_amx_permission p) {
+    switch (p) {
+    case AMPC_AMX_GRANTED: return "granted";
+    case AMPC_AMX_DENIED: return "denied";
+    case AMPC_AMX_OS_DISABLED: return "os_disabled";
+    default: return "not_present";
+    }
+}
+
+static void amx_text(const ampc_cpu_info *cpu, char *buf, size_t size) {
+    switch (cpu->amx_permission) {
+    case AMPC_AMX_GRANTED: snprintf(buf, size, "granted (arch_prctl ARCH_REQ_XCOMP_PERM)"); break;
+    case AMPC_AMX_DENIED: snprintf(buf, size, "denied: %s", strerror(cpu->amx_errno)); break;
+    case AMPC_AMX_OS_DISABLED: snprintf(buf, size, "OS disabled (XCR0 lacks XTILECFG/XTILEDATA)"); break;
+    default: snprintf(buf, size, "not present (CPUID reports no AMX)"); break;
+    }
+}
+
+/* Why a feature CPUID reports is not usable. */
+static const char *unusable_reason(const ampc_cpu_info *cpu, int f) {
+    if (!cpu->cpuid[f] || cpu->os_enabled[f]) return "";
+    if (f >= AMPC_CPU_AMX_TILE)
+        return cpu->amx_permission == AMPC_AMX_DENIED ? "AMX permission denied" : "OS does not save tile state";
+    return "OS does not save its registers (XCR0)";
+}
+
+static ampc_status gather(info *in) {
+    memset(in, 0, sizeof *in);
+    in->cpu = ampc_cpu();
+    in->online_cpus = in->cpu->online_cpus;
+    build_grid(in->grid);
+    return AMPC_OK;
+}
+
+/* The conversion pairs of the tensor float dtypes, in the order the bench prints them. */
+static const ampc_dtype cvt_pairs[][2] = {   /* {src, dst} */
+    {AMPC_DTYPE_F32, AMPC_DTYPE_F16}, {AMPC_DTYPE_F32, AMPC_DTYPE_BF16}, {AMPC_DTYPE_F16, AMPC_DTYPE_F32},
+    {AMPC_DTYPE_F16, AMPC_DTYPE_BF16}, {AMPC_DTYPE_BF16, AMPC_DTYPE_F32}, {AMPC_DTYPE_BF16, AMPC_DTYPE_F16},
+};
+#define NPAIRS (sizeof cvt_pairs / sizeof cvt_pairs[0])
+
+static const char *cvt_kernel(size_t i) {
+    return ampc_convert_kernel_name(cvt_pairs[i][1], cvt_pairs[i][0]);
+}
+
+/* ---- the verdict: one line per low precision ---- */
+
+static void verdict(const info *in, int row, char *buf, size_t size) {
+    const cell *g = &in->grid[row][OP_GEMM];
+    if (g->status == ST_NATIVE && strcmp(g->how, "vfmadd231ph") == 0)
+        snprintf(buf, size, "FP16 math is native but accumulates in FP16; with FP32 accumulation FP16 saves "
+                            "memory and bandwidth, not compute");
+    else if (g->status == ST_NATIVE)
+        snprintf(buf, size, "native matrix multiply (%s, FP32 accumulate): saves compute, memory and bandwidth",
+                 g->how);
+    else
+        snprintf(buf, size, "no native matrix multiply: its math runs in F32, so it saves memory and bandwidth, "
+                            "not compute");
+}
+
+/* ---- human output ---- */
+
+static void print_cpu(const info *in) {
+    char x[256];
+    xcr0_text(in->cpu->xcr0, x, sizeof x);
+    printf("ampc %s\n\n", ampc_version());
+    printf("CPU\n");
+    printf("  vendor        %s\n", in->cpu->vendor);
+    printf("  brand         %s\n", in->cpu->brand[0] ? in->cpu->brand : "(none reported)");
+    printf("  online CPUs   %d\n", in->online_cpus);
+    printf("  XCR0          0x%016llx (%s)\n", (unsigned long long)in->cpu->xcr0, x[0] ? x : "not readable");
+}
+
+static void print_features(const info *in) {
+    printf("\n%-14s %-6s %-6s\n", "feature", "CPUID", "usable");
+    for (int f = 0; f < AMPC_CPU_FEATURE_COUNT; f++) {
+        const char *why = unusable_reason(in->cpu, f);
+        const char *name = ampc_cpu_feature_name((ampc_cpu_feature)f);
+        if (*why) printf("  %-12s %-6s %-6s %s\n", name, in->cpu->cpuid[f] ? "yes" : "no", "no", why);
+        else printf("  %-12s %-6s %s\n", name, in->cpu->cpuid[f] ? "yes" : "no",
+                    in->cpu->os_enabled[f] ? "yes" : "no");
+    }
+}
+
+static void print_levels(const info *in) {
+    char amx[160];
+    amx_text(in->cpu, amx, sizeof amx);
+    printf("\nAMX permission  %s\n", amx);
+    char env[48];
+    if (in->cpu->isa_env[0]) snprintf(env, sizeof env, "AMPC_ISA=%s", in->cpu->isa_env);
+    else snprintf(env, sizeof env, "AMPC_ISA unset");
+    printf("kernel level    best %s; %s; chosen %s\n", ampc_isa_name(in->cpu->best), env,
+           ampc_isa_name(in->cpu->chosen));
+    printf("\nconversion kernels (ampc_convert)\n");
+    for (size_t i = 0; i < NPAIRS; i++)
+        printf("  %-4s -> %-4s  %s\n", ampc_dtype_name(cvt_pairs[i][0]), ampc_dtype_name(cvt_pairs[i][1]),
+               cvt_kernel(i));
+}
+
+static void print_grid(const info *in) {
+    char t[96];
+    int w[NOPS];
+    for (int o = 0; o < NOPS; o++) {
+        w[o] = (int)strlen(op_names[o]);
+        for (int r = 0; r < NROWS; r++) {
+            cell_text(&in->grid[r][o], t, sizeof t);
+            if ((int)strlen(t) > w[o]) w[o] = (int)strlen(t);
+        }
+    }
+    printf("\nprecision support on this CPU (from the usable features)\n");
+    printf("  %-5s", "");
+    for (int o = 0; o < NOPS; o++) printf("  %-*s", o + 1 < NOPS ? w[o] : 0, op_names[o]);
+    printf("\n");
+    for (int r = 0; r < NROWS; r++) {
+        printf("  %-5s", row_names[r]);
+        for (int o = 0; o < NOPS; o++) {
+            cell_text(&in->grid[r][o], t, sizeof t);
+            printf("  %-*s", o + 1 < NOPS ? w[o] : 0, t);   /* no trailing blanks */
+        }
+        printf("\n");
+    }
+}
+
+/* A cell's note, once per column: rows sharing the same note are named together ("F16, BF16"). */
+static void print_note(const info *in, int row, int op) {
+    const char *note = in->grid[row][op].note;
+    for (int r = 0; r < row; r++)
+        if (note && in->grid[r][op].note && strcmp(in->grid[r][op].note, note) == 0) return;
+    if (!note) return;
+    char rows[32] = "";
+    for (int r = row; r < NROWS; r++)
+        if (in->grid[r][op].note && strcmp(in->grid[r][op].note, note) == 0)
+            snprintf(rows + strlen(rows), sizeof rows - strlen(rows), "%s%s", rows[0] ? ", " : "", row_names[r]);
+    printf("  %-11s %-10s  %s\n", op_names[op], rows, note);
+}
+
+static void print_notes(const info *in) {
+    printf("\nnotes\n");
+    for (int o = 0; o < NOPS; o++)
+        for (int r = 0; r < NROWS; r++) print_note(in, r, o);
+    if (in->cpu->chosen < in->cpu->best)
+        printf("  AMPC_ISA caps ampc at %s: instructions of higher levels are not used by ampc.\n",
+               ampc_isa_name(in->cpu->chosen));
+    char v[256];
+    printf("\nin short\n");
+    verdict(in, ROW_BF16, v, sizeof v);
+    printf("  BF16  %s.\n", v);
+    verdict(in, ROW_F16, v, sizeof v);
+    printf("  F16   %s.\n", v);
+}
+
+static void print_human(const info *in) {
+    print_cpu(in);
+    print_features(in);
+    print_levels(in);
+    print_grid(in);
+    print_notes(in);
+}
+
+/* ---- JSON output ---- */
+
+static void json_cpu(json_writer *w, const info *in) {
+    char x[256], hex[24];
+    xcr0_text(in->cpu->xcr0, x, sizeof x);
+    snprintf(hex, sizeof hex, "0x%016llx", (unsigned long long)in->cpu->xcr0);
+    json_key(w, "cpu");
+    json_obj_begin(w);
+    json_kstr(w, "vendor", in->cpu->vendor);
+    json_kstr(w, "brand", in->cpu->brand);
+    json_kint(w, "online_cpus", in->online_cpus);
+    json_kstr(w, "xcr0", hex);
+    json_kstr(w, "xcr0_components", x);
+    json_obj_end(w);
+}
+
+static void json_features(json_writer *w, const info *in) {
+    json_key(w, "features");
+    json_obj_begin(w);
+    for (int f = 0; f < AMPC_CPU_FEATURE_COUNT; f++) {
+        const char *why = unusable_reason(in->cpu, f);
+        json_key(w, ampc_cpu_feature_name((ampc_cpu_feature)f));
+        json_obj_begin(w);
+        json_kbool(w, "cpuid", in->cpu->cpuid[f]);
+        json_kbool(w, "usable", in->cpu->os_enabled[f]);
+        json_kstr(w, "unusable_reason", *why ? why : NULL);
+        json_obj_end(w);
+    }
+    json_obj_end(w);
+}
+
+static void json_levels(json_writer *w, const info *in) {
+    char amx[160];
+    amx_text(in->cpu, amx, sizeof amx);
+    json_key(w, "amx_permission");
+    json_obj_begin(w);
+    json_kstr(w, "state", amx_key(in->cpu->amx_permission));
+    json_kstr(w, "text", amx);
+    if (in->cpu->amx_permission == AMPC_AMX_DENIED) json_kint(w, "errno", in->cpu->amx_errno);
+    else json_knull(w, "errno");
+    json_obj_end(w);
+    json_key(w, "kernel_level");
+    json_obj_begin(w);
+    json_kstr(w, "best", ampc_isa_name(in->cpu->best));
+    json_kstr(w, "ampc_isa_env", in->cpu->isa_env[0] ? in->cpu->isa_env : NULL);
+    json_kstr(w, "chosen", ampc_isa_name(in->cpu->chosen));
+    json_obj_end(w);
+    json_key(w, "conversion_kernels");
+    json_arr_begin(w);
+    for (size_t i = 0; i < NPAIRS; i++) {
+        json_obj_begin(w);
+        json_kstr(w, "src", ampc_dtype_name(cvt_pairs[i][0]));
+        json_kstr(w, "dst", ampc_dtype_name(cvt_pairs[i][1]));
+        json_kstr(w, "kernel", cvt_kernel(i));
+        json_obj_end(w);
+    }
+    json_arr_end(w);
+}
+
+static void json_cell(json_writer *w, const cell *c) {
+    json_obj_begin(w);
+    json_kstr(w, "status", status_names[c->status]);
+    json_kstr(w, "feature", c->feature);
+    bool native = c->status == ST_NATIVE || c->status == ST_CAPABLE;
+    json_kstr(w, "instruction", native ? c->how : NULL);   /* what the CPU executes natively */
+    json_kstr(w, "emulation", c->status == ST_EMULATED ? c->how : NULL);   /* how ampc gets by without it */
+    json_kstr(w, "note", c->note);
+    json_obj_end(w);
+}
+
+static void json_support(json_writer *w, const info *in) {
+    char v[256];
+    json_key(w, "support");
+    json_obj_begin(w);
+    for (int r = 0; r < NROWS; r++) {
+        json_key(w, row_names[r]);
+        json_obj_begin(w);
+        for (int o = 0; o < NOPS; o++) {
+            json_key(w, op_keys[o]);
+            json_cell(w, &in->grid[r][o]);
+        }
+        if (r != ROW_F32) {
+            verdict(in, r, v, sizeof v);
+            json_kstr(w, "summary", v);
+        }
+        json_obj_end(w);
+    }
+    json_obj_end(w);
+}
+
+static void print_json(const info *in) {
+    json_writer w;
+    json_init(&w, stdout, true);
+    json_obj_begin(&w);
+    json_kstr(&w, "ampc_version", ampc_version());
+    json_cpu(&w, in);
+    json_features(&w, in);
+    json_levels(&w, in);
+    json_support(&w, in);
+    json_obj_end(&w);
+    json_finish(&w);
+}
+
+int cmd_info(int argc, char **argv) {
+    const char *prog = "ampc info";
+    bool json = false;
+    const cli_opt opts[] = {
+        {.name = "json", .kind = CLI_FLAG, .out = &json, .help = "print one JSON object instead of tables"},
+    };
+    cli_parse_out po = {0};
+    int rc = cli_parse_or_exit(prog, usage, opts, 1, argc, argv, 0, NULL, &po);
+    if (rc >= 0) return rc;
+    info in;
+    ampc_status s = gather(&in);
+    if (s != AMPC_OK) return cli_fail_lib(prog, s);
+    if (json) print_json(&in);
+    else print_human(&in);
+    return CLI_EXIT_OK;
+}
