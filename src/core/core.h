@@ -48,6 +48,7 @@ typedef struct ampci_arena {
     ampci_arena_chunk *chunks;      /* newest first */
     ampci_arena_hook *hooks;
     size_t initial, reserved, used, high_water;
+    size_t next_chunk;              /* size of the next first chunk: last step's high water (merging) */
 } ampci_arena;
 
 /* ---- thread pool ---- */

@@ -104,9 +104,9 @@ static void read_features(ampc_cpu_info *ci, bool *osxsave) {
     unsigned r1[4], r7[4], r71[4];
     unsigned maxleaf = __get_cpuid_max(0, NULL);
     cpuid(1, 0, r1);
-    cpuid(7, 0, r7);
-    if (maxleaf >= 7) cpuid(7, 1, r71);
-    else r7[0] = r7[1] = r7[2] = r7[3] = r71[0] = 0;
+    cpuid(7, 0, r7);   /* zeros when leaf 7 is beyond the maximum */
+    r71[0] = 0;
+    if (maxleaf >= 7 && r7[0] >= 1) cpuid(7, 1, r71);   /* r7[0]: highest leaf-7 subleaf */
     bool *f = ci->cpuid;
     f[AMPC_CPU_SSE42] = r1[2] >> 20 & 1;
     f[AMPC_CPU_FMA] = r1[2] >> 12 & 1;

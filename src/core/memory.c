@@ -75,8 +75,10 @@ void *ampci_arena_alloc(ampc_ctx *ctx, size_t size, const char *what) {
     if (need < size) return ampci_fail_null(AMPC_STATUS_OOM, "%s: %zu bytes is too large", what, size);
     ampci_arena_chunk *c = a->chunks;
     if (!c || c->size - c->used < need) {
-        /* Grow geometrically so a step needs O(log) chunks; the reset merges them. */
+        /* Grow geometrically so a step needs O(log) chunks; the first chunk of a step is as large as the
+         * whole of the previous step, so steady-state steps use one chunk and allocate nothing. */
         size_t want = a->initial ? a->initial : ARENA_DEFAULT_INITIAL;
+        if (!c && a->next_chunk > want) want = a->next_chunk;
         if (c && c->size * 2 > want) want = c->size * 2;
         if (want < need + AMPCI_ALIGN) want = need + AMPCI_ALIGN;
         ampci_arena_chunk *n = chunk_new(ctx, want);
@@ -108,19 +110,22 @@ static void run_hooks(ampc_ctx *ctx) {
     ctx->arena.hooks = NULL;
 }
 
+static void free_chunks(ampc_ctx *ctx) {
+    while (ctx->arena.chunks) {
+        ampci_arena_chunk *next = ctx->arena.chunks->next;
+        chunk_free(ctx, ctx->arena.chunks);
+        ctx->arena.chunks = next;
+    }
+}
+
 void ampci_arena_reset(ampc_ctx *ctx) {
     ampci_arena *a = &ctx->arena;
     run_hooks(ctx);
     if (a->chunks && a->chunks->next) {
-        /* Several chunks this step: replace them by one that holds the whole high-water mark. */
-        size_t want = a->high_water + AMPCI_ALIGN;
-        while (a->chunks) {
-            ampci_arena_chunk *next = a->chunks->next;
-            chunk_free(ctx, a->chunks);
-            a->chunks = next;
-        }
-        a->chunks = chunk_new(ctx, want);   /* on failure the next alloc simply grows again */
-        if (!a->chunks) ampc_clear_error();
+        /* Several chunks this step: drop them; the next step's first allocation takes one chunk that
+         * holds the whole high-water mark (allocated then, so a failure is reported where it happens). */
+        free_chunks(ctx);
+        a->next_chunk = a->high_water + AMPCI_ALIGN;
     }
     if (a->chunks) a->chunks->used = 0;
     a->used = 0;
@@ -128,10 +133,6 @@ void ampci_arena_reset(ampc_ctx *ctx) {
 
 void ampci_arena_release(ampc_ctx *ctx) {
     run_hooks(ctx);
-    while (ctx->arena.chunks) {
-        ampci_arena_chunk *next = ctx->arena.chunks->next;
-        chunk_free(ctx, ctx->arena.chunks);
-        ctx->arena.chunks = next;
-    }
+    free_chunks(ctx);
     ctx->arena.used = 0;
 }

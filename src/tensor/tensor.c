@@ -55,43 +55,46 @@ static void set_shape(ampc_tensor *t, ampc_dtype dtype, int ndim, const int64_t 
     t->offset = 0;
 }
 
-ampc_tensor *ampci_tensor_arena(const char *fn, ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape) {
-    if (!ctx) return ampci_fail_null(AMPC_STATUS_INVALID_ARG, "%s: ctx is NULL", fn);
-    if (!check_dtype(fn, dtype)) return NULL;
+/* Validates (ctx, dtype, shape) for `fn`; the storage size in bytes, or -1 with the error recorded. */
+static int64_t storage_bytes(const char *fn, const ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape) {
+    if (!ctx) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: ctx is NULL", fn), -1;
+    if (!check_dtype(fn, dtype)) return -1;
     int64_t n = ampci_shape_numel(fn, ndim, shape);
-    if (n < 0) return NULL;
-    size_t bytes = (size_t)n * ampc_dtype_size(dtype);
-    ampc_tensor *t = ampci_arena_alloc(ctx, sizeof *t, fn);
-    ampci_storage *s = t ? ampci_arena_alloc(ctx, sizeof *s, fn) : NULL;
-    unsigned char *data = s ? ampci_arena_alloc(ctx, bytes, fn) : NULL;
-    if (!data) return NULL;
+    return n < 0 ? -1 : n * (int64_t)ampc_dtype_size(dtype);
+}
+
+/* Fills in a zeroed contiguous tensor t on storage s holding `data`. */
+static ampc_tensor *init_tensor(ampc_tensor *t, ampci_storage *s, ampc_ctx *ctx, unsigned char *data, size_t bytes,
+                                bool owned, ampc_dtype dtype, int ndim, const int64_t *shape) {
     memset(data, 0, bytes);
-    *s = (ampci_storage){.ctx = ctx, .data = data, .bytes = bytes, .refs = 0, .arena = true, .version = 0};
-    *t = (ampc_tensor){.ctx = ctx, .storage = s, .owned = false};
+    *s = (ampci_storage){.ctx = ctx, .data = data, .bytes = bytes, .refs = owned, .arena = !owned, .version = 0};
+    *t = (ampc_tensor){.ctx = ctx, .storage = s, .owned = owned};
     set_shape(t, dtype, ndim, shape);
     return t;
 }
 
+ampc_tensor *ampci_tensor_arena(const char *fn, ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape) {
+    int64_t bytes = storage_bytes(fn, ctx, dtype, ndim, shape);
+    if (bytes < 0) return NULL;
+    ampc_tensor *t = ampci_arena_alloc(ctx, sizeof *t, fn);
+    ampci_storage *s = t ? ampci_arena_alloc(ctx, sizeof *s, fn) : NULL;
+    unsigned char *data = s ? ampci_arena_alloc(ctx, (size_t)bytes, fn) : NULL;
+    return data ? init_tensor(t, s, ctx, data, (size_t)bytes, false, dtype, ndim, shape) : NULL;
+}
+
 ampc_tensor *ampc_tensor_new(ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape) {
     static const char fn[] = "ampc_tensor_new";
-    if (!ctx) return ampci_fail_null(AMPC_STATUS_INVALID_ARG, "%s: ctx is NULL", fn);
-    if (!check_dtype(fn, dtype)) return NULL;
-    int64_t n = ampci_shape_numel(fn, ndim, shape);
-    if (n < 0) return NULL;
-    size_t bytes = (size_t)n * ampc_dtype_size(dtype);
+    int64_t bytes = storage_bytes(fn, ctx, dtype, ndim, shape);
+    if (bytes < 0) return NULL;
     ampc_tensor *t = ampci_alloc(ctx, sizeof *t, fn);
     ampci_storage *s = t ? ampci_alloc(ctx, sizeof *s, fn) : NULL;
-    unsigned char *data = s ? ampci_alloc(ctx, bytes, fn) : NULL;
+    unsigned char *data = s ? ampci_alloc(ctx, (size_t)bytes, fn) : NULL;
     if (!data) {
         ampci_free(ctx, s, sizeof *s);
         ampci_free(ctx, t, sizeof *t);
         return NULL;
     }
-    memset(data, 0, bytes);
-    *s = (ampci_storage){.ctx = ctx, .data = data, .bytes = bytes, .refs = 1, .arena = false, .version = 0};
-    *t = (ampc_tensor){.ctx = ctx, .storage = s, .owned = true};
-    set_shape(t, dtype, ndim, shape);
-    return t;
+    return init_tensor(t, s, ctx, data, (size_t)bytes, true, dtype, ndim, shape);
 }
 
 static void storage_unref(void *arg) {

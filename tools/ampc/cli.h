@@ -19,6 +19,10 @@ int cmd_bench(int argc, char **argv);
 int cli_parse_or_exit(const char *prog, void (*usage)(FILE *), const cli_opt *opts, size_t nopts, int argc,
                       char **argv, int max_pos, const char *pos_what, cli_parse_out *out);
 
+/* The whole option handling of a command whose only option is --json: -1 to go on (with *json set),
+ * else the exit status to return now, as cli_parse_or_exit. */
+int cli_parse_json_only(const char *prog, void (*usage)(FILE *), int argc, char **argv, bool *json);
+
 /* Reports a library failure as `prog: <ampc_last_error()>` (or the status name when there is no
  * message) and returns CLI_EXIT_FAIL. */
 int cli_fail_lib(const char *prog, ampc_status s);

@@ -98,12 +98,8 @@ static void print_json(const ampc_format_info *fis, bool all_ok) {
 
 int cmd_formats(int argc, char **argv) {
     const char *prog = "ampc formats";
-    bool json = false;
-    const cli_opt opts[] = {
-        {.name = "json", .kind = CLI_FLAG, .out = &json, .help = "print one JSON object instead of tables"},
-    };
-    cli_parse_out po = {0};
-    int rc = cli_parse_or_exit(prog, usage, opts, 1, argc, argv, 0, NULL, &po);
+    bool json;
+    int rc = cli_parse_json_only(prog, usage, argc, argv, &json);
     if (rc >= 0) return rc;
     ampc_format_info fis[AMPC_FORMAT_COUNT];
     bool all_ok = true;

@@ -399,12 +399,8 @@ static void print_json(const info *in) {
 
 int cmd_info(int argc, char **argv) {
     const char *prog = "ampc info";
-    bool json = false;
-    const cli_opt opts[] = {
-        {.name = "json", .kind = CLI_FLAG, .out = &json, .help = "print one JSON object instead of tables"},
-    };
-    cli_parse_out po = {0};
-    int rc = cli_parse_or_exit(prog, usage, opts, 1, argc, argv, 0, NULL, &po);
+    bool json;
+    int rc = cli_parse_json_only(prog, usage, argc, argv, &json);
     if (rc >= 0) return rc;
     info in;
     ampc_status s = gather(&in);

@@ -77,6 +77,15 @@ int cli_parse_or_exit(const char *prog, void (*usage_fn)(FILE *), const cli_opt 
     }
 }
 
+int cli_parse_json_only(const char *prog, void (*usage_fn)(FILE *), int argc, char **argv, bool *json) {
+    *json = false;
+    const cli_opt opts[] = {
+        {.name = "json", .kind = CLI_FLAG, .out = json, .help = "print one JSON object instead of tables"},
+    };
+    cli_parse_out po = {0};
+    return cli_parse_or_exit(prog, usage_fn, opts, 1, argc, argv, 0, NULL, &po);
+}
+
 int cli_fail_lib(const char *prog, ampc_status s) {
     const char *msg = ampc_last_error();
     fprintf(stderr, "%s: %s\n", prog, msg && *msg ? msg : ampc_status_str(s));
