@@ -351,7 +351,7 @@ AMPC_API ampc_status ampc_tensor_copy_from(ampc_tensor *t, const void *src, ampc
 /* Reads t's elements in row-major order into dst, converted to dst_dtype. */
 AMPC_API ampc_status ampc_tensor_copy_to(const ampc_tensor *t, void *dst, ampc_dtype dst_dtype);
 
-/* Shape changes. reshape returns a view when the strides allow it and a contiguous copy otherwise; one
+/* Shape changes, all differentiable (recorded on the tape when an input requires grad). reshape returns a view when the strides allow it and a contiguous copy otherwise; one
  * extent may be -1 (inferred). view never copies and fails when a view is impossible. */
 AMPC_API ampc_tensor *ampc_tensor_reshape(const ampc_tensor *t, int ndim, const int64_t *shape);
 AMPC_API ampc_tensor *ampc_tensor_view(const ampc_tensor *t, int ndim, const int64_t *shape);
@@ -362,11 +362,12 @@ AMPC_API ampc_tensor *ampc_tensor_permute(const ampc_tensor *t, const int *perm)
  * are wrapped once; end is clamped to the extent as in Python; step >= 1). */
 AMPC_API ampc_tensor *ampc_tensor_slice(const ampc_tensor *t, int dim, int64_t start, int64_t end,
                                         int64_t step);
-/* A row-major copy (a fresh arena tensor even when t is already contiguous). */
+/* A row-major copy (a fresh arena tensor even when t is already contiguous). Differentiable. */
 AMPC_API ampc_tensor *ampc_tensor_contiguous(const ampc_tensor *t);
-/* A contiguous copy in dtype (also when dtype is t's own). */
+/* A contiguous copy in dtype (also when dtype is t's own). Differentiable: the backward casts the gradient
+ * back to t's dtype, so an F32 weight used through a BF16 copy receives an F32 gradient. */
 AMPC_API ampc_tensor *ampc_tensor_cast(const ampc_tensor *t, ampc_dtype dtype);
-/* An owned contiguous copy that survives ampc_ctx_step_end. */
+/* An owned contiguous copy that survives ampc_ctx_step_end; it has no graph and does not require grad. */
 AMPC_API ampc_tensor *ampc_tensor_detach_copy(const ampc_tensor *t);
 
 /* Accessors. Out-of-range dims give 0 / -1; NULL tensors give 0 / NULL / false. */
@@ -384,6 +385,126 @@ AMPC_API void ampc_tensor_bump_version(ampc_tensor *t);
 AMPC_API ampc_ctx *ampc_tensor_ctx(const ampc_tensor *t);
 /* "[2, 3] F32" style description into buf (always NUL-terminated); returns buf. */
 AMPC_API char *ampc_tensor_describe(const ampc_tensor *t, char *buf, size_t size);
+
+/* ------------------------------------------------------------------------------------------------
+ * Autograd. Ops on tensors that require grad are recorded on the context's tape; ampc_backward walks
+ * it in reverse. Gradients have their tensor's dtype (as in PyTorch): an F32 leaf accumulates an F32
+ * gradient, a BF16 activation's gradient is BF16. The tape and every activation are released by
+ * ampc_ctx_step_end; leaf gradients of owned tensors survive it.
+ * ---------------------------------------------------------------------------------------------- */
+
+/* Marks a leaf (a tensor not produced by a recorded op) as requiring grad. Only float dtypes. */
+AMPC_API ampc_status ampc_tensor_set_requires_grad(ampc_tensor *t, bool requires_grad);
+AMPC_API bool ampc_tensor_requires_grad(const ampc_tensor *t);
+/* The accumulated gradient of a leaf, or NULL when none has arrived (or after ampc_tensor_clear_grad).
+ * Same shape and dtype as t; owned by t (freed with it). */
+AMPC_API ampc_tensor *ampc_tensor_grad(const ampc_tensor *t);
+/* Drops the gradient (set-to-none semantics: the next backward starts a fresh one). */
+AMPC_API void ampc_tensor_clear_grad(ampc_tensor *t);
+/* A name for error messages and overflow reports ("blocks.0.attn.qkv.weight"); copied. */
+AMPC_API ampc_status ampc_tensor_set_name(ampc_tensor *t, const char *name);
+AMPC_API const char *ampc_tensor_name(const ampc_tensor *t);   /* "" when unnamed */
+/* A view of t's data cut off from the graph (does not require grad). */
+AMPC_API ampc_tensor *ampc_tensor_detach(const ampc_tensor *t);
+
+/* Backpropagates from a scalar (numel 1) loss, seeding its gradient with 1. */
+AMPC_API ampc_status ampc_backward(ampc_ctx *ctx, ampc_tensor *loss);
+/* Backpropagates from any output with the given gradient (same shape; converted to out's dtype). */
+AMPC_API ampc_status ampc_backward_with(ampc_ctx *ctx, ampc_tensor *out, const ampc_tensor *grad);
+/* No-grad scopes (nestable): ops inside record nothing and their outputs do not require grad. */
+AMPC_API void ampc_no_grad_begin(ampc_ctx *ctx);
+AMPC_API void ampc_no_grad_end(ampc_ctx *ctx);
+AMPC_API bool ampc_grad_enabled(const ampc_ctx *ctx);
+
+/* ------------------------------------------------------------------------------------------------
+ * Ops. Every op accepts F32, F16 and BF16 tensors (any strides) and returns an arena tensor, or NULL with
+ * ampc_last_error() naming the op, the shapes and dtypes. Elementwise and reduction work is computed in
+ * F32 and written in the output dtype; GEMM-like ops multiply in the input dtype and accumulate in F32.
+ * Output dtypes follow PyTorch outside autocast: the inputs' dtype; binary elementwise ops promote
+ * (F16 with BF16, or anything with F32, gives F32); GEMM-like ops require equal dtypes.
+ * ---------------------------------------------------------------------------------------------- */
+
+/* Elementwise with broadcasting (NumPy rules, right-aligned, up to 4 dims). */
+AMPC_API ampc_tensor *ampc_add(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b);
+AMPC_API ampc_tensor *ampc_sub(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b);
+AMPC_API ampc_tensor *ampc_mul(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b);
+AMPC_API ampc_tensor *ampc_div(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b);
+/* x + s, x - s, x * s, x / s with a scalar s (the output keeps x's dtype). */
+AMPC_API ampc_tensor *ampc_add_scalar(ampc_ctx *ctx, const ampc_tensor *x, double s);
+AMPC_API ampc_tensor *ampc_sub_scalar(ampc_ctx *ctx, const ampc_tensor *x, double s);
+AMPC_API ampc_tensor *ampc_mul_scalar(ampc_ctx *ctx, const ampc_tensor *x, double s);
+AMPC_API ampc_tensor *ampc_div_scalar(ampc_ctx *ctx, const ampc_tensor *x, double s);
+AMPC_API ampc_tensor *ampc_neg(ampc_ctx *ctx, const ampc_tensor *x);
+AMPC_API ampc_tensor *ampc_exp(ampc_ctx *ctx, const ampc_tensor *x);
+AMPC_API ampc_tensor *ampc_log(ampc_ctx *ctx, const ampc_tensor *x);
+AMPC_API ampc_tensor *ampc_sqrt(ampc_ctx *ctx, const ampc_tensor *x);
+AMPC_API ampc_tensor *ampc_tanh(ampc_ctx *ctx, const ampc_tensor *x);
+AMPC_API ampc_tensor *ampc_sigmoid(ampc_ctx *ctx, const ampc_tensor *x);
+AMPC_API ampc_tensor *ampc_relu(ampc_ctx *ctx, const ampc_tensor *x);
+typedef enum ampc_gelu_form {
+    AMPC_GELU_ERF = 0,   /* x/2 (1 + erf(x/sqrt 2)), PyTorch's default */
+    AMPC_GELU_TANH,      /* x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), GPT-2's */
+} ampc_gelu_form;
+AMPC_API ampc_tensor *ampc_gelu(ampc_ctx *ctx, const ampc_tensor *x, ampc_gelu_form form);
+
+/* Matrix products. Flags transpose an operand's last two dims before the product. */
+#define AMPC_TRANS_A 1u
+#define AMPC_TRANS_B 2u
+/* a: (..., M, K), b: (..., K, N) -> (..., M, N). 2-D x 2-D, or batched with up to 2 batch dims that
+ * broadcast (a 2-D operand is shared by every batch). */
+AMPC_API ampc_tensor *ampc_matmul(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b, unsigned flags);
+/* a: (B, M, K), b: (B, K, N) -> (B, M, N), equal batch sizes (PyTorch's bmm). */
+AMPC_API ampc_tensor *ampc_bmm(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b, unsigned flags);
+/* y = x W^T + b. x: (..., in), w: (out, in), b: (out) or NULL -> (..., out). */
+AMPC_API ampc_tensor *ampc_linear(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *w, const ampc_tensor *b);
+
+/* Reductions over the listed dims (ndims = 0: all dims); keepdim keeps them with extent 1. */
+AMPC_API ampc_tensor *ampc_sum(ampc_ctx *ctx, const ampc_tensor *x, const int *dims, int ndims, bool keepdim);
+AMPC_API ampc_tensor *ampc_mean(ampc_ctx *ctx, const ampc_tensor *x, const int *dims, int ndims, bool keepdim);
+AMPC_API ampc_tensor *ampc_softmax(ampc_ctx *ctx, const ampc_tensor *x, int dim);
+AMPC_API ampc_tensor *ampc_log_softmax(ampc_ctx *ctx, const ampc_tensor *x, int dim);
+/* Normalises over the last dim (D). w, b: (D) or NULL. */
+AMPC_API ampc_tensor *ampc_layer_norm(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *w,
+                                      const ampc_tensor *b, double eps);
+
+/* weight: (V, D); ids: I32 or I64, any shape S with every id in [0, V) -> (S..., D). */
+AMPC_API ampc_tensor *ampc_embedding(ampc_ctx *ctx, const ampc_tensor *weight, const ampc_tensor *ids);
+/* logits: (N, C); targets: (N) I32/I64 class indices in [0, C) or ignore_index. Mean over the targets
+ * that are not ignore_index (NaN when all are ignored, as in PyTorch). -> a 0-dim tensor. */
+AMPC_API ampc_tensor *ampc_cross_entropy(ampc_ctx *ctx, const ampc_tensor *logits, const ampc_tensor *targets,
+                                         int64_t ignore_index);
+#define AMPC_IGNORE_INDEX_DEFAULT (-100)
+/* mean((x - target)^2) over all elements, shapes equal. -> a 0-dim tensor. */
+AMPC_API ampc_tensor *ampc_mse_loss(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *target);
+/* Zeroes each element with probability p, scales the rest by 1/(1-p). The mask comes from the context
+ * RNG (one draw per element), so it is reproducible. training = false: identity. 0 <= p < 1. */
+AMPC_API ampc_tensor *ampc_dropout(ampc_ctx *ctx, const ampc_tensor *x, double p, bool training);
+
+/* Joins tensors of equal shape but along `dim`, equal dtypes. */
+AMPC_API ampc_tensor *ampc_concat(ampc_ctx *ctx, const ampc_tensor *const *tensors, int n, int dim);
+
+typedef struct ampc_conv2d_params {
+    int stride_h, stride_w;    /* 0 = 1 */
+    int pad_h, pad_w;          /* zero padding */
+} ampc_conv2d_params;
+/* x: (N, C, H, W), w: (O, C, KH, KW), b: (O) or NULL -> (N, O, OH, OW). params may be NULL. */
+AMPC_API ampc_tensor *ampc_conv2d(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *w, const ampc_tensor *b,
+                                  const ampc_conv2d_params *params);
+typedef struct ampc_pool2d_params {
+    int kernel_h, kernel_w;    /* required, >= 1 */
+    int stride_h, stride_w;    /* 0 = the kernel size */
+    int pad_h, pad_w;          /* implicit -inf padding, at most half the kernel */
+} ampc_pool2d_params;
+/* x: (N, C, H, W) -> (N, C, OH, OW). */
+AMPC_API ampc_tensor *ampc_max_pool2d(ampc_ctx *ctx, const ampc_tensor *x, const ampc_pool2d_params *params);
+
+/* Scaled dot-product attention softmax(q k^T / sqrt(D) [+ causal mask]) v. q: (B, H, Tq, D),
+ * k: (B, H, Tk, D), v: (B, H, Tk, Dv) -> (B, H, Tq, Dv). causal masks key j > query i. */
+AMPC_API ampc_tensor *ampc_attention(ampc_ctx *ctx, const ampc_tensor *q, const ampc_tensor *k,
+                                     const ampc_tensor *v, bool causal);
+/* x + PE, with the sinusoidal encoding of "Attention is all you need" (PE[t, 2i] = sin(t / 10000^(2i/D)),
+ * PE[t, 2i+1] = cos(...)) over the last two dims of x: (..., T, D). Computed in F32. */
+AMPC_API ampc_tensor *ampc_positional_encoding(ampc_ctx *ctx, const ampc_tensor *x);
 
 #ifdef __cplusplus
 }

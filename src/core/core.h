@@ -60,6 +60,7 @@ AMPCI_HIDDEN void ampci_pool_run(ampci_pool *p, int64_t n, int64_t grain, ampc_p
 AMPCI_HIDDEN int ampci_online_cpus(void);
 
 struct ampc_kernels;
+struct ampci_node;
 
 struct ampc_ctx {
     ampc_allocator alloc;
@@ -72,6 +73,9 @@ struct ampc_ctx {
     const struct ampc_kernels *kernels;
     ampc_log_fn log;
     void *log_user;
+    /* autograd: the tape (newest node first, in the arena) and the no-grad nesting depth */
+    struct ampci_node *tape;
+    int no_grad_depth;
 };
 
 /* Accounted allocation through the context's allocator; aligned to 64 bytes. NULL on failure (the

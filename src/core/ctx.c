@@ -94,5 +94,7 @@ int ampc_ctx_threads(const ampc_ctx *ctx) { return ctx ? ampci_pool_threads(ctx-
 ampc_rng *ampc_ctx_rng(ampc_ctx *ctx) { return ctx ? &ctx->rng : NULL; }
 
 void ampc_ctx_step_end(ampc_ctx *ctx) {
-    if (ctx) ampci_arena_reset(ctx);
+    if (!ctx) return;
+    ctx->tape = NULL;   /* the nodes live in the arena */
+    ampci_arena_reset(ctx);
 }

@@ -27,8 +27,17 @@ bool ampci_cvt_impl_usable(const ampci_cvt_impl *impl) {
     return true;
 }
 
+void ampci_kernels_fill_ref(struct ampc_kernels *k) {
+    ampci_fill_ref_gemm(k);
+    ampci_fill_ref_eltwise(k);
+    ampci_fill_ref_norm(k);
+    ampci_fill_ref_nn(k);
+    ampci_fill_ref_conv(k);
+}
+
 static void fill(struct ampc_kernels *k, ampc_isa level) {
     k->isa = level;
+    ampci_kernels_fill_ref(k);
     for (size_t i = 0; i < g_nimpls; i++) {
         const ampci_cvt_impl *im = &g_impls[i];
         if (im->level > level || !ampci_cvt_impl_usable(im)) continue;

@@ -82,6 +82,19 @@ ampc_tensor *ampci_tensor_arena(const char *fn, ampc_ctx *ctx, ampc_dtype dtype,
     return data ? init_tensor(t, s, ctx, data, (size_t)bytes, false, dtype, ndim, shape) : NULL;
 }
 
+ampc_tensor *ampci_tensor_wrap(const char *fn, ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape,
+                               void *data) {
+    int64_t bytes = storage_bytes(fn, ctx, dtype, ndim, shape);
+    if (bytes < 0) return NULL;
+    ampc_tensor *t = ampci_arena_alloc(ctx, sizeof *t, fn);
+    ampci_storage *s = t ? ampci_arena_alloc(ctx, sizeof *s, fn) : NULL;
+    if (!s) return NULL;
+    *s = (ampci_storage){.ctx = ctx, .data = data, .bytes = (size_t)bytes, .refs = 0, .arena = true, .version = 0};
+    *t = (ampc_tensor){.ctx = ctx, .storage = s, .owned = false};
+    set_shape(t, dtype, ndim, shape);
+    return t;
+}
+
 ampc_tensor *ampc_tensor_new(ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape) {
     static const char fn[] = "ampc_tensor_new";
     int64_t bytes = storage_bytes(fn, ctx, dtype, ndim, shape);
@@ -108,6 +121,7 @@ static void storage_unref(void *arg) {
 void ampc_tensor_free(ampc_tensor *t) {
     if (!t || !t->owned) return;
     ampc_ctx *ctx = t->ctx;
+    ampc_tensor_free(t->grad);
     storage_unref(t->storage);
     ampci_free(ctx, t, sizeof *t);
 }
@@ -117,6 +131,9 @@ ampc_tensor *ampci_tensor_view_of(const char *fn, const ampc_tensor *t) {
     if (!v) return NULL;
     *v = *t;
     v->owned = false;
+    v->requires_grad = false;   /* a bare view: src/ops/shape.c records it when it needs a graph */
+    v->node = NULL;
+    v->grad = NULL;
     if (!t->storage->arena) {
         /* Keep owned storage alive for as long as this view (until step end). */
         if (ampci_arena_on_reset(t->ctx, storage_unref, t->storage) != AMPC_OK) return NULL;

@@ -16,6 +16,8 @@ typedef struct ampci_storage {
     uint64_t version;
 } ampci_storage;
 
+struct ampci_node;
+
 struct ampc_tensor {
     ampc_ctx *ctx;
     ampci_storage *storage;
@@ -25,6 +27,12 @@ struct ampc_tensor {
     int64_t stride[AMPC_MAX_DIMS];   /* in elements */
     int64_t offset;                  /* in elements, into storage->data */
     bool owned;
+    /* autograd (src/autograd): a leaf that requires grad has node == NULL and collects `grad`; an op
+     * output that requires grad has the node that made it */
+    bool requires_grad;
+    struct ampci_node *node;
+    ampc_tensor *grad;
+    char name[64];
 };
 
 /* Validates (ndim, shape) for `fn` and returns the element count, or -1 with the error recorded. */
@@ -40,6 +48,19 @@ AMPCI_HIDDEN ampc_tensor *ampci_tensor_arena(const char *fn, ampc_ctx *ctx, ampc
 AMPCI_HIDDEN ampc_tensor *ampci_tensor_view_of(const char *fn, const ampc_tensor *t);
 /* Normalises a possibly negative dim index for `fn`; -1 with the error recorded when out of range. */
 AMPCI_HIDDEN int ampci_wrap_dim(const char *fn, const ampc_tensor *t, int dim);
+/* The non-differentiable primitives behind the public shape ops (src/ops/shape.c records them). */
+AMPCI_HIDDEN ampc_tensor *ampci_reshape(const char *fn, const ampc_tensor *t, int ndim, const int64_t *shape);
+AMPCI_HIDDEN ampc_tensor *ampci_view(const char *fn, const ampc_tensor *t, int ndim, const int64_t *shape);
+AMPCI_HIDDEN ampc_tensor *ampci_transpose(const char *fn, const ampc_tensor *t, int dim0, int dim1);
+AMPCI_HIDDEN ampc_tensor *ampci_permute(const char *fn, const ampc_tensor *t, const int *perm);
+AMPCI_HIDDEN ampc_tensor *ampci_slice(const char *fn, const ampc_tensor *t, int dim, int64_t start, int64_t end,
+                                      int64_t step);
+/* A contiguous arena copy of t in dtype. */
+AMPCI_HIDDEN ampc_tensor *ampci_copy_as(const char *fn, const ampc_tensor *t, ampc_dtype dtype);
+/* An arena tensor over existing arena memory `data` (no copy), contiguous. */
+AMPCI_HIDDEN ampc_tensor *ampci_tensor_wrap(const char *fn, ampc_ctx *ctx, ampc_dtype dtype, int ndim,
+                                            const int64_t *shape, void *data);
+
 /* Copies t's elements (any strides) in row-major order into dst (dst_dtype), converting. */
 AMPCI_HIDDEN void ampci_tensor_gather(const ampc_tensor *t, void *dst, ampc_dtype dst_dtype);
 /* Writes numel row-major elements of src (src_dtype) into t (any strides), converting. */

@@ -235,18 +235,9 @@ ampc_tensor *ampc_tensor_from_buffer(ampc_ctx *ctx, ampc_dtype dtype, int ndim, 
 
 /* ---- copies ---- */
 
-ampc_tensor *ampc_tensor_cast(const ampc_tensor *t, ampc_dtype dtype) {
-    static const char fn[] = "ampc_tensor_cast";
-    if (!t) return ampci_null_input(fn, "input tensor");
+ampc_tensor *ampci_copy_as(const char *fn, const ampc_tensor *t, ampc_dtype dtype) {
     ampc_tensor *c = ampci_tensor_arena(fn, t->ctx, dtype, t->ndim, t->shape);
     if (c) ampci_tensor_gather(t, ampci_tensor_ptr(c), dtype);
-    return c;
-}
-
-ampc_tensor *ampc_tensor_contiguous(const ampc_tensor *t) {
-    if (!t) return ampci_null_input("ampc_tensor_contiguous", "input tensor");
-    ampc_tensor *c = ampci_tensor_arena("ampc_tensor_contiguous", t->ctx, t->dtype, t->ndim, t->shape);
-    if (c) ampci_tensor_gather(t, ampci_tensor_ptr(c), t->dtype);
     return c;
 }
 

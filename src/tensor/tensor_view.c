@@ -1,12 +1,11 @@
 /* tensor_view.c: shape changes that share storage: reshape (a view when the strides allow, a copy
- * otherwise), view (never copies), transpose, permute and slice. The view test is PyTorch's
+ * otherwise), view (never copies), transpose, permute and slice. These are the primitives; the public
+ * functions in src/ops/shape.c add the autograd record. The view test is PyTorch's
  * computeStride: a reshape is a view iff it only splits or merges dims that are laid out as one
  * contiguous chunk in memory. */
 #include "tensor.h"
 
 #include <stdio.h>
-
-static ampc_tensor *null_input(const char *fn) { return ampci_null_input(fn, "input tensor"); }
 
 /* Resolves one -1 extent and checks the element count. Returns false with the error recorded. */
 static bool resolve_shape(const char *fn, const ampc_tensor *t, int ndim, const int64_t *shape, int64_t *out) {
@@ -84,9 +83,7 @@ static ampc_tensor *make_view(const char *fn, const ampc_tensor *t, int ndim, co
     return v;
 }
 
-ampc_tensor *ampc_tensor_view(const ampc_tensor *t, int ndim, const int64_t *shape) {
-    static const char fn[] = "ampc_tensor_view";
-    if (!t) return null_input(fn);
+ampc_tensor *ampci_view(const char *fn, const ampc_tensor *t, int ndim, const int64_t *shape) {
     int64_t s[AMPC_MAX_DIMS], st[AMPC_MAX_DIMS];
     if (!resolve_shape(fn, t, ndim, shape, s)) return NULL;
     if (!view_strides(t, ndim, s, st)) {
@@ -98,13 +95,11 @@ ampc_tensor *ampc_tensor_view(const ampc_tensor *t, int ndim, const int64_t *sha
     return make_view(fn, t, ndim, s, st);
 }
 
-ampc_tensor *ampc_tensor_reshape(const ampc_tensor *t, int ndim, const int64_t *shape) {
-    static const char fn[] = "ampc_tensor_reshape";
-    if (!t) return null_input(fn);
+ampc_tensor *ampci_reshape(const char *fn, const ampc_tensor *t, int ndim, const int64_t *shape) {
     int64_t s[AMPC_MAX_DIMS], st[AMPC_MAX_DIMS];
     if (!resolve_shape(fn, t, ndim, shape, s)) return NULL;
     if (view_strides(t, ndim, s, st)) return make_view(fn, t, ndim, s, st);
-    ampc_tensor *c = ampc_tensor_contiguous(t);
+    ampc_tensor *c = ampci_copy_as(fn, t, t->dtype);
     if (!c) return NULL;
     c->ndim = ndim;
     for (int i = 0; i < ndim; i++) c->shape[i] = s[i];
@@ -112,9 +107,7 @@ ampc_tensor *ampc_tensor_reshape(const ampc_tensor *t, int ndim, const int64_t *
     return c;
 }
 
-ampc_tensor *ampc_tensor_transpose(const ampc_tensor *t, int dim0, int dim1) {
-    static const char fn[] = "ampc_tensor_transpose";
-    if (!t) return null_input(fn);
+ampc_tensor *ampci_transpose(const char *fn, const ampc_tensor *t, int dim0, int dim1) {
     int a = ampci_wrap_dim(fn, t, dim0), b = a < 0 ? -1 : ampci_wrap_dim(fn, t, dim1);
     if (b < 0) return NULL;
     ampc_tensor *v = ampci_tensor_view_of(fn, t);
@@ -124,9 +117,7 @@ ampc_tensor *ampc_tensor_transpose(const ampc_tensor *t, int dim0, int dim1) {
     return v;
 }
 
-ampc_tensor *ampc_tensor_permute(const ampc_tensor *t, const int *perm) {
-    static const char fn[] = "ampc_tensor_permute";
-    if (!t) return null_input(fn);
+ampc_tensor *ampci_permute(const char *fn, const ampc_tensor *t, const int *perm) {
     if (!perm && t->ndim > 0) return ampci_fail_null(AMPC_STATUS_INVALID_ARG, "%s: perm is NULL", fn);
     int p[AMPC_MAX_DIMS];
     bool seen[AMPC_MAX_DIMS] = {false};
@@ -147,9 +138,7 @@ ampc_tensor *ampc_tensor_permute(const ampc_tensor *t, const int *perm) {
     return v;
 }
 
-ampc_tensor *ampc_tensor_slice(const ampc_tensor *t, int dim, int64_t start, int64_t end, int64_t step) {
-    static const char fn[] = "ampc_tensor_slice";
-    if (!t) return null_input(fn);
+ampc_tensor *ampci_slice(const char *fn, const ampc_tensor *t, int dim, int64_t start, int64_t end, int64_t step) {
     int d = ampci_wrap_dim(fn, t, dim);
     if (d < 0) return NULL;
     int64_t n = t->shape[d];

@@ -1,0 +1,43 @@
+/* autograd.h: the tape. Each recorded op leaves a node {backward function, inputs, saved data}; the tape
+ * is a list of nodes, newest first, living in the step arena. Backward walks it once from newest to
+ * oldest (creation order is a topological order), so no recursion and no sorting are needed. */
+#ifndef AMPC_AUTOGRAD_H
+#define AMPC_AUTOGRAD_H
+
+#include "../tensor/tensor.h"
+
+typedef struct ampci_node ampci_node;
+
+/* Computes the gradients of the node's inputs from gout (the gradient of n->out: contiguous, out's
+ * shape and dtype) and hands each to ampci_grad_accumulate. */
+typedef ampc_status (*ampci_backward_fn)(ampci_node *n, const ampc_tensor *gout);
+
+#define AMPCI_SAVES_OUT (1u << 31)   /* saved_mask bit: backward reads the output */
+
+struct ampci_node {
+    const char *op;
+    ampci_backward_fn backward;
+    ampc_ctx *ctx;
+    ampc_tensor *out;
+    ampc_tensor **in;          /* nin inputs; NULL entries allowed (an absent bias) */
+    int nin;
+    unsigned saved_mask;       /* bit i: backward reads in[i] (its version is checked) */
+    uint64_t *in_version;      /* versions of the inputs when the op ran */
+    uint64_t out_version;
+    ampc_tensor *grad;         /* accumulated gradient of out (never modified in place) */
+    void *saved;               /* op-specific data, `saved_size` bytes in the arena, zeroed */
+    ampci_node *prev;          /* older node on the tape */
+    bool marked, released;
+};
+
+/* True when grad mode is on and one of the inputs requires grad: the op must then record. */
+AMPCI_HIDDEN bool ampci_wants_grad(const ampc_ctx *ctx, const ampc_tensor *const *in, int nin);
+/* Records `out` as made by `op` from in[0..nin). NULL on OOM (the op then fails). */
+AMPCI_HIDDEN ampci_node *ampci_record(ampc_ctx *ctx, const char *op, ampc_tensor *out, const ampc_tensor *const *in,
+                                      int nin, ampci_backward_fn backward, unsigned saved_mask, size_t saved_size);
+/* in[i] of a node exists and needs a gradient. */
+AMPCI_HIDDEN bool ampci_input_needs_grad(const ampci_node *n, int i);
+/* Adds g (contiguous, t's shape, any dtype) to t's gradient, in t's dtype. */
+AMPCI_HIDDEN ampc_status ampci_grad_accumulate(ampc_tensor *t, const ampc_tensor *g);
+
+#endif

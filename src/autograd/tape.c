@@ -1,0 +1,248 @@
+/* tape.c: recording ops, gradient accumulation and the backward walk. Gradients live in their tensor's
+ * dtype, as in PyTorch (an F32 leaf collects F32; a BF16 activation's gradient is BF16); sums of several
+ * contributions are formed in F32 and rounded once. Node gradients are never modified in place, so a
+ * backward function may hand the same tensor to several inputs. A backward walk marks the nodes it can
+ * reach, runs them newest first, and releases them: a second walk over the same graph is refused. */
+#include "autograd.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define ADD_CHUNK 4096
+
+bool ampci_wants_grad(const ampc_ctx *ctx, const ampc_tensor *const *in, int nin) {
+    if (ctx->no_grad_depth > 0) return false;
+    for (int i = 0; i < nin; i++)
+        if (in[i] && in[i]->requires_grad) return true;
+    return false;
+}
+
+ampci_node *ampci_record(ampc_ctx *ctx, const char *op, ampc_tensor *out, const ampc_tensor *const *in, int nin,
+                         ampci_backward_fn backward, unsigned saved_mask, size_t saved_size) {
+    ampci_node *n = ampci_arena_alloc(ctx, sizeof *n, op);
+    ampc_tensor **ins = n ? ampci_arena_alloc(ctx, (size_t)nin * sizeof *ins, op) : NULL;
+    uint64_t *versions = ins ? ampci_arena_alloc(ctx, (size_t)nin * sizeof *versions, op) : NULL;
+    void *saved = versions && saved_size ? ampci_arena_alloc(ctx, saved_size, op) : NULL;
+    if (!versions || (saved_size && !saved)) return NULL;
+    if (saved) memset(saved, 0, saved_size);
+    for (int i = 0; i < nin; i++) {
+        ins[i] = (ampc_tensor *)in[i];
+        versions[i] = in[i] ? in[i]->storage->version : 0;
+    }
+    *n = (ampci_node){.op = op, .backward = backward, .ctx = ctx, .out = out, .in = ins, .nin = nin,
+                      .saved_mask = saved_mask, .in_version = versions, .out_version = out->storage->version,
+                      .saved = saved, .prev = ctx->tape};
+    ctx->tape = n;
+    out->node = n;
+    out->requires_grad = true;
+    return n;
+}
+
+bool ampci_input_needs_grad(const ampci_node *n, int i) {
+    return i < n->nin && n->in[i] && n->in[i]->requires_grad;
+}
+
+/* dst (contiguous) += src (contiguous, same numel), in F32, rounded once to dst's dtype. */
+static void add_into(ampc_tensor *dst, const ampc_tensor *src) {
+    int64_t n = ampci_numel(dst);
+    size_t ds = ampc_dtype_size(dst->dtype), ss = ampc_dtype_size(src->dtype);
+    unsigned char *d = ampci_tensor_ptr(dst);
+    const unsigned char *s = ampci_tensor_ptr(src);
+    float a[ADD_CHUNK], b[ADD_CHUNK];
+    for (int64_t i = 0; i < n; i += ADD_CHUNK) {
+        size_t m = (size_t)(n - i < ADD_CHUNK ? n - i : ADD_CHUNK);
+        ampc_convert(a, AMPC_DTYPE_F32, d + (size_t)i * ds, dst->dtype, m);
+        ampc_convert(b, AMPC_DTYPE_F32, s + (size_t)i * ss, src->dtype, m);
+        for (size_t k = 0; k < m; k++) a[k] += b[k];
+        ampc_convert(d + (size_t)i * ds, dst->dtype, a, AMPC_DTYPE_F32, m);
+    }
+}
+
+static ampc_status accumulate_leaf(ampc_tensor *t, const ampc_tensor *g) {
+    if (t->grad) {
+        add_into(t->grad, g);
+        t->grad->storage->version++;
+        return AMPC_OK;
+    }
+    static const char fn[] = "ampc_backward";
+    ampc_tensor *gr = t->owned ? ampc_tensor_new(t->ctx, t->dtype, t->ndim, t->shape)
+                               : ampci_tensor_arena(fn, t->ctx, t->dtype, t->ndim, t->shape);
+    if (!gr) return ampc_last_status();
+    ampc_convert(ampci_tensor_ptr(gr), t->dtype, ampci_tensor_ptr(g), g->dtype, (size_t)ampci_numel(t));
+    t->grad = gr;
+    return AMPC_OK;
+}
+
+ampc_status ampci_grad_accumulate(ampc_tensor *t, const ampc_tensor *g) {
+    AMPCI_ASSERT(ampci_numel(t) == ampci_numel(g) && ampc_tensor_is_contiguous(g));
+    if (!t->node) return t->requires_grad ? accumulate_leaf(t, g) : AMPC_OK;
+    static const char fn[] = "ampc_backward";
+    ampci_node *n = t->node;
+    ampc_tensor *sum;
+    if (!n->grad) {
+        sum = g->dtype == t->dtype ? (ampc_tensor *)g : ampci_copy_as(fn, g, t->dtype);
+    } else {
+        sum = ampci_copy_as(fn, n->grad, t->dtype);
+        if (sum) add_into(sum, g);
+    }
+    if (!sum) return ampc_last_status();
+    n->grad = sum;
+    return AMPC_OK;
+}
+
+/* ---- the walk ---- */
+
+static ampc_status check_versions(const ampci_node *n) {
+    for (int i = 0; i < n->nin; i++) {
+        const ampc_tensor *t = n->in[i];
+        if (!(n->saved_mask >> i & 1) || !t || t->storage->version == n->in_version[i]) continue;
+        char b[128];
+        return ampci_fail(AMPC_STATUS_STATE, "ampc_backward: input %d of %s (%s%s%s) was modified in place after the "
+                          "op ran (version %llu, saved at %llu); its gradient would be wrong", i, n->op,
+                          ampc_tensor_describe(t, b, sizeof b), t->name[0] ? ", " : "", t->name,
+                          (unsigned long long)t->storage->version, (unsigned long long)n->in_version[i]);
+    }
+    if ((n->saved_mask & AMPCI_SAVES_OUT) && n->out->storage->version != n->out_version)
+        return ampci_fail(AMPC_STATUS_STATE, "ampc_backward: the output of %s was modified in place after the op "
+                          "ran; its gradient would be wrong", n->op);
+    return AMPC_OK;
+}
+
+/* Marks every node `root` depends on. Consumers are newer than producers, so one pass from newest to
+ * oldest suffices. Fails when the graph was already consumed by an earlier backward. */
+static ampc_status mark(ampc_ctx *ctx, ampci_node *root) {
+    root->marked = true;
+    for (ampci_node *n = ctx->tape; n; n = n->prev) {
+        if (!n->marked) continue;
+        if (n->released)
+            return ampci_fail(AMPC_STATUS_STATE, "ampc_backward: the graph through %s was already used by an earlier "
+                              "backward and released; run one backward per forward", n->op);
+        for (int i = 0; i < n->nin; i++)
+            if (n->in[i] && n->in[i]->node) n->in[i]->node->marked = true;
+    }
+    return AMPC_OK;
+}
+
+static void unmark(ampc_ctx *ctx) {
+    for (ampci_node *n = ctx->tape; n; n = n->prev) n->marked = false;
+}
+
+static ampc_status walk(ampc_ctx *ctx) {
+    for (ampci_node *n = ctx->tape; n; n = n->prev) {
+        if (!n->marked) continue;
+        ampc_tensor *g = n->grad;
+        n->grad = NULL;
+        n->released = true;
+        if (!g) continue;   /* reachable, but no gradient flowed into it */
+        ampc_status s = check_versions(n);
+        if (s == AMPC_OK) s = n->backward(n, g);
+        if (s != AMPC_OK) return s;
+    }
+    return AMPC_OK;
+}
+
+static ampc_status backward_from(ampc_ctx *ctx, ampc_tensor *out, const ampc_tensor *seed) {
+    char b[128];
+    if (!out->node && !out->requires_grad)
+        return ampci_fail(AMPC_STATUS_STATE, "ampc_backward: %s does not require grad and has no graph (was it made "
+                          "under no-grad, or from tensors that do not require grad?)",
+                          ampc_tensor_describe(out, b, sizeof b));
+    if (!out->node) return accumulate_leaf(out, seed);
+    if (out->node->released)
+        return ampci_fail(AMPC_STATUS_STATE, "ampc_backward: the graph of %s (made by %s) was already used by an "
+                          "earlier backward and released; run one backward per forward",
+                          ampc_tensor_describe(out, b, sizeof b), out->node->op);
+    ampc_status s = mark(ctx, out->node);
+    if (s == AMPC_OK) s = ampci_grad_accumulate(out, seed);
+    if (s == AMPC_OK) {
+        ctx->no_grad_depth++;   /* backward records nothing */
+        s = walk(ctx);
+        ctx->no_grad_depth--;
+    }
+    unmark(ctx);
+    return s;
+}
+
+ampc_status ampc_backward(ampc_ctx *ctx, ampc_tensor *loss) {
+    if (!ctx || !loss)
+        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_backward: %s is NULL%s", !ctx ? "ctx" : "loss",
+                          !loss ? " (did the forward fail? see the earlier error)" : "");
+    if (ampci_numel(loss) != 1) {
+        char b[128];
+        return ampci_fail(AMPC_STATUS_SHAPE, "ampc_backward: the loss %s is not a scalar; use ampc_backward_with and "
+                          "give its gradient", ampc_tensor_describe(loss, b, sizeof b));
+    }
+    float one = 1.0f;
+    ampc_tensor *seed = ampci_tensor_arena("ampc_backward", ctx, loss->dtype, loss->ndim, loss->shape);
+    if (!seed) return ampc_last_status();
+    ampc_convert(ampci_tensor_ptr(seed), loss->dtype, &one, AMPC_DTYPE_F32, 1);
+    return backward_from(ctx, loss, seed);
+}
+
+ampc_status ampc_backward_with(ampc_ctx *ctx, ampc_tensor *out, const ampc_tensor *grad) {
+    static const char fn[] = "ampc_backward_with";
+    if (!ctx || !out || !grad)
+        return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: %s is NULL", fn, !ctx ? "ctx" : !out ? "out" : "grad");
+    if (grad->ndim != out->ndim || memcmp(grad->shape, out->shape, (size_t)out->ndim * sizeof(int64_t)) != 0) {
+        char a[128], b[128];
+        return ampci_fail(AMPC_STATUS_SHAPE, "%s: the gradient %s does not match the output %s", fn,
+                          ampc_tensor_describe(grad, a, sizeof a), ampc_tensor_describe(out, b, sizeof b));
+    }
+    if (!ampc_dtype_is_float(grad->dtype))
+        return ampci_fail(AMPC_STATUS_DTYPE, "%s: the gradient has dtype %s; expected a float dtype", fn,
+                          ampc_dtype_name(grad->dtype));
+    ampc_tensor *seed = ampci_copy_as(fn, grad, out->dtype);
+    return seed ? backward_from(ctx, out, seed) : ampc_last_status();
+}
+
+/* ---- grad mode and leaf gradients ---- */
+
+void ampc_no_grad_begin(ampc_ctx *ctx) {
+    if (ctx) ctx->no_grad_depth++;
+}
+
+void ampc_no_grad_end(ampc_ctx *ctx) {
+    if (ctx && ctx->no_grad_depth > 0) ctx->no_grad_depth--;
+}
+
+bool ampc_grad_enabled(const ampc_ctx *ctx) { return ctx && ctx->no_grad_depth == 0; }
+
+ampc_status ampc_tensor_set_requires_grad(ampc_tensor *t, bool requires_grad) {
+    static const char fn[] = "ampc_tensor_set_requires_grad";
+    if (!t) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: tensor is NULL", fn);
+    char b[128];
+    if (t->node)
+        return ampci_fail(AMPC_STATUS_STATE, "%s: %s was made by %s; only leaves can be marked (detach it first)", fn,
+                          ampc_tensor_describe(t, b, sizeof b), t->node->op);
+    if (requires_grad && !ampc_dtype_is_float(t->dtype))
+        return ampci_fail(AMPC_STATUS_DTYPE, "%s: %s has no gradient: only float tensors can require grad", fn,
+                          ampc_tensor_describe(t, b, sizeof b));
+    t->requires_grad = requires_grad;
+    return AMPC_OK;
+}
+
+bool ampc_tensor_requires_grad(const ampc_tensor *t) { return t && t->requires_grad; }
+ampc_tensor *ampc_tensor_grad(const ampc_tensor *t) { return t ? t->grad : NULL; }
+
+void ampc_tensor_clear_grad(ampc_tensor *t) {
+    if (!t) return;
+    ampc_tensor_free(t->grad);   /* arena gradients: a no-op, the step end frees them */
+    t->grad = NULL;
+}
+
+ampc_status ampc_tensor_set_name(ampc_tensor *t, const char *name) {
+    if (!t || !name) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_tensor_set_name: tensor and name must not be NULL");
+    size_t len = strlen(name);
+    if (len >= sizeof t->name)
+        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_tensor_set_name: name '%.40s...' has %zu characters; at most "
+                          "%zu fit", name, len, sizeof t->name - 1);
+    memcpy(t->name, name, len + 1);
+    return AMPC_OK;
+}
+
+const char *ampc_tensor_name(const ampc_tensor *t) { return t ? t->name : ""; }
+
+ampc_tensor *ampc_tensor_detach(const ampc_tensor *t) {
+    if (!t) return ampci_null_input("ampc_tensor_detach", "input tensor");
+    return ampci_tensor_view_of("ampc_tensor_detach", t);
+}

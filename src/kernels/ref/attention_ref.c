@@ -1,0 +1,2 @@
+/* attention_ref.c: (being written) */
+#include "../kernels.h"

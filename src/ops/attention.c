@@ -1,0 +1,2 @@
+/* attention.c: (being written) */
+#include "ops.h"

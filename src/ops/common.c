@@ -1,0 +1,151 @@
+/* common.c: the op-layer helpers of ops.h: input checks, dtype promotion, F32 staging, results,
+ * gradient hand-off, the parallel map and broadcasting. */
+#include "ops.h"
+
+#include <string.h>
+
+#define MAP_GRAIN 16384
+
+bool ampci_op_dtype(ampc_dtype dt) {
+    return dt == AMPC_DTYPE_F32 || dt == AMPC_DTYPE_F16 || dt == AMPC_DTYPE_BF16;
+}
+
+bool ampci_op_input(ampc_ctx *ctx, const char *op, const ampc_tensor *t, const char *what) {
+    if (!t) {
+        ampci_null_input(op, what);
+        return false;
+    }
+    char b[128];
+    if (!ctx || t->ctx != ctx) {
+        ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: %s %s belongs to %s context", op, what,
+                   ampc_tensor_describe(t, b, sizeof b), ctx ? "another" : "no (ctx is NULL)");
+        return false;
+    }
+    if (!ampci_op_dtype(t->dtype)) {
+        ampci_fail(AMPC_STATUS_DTYPE, "%s: %s %s has dtype %s; expected F32, F16 or BF16", op, what,
+                   ampc_tensor_describe(t, b, sizeof b), ampc_dtype_name(t->dtype));
+        return false;
+    }
+    return true;
+}
+
+ampc_dtype ampci_promote(ampc_dtype a, ampc_dtype b) { return a == b ? a : AMPC_DTYPE_F32; }
+
+bool ampci_same_dtype(const char *op, const ampc_tensor *a, const char *an, const ampc_tensor *b, const char *bn) {
+    if (a->dtype == b->dtype) return true;
+    char x[128], y[128];
+    ampci_fail(AMPC_STATUS_DTYPE, "%s: %s %s and %s %s must have the same dtype (cast one, or run under autocast)", op,
+               an, ampc_tensor_describe(a, x, sizeof x), bn, ampc_tensor_describe(b, y, sizeof y));
+    return false;
+}
+
+const float *ampci_as_f32(const char *op, const ampc_tensor *t) {
+    if (t->dtype == AMPC_DTYPE_F32 && ampc_tensor_is_contiguous(t)) return (const float *)ampci_tensor_ptr(t);
+    float *buf = ampci_scratch(t->ctx, op, ampci_numel(t));
+    if (buf) ampci_tensor_gather(t, buf, AMPC_DTYPE_F32);
+    return buf;
+}
+
+float *ampci_scratch(ampc_ctx *ctx, const char *op, int64_t n) {
+    return ampci_arena_alloc(ctx, (size_t)(n > 0 ? n : 1) * sizeof(float), op);
+}
+
+float *ampci_zeros(ampc_ctx *ctx, const char *op, int64_t n) {
+    float *p = ampci_scratch(ctx, op, n);
+    if (p) memset(p, 0, (size_t)(n > 0 ? n : 1) * sizeof(float));
+    return p;
+}
+
+ampc_tensor *ampci_result(const char *op, ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape, float *buf) {
+    if (!buf) return NULL;
+    if (dtype == AMPC_DTYPE_F32) return ampci_tensor_wrap(op, ctx, dtype, ndim, shape, buf);
+    ampc_tensor *t = ampci_tensor_arena(op, ctx, dtype, ndim, shape);
+    if (t) ampci_convert_with(ctx->kernels, ampci_tensor_ptr(t), dtype, buf, AMPC_DTYPE_F32, (size_t)ampci_numel(t));
+    return t;
+}
+
+ampc_status ampci_accumulate_f32(const char *op, ampc_tensor *t, float *g) {
+    if (!g) return ampc_last_status();
+    ampc_tensor *w = ampci_tensor_wrap(op, t->ctx, AMPC_DTYPE_F32, t->ndim, t->shape, g);
+    return w ? ampci_grad_accumulate(t, w) : ampc_last_status();
+}
+
+typedef struct map_job {
+    ampci_range_fn fn;
+    void *arg;
+} map_job;
+
+static void map_chunk(void *vp, int64_t b, int64_t e, int64_t chunk) {
+    (void)chunk;
+    const map_job *j = vp;
+    j->fn(j->arg, b, e);
+}
+
+void ampci_parallel(ampc_ctx *ctx, int64_t n, ampci_range_fn fn, void *arg) {
+    map_job j = {fn, arg};
+    ampc_parallel_for(ctx, n, MAP_GRAIN, map_chunk, &j);
+}
+
+/* ---- broadcasting ---- */
+
+bool ampci_broadcast(const char *op, const ampc_tensor *a, const ampc_tensor *b, ampci_bcast *bc) {
+    int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
+    memset(bc, 0, sizeof *bc);
+    bc->ndim = nd;
+    int64_t ca = 1, cb = 1;   /* running row-major strides of a and b */
+    for (int i = 3; i >= 0; i--) {
+        int ia = a->ndim - (4 - i), ib = b->ndim - (4 - i);
+        int64_t ea = ia >= 0 ? a->shape[ia] : 1, eb = ib >= 0 ? b->shape[ib] : 1;
+        if (ea != eb && ea != 1 && eb != 1) {
+            char x[128], y[128];
+            ampci_fail(AMPC_STATUS_SHAPE, "%s: shapes %s and %s do not broadcast (dim %d: %lld vs %lld)", op,
+                       ampc_tensor_describe(a, x, sizeof x), ampc_tensor_describe(b, y, sizeof y), i - (4 - nd),
+                       (long long)ea, (long long)eb);
+            return false;
+        }
+        int64_t e = ea == 1 ? eb : ea;
+        bc->dims[i] = e;
+        bc->sa[i] = ea == 1 ? 0 : ca;
+        bc->sb[i] = eb == 1 ? 0 : cb;
+        ca *= ea, cb *= eb;
+    }
+    bc->n = 1;
+    for (int i = 0; i < nd; i++) bc->shape[i] = bc->dims[4 - nd + i], bc->n *= bc->shape[i];
+    return true;
+}
+
+bool ampci_sum_to_operand(const char *op, ampc_ctx *ctx, const ampci_bcast *bc, int which, const float *g,
+                          float *dst, int64_t dst_n) {
+    const int64_t *s = which ? bc->sb : bc->sa;
+    double *sum = ampci_arena_alloc(ctx, (size_t)(dst_n > 0 ? dst_n : 1) * sizeof *sum, op);
+    if (!sum) return false;
+    memset(sum, 0, (size_t)dst_n * sizeof *sum);
+    int64_t k = 0;
+    for (int64_t i0 = 0; i0 < bc->dims[0]; i0++)
+        for (int64_t i1 = 0; i1 < bc->dims[1]; i1++)
+            for (int64_t i2 = 0; i2 < bc->dims[2]; i2++)
+                for (int64_t i3 = 0; i3 < bc->dims[3]; i3++, k++)
+                    sum[i0 * s[0] + i1 * s[1] + i2 * s[2] + i3 * s[3]] += g[k];
+    for (int64_t i = 0; i < dst_n; i++) dst[i] = (float)sum[i];
+    return true;
+}
+
+const void *ampci_matrix_data(const ampc_tensor *t, bool *transposed) {
+    if (ampc_tensor_is_contiguous(t)) {
+        *transposed = false;
+        return ampci_tensor_ptr(t);
+    }
+    /* A transposed view: the last two dims swapped on an otherwise row-major layout, i.e. the data read
+     * row-major is (..., cols, rows). Extent-1 dims may have any stride. */
+    int d = t->ndim;
+    if (d < 2) return NULL;
+    int64_t r = t->shape[d - 2], c = t->shape[d - 1];
+    if ((r != 1 && t->stride[d - 2] != 1) || (c != 1 && t->stride[d - 1] != r)) return NULL;
+    int64_t expect = r * c;
+    for (int i = d - 3; i >= 0; i--) {
+        if (t->shape[i] != 1 && t->stride[i] != expect) return NULL;
+        expect *= t->shape[i];
+    }
+    *transposed = true;
+    return ampci_tensor_ptr(t);
+}

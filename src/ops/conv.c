@@ -1,0 +1,2 @@
+/* conv.c: (being written) */
+#include "ops.h"

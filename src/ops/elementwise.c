@@ -1,0 +1,283 @@
+/* elementwise.c: unary ops (neg, exp, log, sqrt, tanh, sigmoid, relu, gelu), binary ops with
+ * broadcasting (add, sub, mul, div) and their scalar variants. All compute in F32 through the kernel
+ * table and round once to the output dtype; backward reduces a broadcast gradient over the broadcast
+ * dims (in double) before handing it to the operand. */
+#include "ops.h"
+
+#include <string.h>
+
+/* ---- unary ---- */
+
+typedef struct unary_saved {
+    ampci_unary kind;
+} unary_saved;
+
+typedef struct unary_job {
+    ampc_k_unary_fn fwd;
+    ampc_k_unary_bw_fn bwd;
+    float *out;
+    const float *x, *y, *g;
+} unary_job;
+
+static void unary_range(void *vp, int64_t b, int64_t e) {
+    const unary_job *j = vp;
+    if (j->fwd) j->fwd(j->out + b, j->x + b, e - b);
+    else j->bwd(j->out + b, j->g + b, j->x + b, j->y + b, e - b);
+}
+
+static ampc_status unary_backward(ampci_node *n, const ampc_tensor *gout) {
+    ampc_tensor *x = n->in[0];
+    const unary_saved *sv = n->saved;
+    const float *g = ampci_as_f32(n->op, gout), *xf = ampci_as_f32(n->op, x), *yf = ampci_as_f32(n->op, n->out);
+    float *gx = ampci_scratch(n->ctx, n->op, ampci_numel(x));
+    if (!g || !xf || !yf || !gx) return ampc_last_status();
+    unary_job j = {NULL, n->ctx->kernels->unary_bw[sv->kind], gx, xf, yf, g};
+    ampci_parallel(n->ctx, ampci_numel(x), unary_range, &j);
+    return ampci_accumulate_f32(n->op, x, gx);
+}
+
+static ampc_tensor *unary(ampc_ctx *ctx, const char *op, const ampc_tensor *x, ampci_unary kind) {
+    if (!ampci_op_input(ctx, op, x, "input")) return NULL;
+    int64_t n = ampci_numel(x);
+    const float *xf = ampci_as_f32(op, x);
+    float *y = xf ? ampci_scratch(ctx, op, n) : NULL;
+    if (!y) return NULL;
+    unary_job j = {ctx->kernels->unary[kind], NULL, y, xf, NULL, NULL};
+    ampci_parallel(ctx, n, unary_range, &j);
+    ampc_tensor *out = ampci_result(op, ctx, x->dtype, x->ndim, x->shape, y);
+    if (out && ampci_wants_grad(ctx, &x, 1)) {
+        ampci_node *node = ampci_record(ctx, op, out, &x, 1, unary_backward, 1u | AMPCI_SAVES_OUT, sizeof(unary_saved));
+        if (!node) return NULL;
+        ((unary_saved *)node->saved)->kind = kind;
+    }
+    return out;
+}
+
+ampc_tensor *ampc_neg(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, "ampc_neg", x, AMPCI_UNARY_NEG); }
+ampc_tensor *ampc_exp(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, "ampc_exp", x, AMPCI_UNARY_EXP); }
+ampc_tensor *ampc_log(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, "ampc_log", x, AMPCI_UNARY_LOG); }
+ampc_tensor *ampc_sqrt(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, "ampc_sqrt", x, AMPCI_UNARY_SQRT); }
+ampc_tensor *ampc_tanh(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, "ampc_tanh", x, AMPCI_UNARY_TANH); }
+ampc_tensor *ampc_relu(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, "ampc_relu", x, AMPCI_UNARY_RELU); }
+ampc_tensor *ampc_sigmoid(ampc_ctx *ctx, const ampc_tensor *x) {
+    return unary(ctx, "ampc_sigmoid", x, AMPCI_UNARY_SIGMOID);
+}
+
+ampc_tensor *ampc_gelu(ampc_ctx *ctx, const ampc_tensor *x, ampc_gelu_form form) {
+    if (form != AMPC_GELU_ERF && form != AMPC_GELU_TANH)
+        return ampci_fail_null(AMPC_STATUS_INVALID_ARG, "ampc_gelu: form %d; expected AMPC_GELU_ERF or AMPC_GELU_TANH",
+                               (int)form);
+    return unary(ctx, "ampc_gelu", x, form == AMPC_GELU_TANH ? AMPCI_UNARY_GELU_TANH : AMPCI_UNARY_GELU_ERF);
+}
+
+/* ---- scalar variants: x op s, computed in F32 with s rounded to F32 ---- */
+
+typedef struct scalar_saved {
+    ampci_binary kind;
+    float s;
+} scalar_saved;
+
+typedef struct scalar_job {
+    ampci_binary kind;
+    float s;
+    float *out;
+    const float *x;
+} scalar_job;
+
+static void scalar_range(void *vp, int64_t b, int64_t e) {
+    const scalar_job *j = vp;
+    for (int64_t i = b; i < e; i++) {
+        float v = j->x[i];
+        switch (j->kind) {
+        case AMPCI_BINARY_ADD: v = v + j->s; break;
+        case AMPCI_BINARY_SUB: v = v - j->s; break;
+        case AMPCI_BINARY_MUL: v = v * j->s; break;
+        default: v = v / j->s; break;
+        }
+        j->out[i] = v;
+    }
+}
+
+static ampc_status scalar_backward(ampci_node *n, const ampc_tensor *gout) {
+    const scalar_saved *sv = n->saved;
+    float *g = (float *)ampci_as_f32(n->op, gout);   /* read only: node gradients are never modified */
+    if (!g) return ampc_last_status();
+    if (sv->kind == AMPCI_BINARY_ADD || sv->kind == AMPCI_BINARY_SUB) return ampci_accumulate_f32(n->op, n->in[0], g);
+    /* d(x s)/dx = s; d(x / s)/dx = 1/s, applied as a division like the forward */
+    int64_t cnt = ampci_numel(gout);
+    float *gx = ampci_scratch(n->ctx, n->op, cnt);
+    if (!gx) return ampc_last_status();
+    scalar_job j = {sv->kind, sv->s, gx, g};
+    ampci_parallel(n->ctx, cnt, scalar_range, &j);
+    return ampci_accumulate_f32(n->op, n->in[0], gx);
+}
+
+static ampc_tensor *scalar_op(ampc_ctx *ctx, const char *op, const ampc_tensor *x, double s, ampci_binary kind) {
+    if (!ampci_op_input(ctx, op, x, "input")) return NULL;
+    int64_t n = ampci_numel(x);
+    const float *xf = ampci_as_f32(op, x);
+    float *y = xf ? ampci_scratch(ctx, op, n) : NULL;
+    if (!y) return NULL;
+    scalar_job j = {kind, (float)s, y, xf};
+    ampci_parallel(ctx, n, scalar_range, &j);
+    ampc_tensor *out = ampci_result(op, ctx, x->dtype, x->ndim, x->shape, y);
+    if (out && ampci_wants_grad(ctx, &x, 1)) {
+        ampci_node *node = ampci_record(ctx, op, out, &x, 1, scalar_backward, 0, sizeof(scalar_saved));
+        if (!node) return NULL;
+        *(scalar_saved *)node->saved = (scalar_saved){kind, (float)s};
+    }
+    return out;
+}
+
+ampc_tensor *ampc_add_scalar(ampc_ctx *ctx, const ampc_tensor *x, double s) {
+    return scalar_op(ctx, "ampc_add_scalar", x, s, AMPCI_BINARY_ADD);
+}
+ampc_tensor *ampc_sub_scalar(ampc_ctx *ctx, const ampc_tensor *x, double s) {
+    return scalar_op(ctx, "ampc_sub_scalar", x, s, AMPCI_BINARY_SUB);
+}
+ampc_tensor *ampc_mul_scalar(ampc_ctx *ctx, const ampc_tensor *x, double s) {
+    return scalar_op(ctx, "ampc_mul_scalar", x, s, AMPCI_BINARY_MUL);
+}
+ampc_tensor *ampc_div_scalar(ampc_ctx *ctx, const ampc_tensor *x, double s) {
+    return scalar_op(ctx, "ampc_div_scalar", x, s, AMPCI_BINARY_DIV);
+}
+
+/* ---- binary with broadcasting ---- */
+
+typedef struct binary_saved {
+    ampci_binary kind;
+    ampci_bcast bc;
+} binary_saved;
+
+typedef struct binary_job {
+    ampc_k_binary_fn fn;
+    float *z;
+    const float *x, *y;
+} binary_job;
+
+static void binary_range(void *vp, int64_t b, int64_t e) {
+    const binary_job *j = vp;
+    j->fn(j->z + b, j->x + b, j->y + b, e - b);
+}
+
+/* z = a op b over the broadcast shape (a, b row-major in their own shapes). */
+static void binary_bcast(ampc_ctx *ctx, ampci_binary kind, const ampci_bcast *bc, const float *a, const float *b,
+                         float *z, int64_t na, int64_t nb) {
+    ampc_k_binary_fn fn = ctx->kernels->binary[kind];
+    if (na == bc->n && nb == bc->n) {
+        binary_job j = {fn, z, a, b};
+        ampci_parallel(ctx, bc->n, binary_range, &j);
+        return;
+    }
+    /* innermost runs: a row of the last dim at a time, each operand either contiguous or a repeated value */
+    int64_t len = bc->dims[3], k = 0;
+    float ra[256], rb[256];
+    for (int64_t i0 = 0; i0 < bc->dims[0]; i0++)
+        for (int64_t i1 = 0; i1 < bc->dims[1]; i1++)
+            for (int64_t i2 = 0; i2 < bc->dims[2]; i2++, k += len) {
+                int64_t oa = i0 * bc->sa[0] + i1 * bc->sa[1] + i2 * bc->sa[2];
+                int64_t ob = i0 * bc->sb[0] + i1 * bc->sb[1] + i2 * bc->sb[2];
+                for (int64_t c = 0; c < len; c += 256) {
+                    int64_t m = len - c < 256 ? len - c : 256;
+                    const float *pa = a + oa + c, *pb = b + ob + c;
+                    if (!bc->sa[3]) { for (int64_t q = 0; q < m; q++) ra[q] = a[oa]; pa = ra; }
+                    if (!bc->sb[3]) { for (int64_t q = 0; q < m; q++) rb[q] = b[ob]; pb = rb; }
+                    fn(z + k + c, pa, pb, m);
+                }
+            }
+}
+
+static ampc_status binary_operand_grad(ampci_node *n, int which, float *g_full) {
+    const binary_saved *sv = n->saved;
+    ampc_tensor *t = n->in[which];
+    int64_t nt = ampci_numel(t);
+    if (nt == sv->bc.n) return ampci_accumulate_f32(n->op, t, g_full);
+    float *g = ampci_scratch(n->ctx, n->op, nt);
+    if (!g || !ampci_sum_to_operand(n->op, n->ctx, &sv->bc, which, g_full, g, nt)) return ampc_last_status();
+    return ampci_accumulate_f32(n->op, t, g);
+}
+
+/* The layout of (g, other): g a full row-major tensor of the result's shape, other with its broadcast
+ * strides (bc.sa or bc.sb). */
+static ampci_bcast with_full(const ampci_bcast *bc, const int64_t *other_strides) {
+    ampci_bcast f = *bc;
+    int64_t st = 1;
+    for (int i = 3; i >= 0; i--) f.sa[i] = bc->dims[i] == 1 ? 0 : st, st *= bc->dims[i];
+    memcpy(f.sb, other_strides, sizeof f.sb);
+    return f;
+}
+
+static ampc_status binary_backward(ampci_node *n, const ampc_tensor *gout) {
+    const binary_saved *sv = n->saved;
+    ampc_ctx *ctx = n->ctx;
+    ampc_tensor *a = n->in[0], *b = n->in[1];
+    int64_t cnt = sv->bc.n, na = ampci_numel(a), nb = ampci_numel(b);
+    float *g = (float *)ampci_as_f32(n->op, gout);   /* read only */
+    if (!g) return ampc_last_status();
+    bool muldiv = sv->kind == AMPCI_BINARY_MUL || sv->kind == AMPCI_BINARY_DIV;
+    const float *af = muldiv ? ampci_as_f32(n->op, a) : NULL, *bf = muldiv ? ampci_as_f32(n->op, b) : NULL;
+    if (muldiv && (!af || !bf)) return ampc_last_status();
+    ampci_bcast g_b = with_full(&sv->bc, sv->bc.sb), g_a = with_full(&sv->bc, sv->bc.sa);
+    ampc_status s = AMPC_OK;
+    if (ampci_input_needs_grad(n, 0)) {
+        float *ga = g;
+        if (muldiv) {   /* g * b, g / b */
+            ga = ampci_scratch(ctx, n->op, cnt);
+            if (!ga) return ampc_last_status();
+            binary_bcast(ctx, sv->kind, &g_b, g, bf, ga, cnt, nb);
+        }
+        s = binary_operand_grad(n, 0, ga);
+    }
+    if (s == AMPC_OK && ampci_input_needs_grad(n, 1)) {
+        float *gb = ampci_scratch(ctx, n->op, cnt);
+        if (!gb) return ampc_last_status();
+        if (sv->kind == AMPCI_BINARY_ADD) {
+            memcpy(gb, g, (size_t)cnt * sizeof *gb);
+        } else if (sv->kind == AMPCI_BINARY_SUB) {
+            for (int64_t i = 0; i < cnt; i++) gb[i] = -g[i];
+        } else {   /* mul: g * a; div: -(g * a / b) / b */
+            binary_bcast(ctx, AMPCI_BINARY_MUL, &g_a, g, af, gb, cnt, na);
+            if (sv->kind == AMPCI_BINARY_DIV) {
+                float *tmp = ampci_scratch(ctx, n->op, cnt);
+                if (!tmp) return ampc_last_status();
+                binary_bcast(ctx, AMPCI_BINARY_DIV, &g_b, gb, bf, tmp, cnt, nb);
+                binary_bcast(ctx, AMPCI_BINARY_DIV, &g_b, tmp, bf, gb, cnt, nb);
+                for (int64_t i = 0; i < cnt; i++) gb[i] = -gb[i];
+            }
+        }
+        s = binary_operand_grad(n, 1, gb);
+    }
+    return s;
+}
+
+static ampc_tensor *binary(ampc_ctx *ctx, const char *op, const ampc_tensor *a, const ampc_tensor *b, ampci_binary kind) {
+    if (!ampci_op_input(ctx, op, a, "a") || !ampci_op_input(ctx, op, b, "b")) return NULL;
+    ampci_bcast bc;
+    if (!ampci_broadcast(op, a, b, &bc)) return NULL;
+    const float *af = ampci_as_f32(op, a), *bf = af ? ampci_as_f32(op, b) : NULL;
+    float *z = bf ? ampci_scratch(ctx, op, bc.n) : NULL;
+    if (!z) return NULL;
+    binary_bcast(ctx, kind, &bc, af, bf, z, ampci_numel(a), ampci_numel(b));
+    ampc_tensor *out = ampci_result(op, ctx, ampci_promote(a->dtype, b->dtype), bc.ndim, bc.shape, z);
+    const ampc_tensor *in[2] = {a, b};
+    if (out && ampci_wants_grad(ctx, in, 2)) {
+        unsigned saves = kind == AMPCI_BINARY_MUL || kind == AMPCI_BINARY_DIV ? 3u : 0u;
+        ampci_node *node = ampci_record(ctx, op, out, in, 2, binary_backward, saves, sizeof(binary_saved));
+        if (!node) return NULL;
+        *(binary_saved *)node->saved = (binary_saved){kind, bc};
+    }
+    return out;
+}
+
+ampc_tensor *ampc_add(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b) {
+    return binary(ctx, "ampc_add", a, b, AMPCI_BINARY_ADD);
+}
+ampc_tensor *ampc_sub(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b) {
+    return binary(ctx, "ampc_sub", a, b, AMPCI_BINARY_SUB);
+}
+ampc_tensor *ampc_mul(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b) {
+    return binary(ctx, "ampc_mul", a, b, AMPCI_BINARY_MUL);
+}
+ampc_tensor *ampc_div(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b) {
+    return binary(ctx, "ampc_div", a, b, AMPCI_BINARY_DIV);
+}

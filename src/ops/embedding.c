@@ -1,0 +1,2 @@
+/* embedding.c: (being written) */
+#include "ops.h"

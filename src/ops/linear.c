@@ -1,0 +1,268 @@
+/* linear.c: GEMM-like ops: matmul (2-D and batched with broadcast batch dims, either operand
+ * transposed), bmm and linear (x W^T + b). Operands keep their dtype and go straight to the kernel
+ * table's GEMM (F32 accumulation); transposed views are passed as transposed operands instead of being
+ * copied. The backward is the usual pair of GEMMs; an operand shared by every batch sums its gradient
+ * over the batches in one F32 buffer, in batch order. */
+#include "ops.h"
+
+#include <string.h>
+
+/* One matrix operand: stored row-major with leading dimension ld, used transposed when t; bs are the
+ * element strides of the (up to two) batch dims, 0 where the operand is broadcast. */
+typedef struct mat {
+    const void *p;
+    int64_t ld;
+    bool t;
+    int64_t bs[2];
+} mat;
+
+typedef struct matmul_saved {
+    unsigned flags;
+    int64_t M, N, K, nb[2];   /* nb: batch extents of the result (1 where absent) */
+    mat a, b;                 /* as used by the forward (data of in[0], in[1] or their copies) */
+    int64_t obs[2];           /* batch strides of the result */
+} matmul_saved;
+
+/* c (batches of (M, N) F32, batch strides cbs) = a b per batch; beta 1 where c's batch stride is 0 (a
+ * gradient summed over broadcast batches). */
+static ampc_status gemm_batched(ampc_ctx *ctx, ampc_dtype dt, int64_t M, int64_t N, int64_t K, const mat *a,
+                                const mat *b, float *c, const int64_t cbs[2], const int64_t nb[2]) {
+    size_t es = ampc_dtype_size(dt);
+    for (int64_t i = 0; i < nb[0]; i++)
+        for (int64_t j = 0; j < nb[1]; j++) {
+            /* accumulate (beta 1) into a c block that an earlier batch already wrote */
+            bool again = (cbs[0] == 0 && i > 0) || (cbs[1] == 0 && j > 0);
+            ampci_gemm g = {M, N, K,
+                            (const unsigned char *)a->p + (size_t)(i * a->bs[0] + j * a->bs[1]) * es, a->ld, a->t,
+                            (const unsigned char *)b->p + (size_t)(i * b->bs[0] + j * b->bs[1]) * es, b->ld, b->t,
+                            c + i * cbs[0] + j * cbs[1], N, again ? 1.0f : 0.0f};
+            ampc_status s = ctx->kernels->gemm[dt](ctx, &g);
+            if (s != AMPC_OK) return s;
+        }
+    return AMPC_OK;
+}
+
+/* The operand view of t (its last two dims), copying t when it is neither row-major nor a transposed
+ * row-major view. *used receives the tensor whose data is used. */
+static bool operand(const char *op, const ampc_tensor *t, bool flag_t, mat *m, const ampc_tensor **used) {
+    bool tr;
+    const void *p = ampci_matrix_data(t, &tr);
+    *used = t;
+    if (!p) {
+        ampc_tensor *c = ampci_copy_as(op, t, t->dtype);
+        if (!c) return false;
+        p = ampci_tensor_ptr(c), tr = false, *used = c;
+    }
+    int64_t r = t->shape[t->ndim - 2], cdim = t->shape[t->ndim - 1];
+    m->p = p;
+    m->ld = tr ? r : cdim;
+    m->t = flag_t != tr;
+    return true;
+}
+
+/* Batch dims of a (nda - 2 of them) and b, right-aligned into two slots and broadcast. */
+static bool batch_dims(const char *op, const ampc_tensor *a, const ampc_tensor *b, int64_t nb[2], int *nbd,
+                       int64_t abs_[2], int64_t bbs[2]) {
+    int na = a->ndim - 2, nbb = b->ndim - 2;
+    *nbd = na > nbb ? na : nbb;
+    int64_t sa = a->shape[a->ndim - 2] * a->shape[a->ndim - 1], sb = b->shape[b->ndim - 2] * b->shape[b->ndim - 1];
+    for (int slot = 1; slot >= 0; slot--) {
+        int ia = na - (2 - slot), ib = nbb - (2 - slot);
+        int64_t ea = ia >= 0 ? a->shape[ia] : 1, eb = ib >= 0 ? b->shape[ib] : 1;
+        if (ea != eb && ea != 1 && eb != 1) {
+            char x[128], y[128];
+            ampci_fail(AMPC_STATUS_SHAPE, "%s: batch dims of %s and %s do not broadcast (%lld vs %lld)", op,
+                       ampc_tensor_describe(a, x, sizeof x), ampc_tensor_describe(b, y, sizeof y), (long long)ea,
+                       (long long)eb);
+            return false;
+        }
+        nb[slot] = ea == 1 ? eb : ea;
+        abs_[slot] = ea == 1 ? 0 : sa;
+        bbs[slot] = eb == 1 ? 0 : sb;
+        sa *= ea, sb *= eb;
+    }
+    return true;
+}
+
+/* Gradient of operand `which` (0: a, 1: b) of a matmul, into a row-major F32 buffer of its shape. */
+static ampc_status matmul_operand_grad(ampci_node *n, int which, const void *g) {
+    const matmul_saved *sv = n->saved;
+    ampc_tensor *t = n->in[which];
+    ampc_dtype dt = t->dtype;
+    bool ta = sv->flags & AMPC_TRANS_A, tb = sv->flags & AMPC_TRANS_B;
+    mat G = {g, sv->N, false, {sv->obs[0], sv->obs[1]}}, GT = G;
+    GT.t = true;
+    mat A = sv->a, B = sv->b, AT = sv->a, BT = sv->b;
+    AT.t = !AT.t, BT.t = !BT.t;
+    const mat *x, *y;
+    int64_t gm, gn, gk;
+    if (which == 0) {   /* !ta: G op(B)^T (M,N)(N,K); ta: op(B) G^T (K,N)(N,M) */
+        x = ta ? &B : &G, y = ta ? &GT : &BT;
+        gm = ta ? sv->K : sv->M, gn = ta ? sv->M : sv->K, gk = sv->N;
+    } else {            /* !tb: op(A)^T G (K,M)(M,N); tb: G^T op(A) (N,M)(M,K) */
+        x = tb ? &GT : &AT, y = tb ? &A : &G;
+        gm = tb ? sv->N : sv->K, gn = tb ? sv->K : sv->N, gk = sv->M;
+    }
+    int64_t gbs[2] = {which ? sv->b.bs[0] : sv->a.bs[0], which ? sv->b.bs[1] : sv->a.bs[1]};
+    float *buf = ampci_scratch(n->ctx, n->op, ampci_numel(t));
+    if (!buf) return ampc_last_status();
+    ampc_status s = gemm_batched(n->ctx, dt, gm, gn, gk, x, y, buf, gbs, sv->nb);
+    return s == AMPC_OK ? ampci_accumulate_f32(n->op, t, buf) : s;
+}
+
+static ampc_status matmul_backward(ampci_node *n, const ampc_tensor *gout) {
+    ampc_status s = AMPC_OK;
+    for (int w = 0; w < 2 && s == AMPC_OK; w++)
+        if (ampci_input_needs_grad(n, w)) s = matmul_operand_grad(n, w, ampci_tensor_ptr(gout));
+    return s;
+}
+
+static ampc_tensor *matmul(ampc_ctx *ctx, const char *op, const ampc_tensor *a, const ampc_tensor *b, unsigned flags,
+                           bool strict_bmm) {
+    if (!ampci_op_input(ctx, op, a, "a") || !ampci_op_input(ctx, op, b, "b")) return NULL;
+    char x[128], y[128];
+    if (a->ndim < 2 || b->ndim < 2 || (strict_bmm && (a->ndim != 3 || b->ndim != 3)))
+        return ampci_fail_null(AMPC_STATUS_SHAPE, "%s: operands %s and %s; expected %s", op,
+                               ampc_tensor_describe(a, x, sizeof x), ampc_tensor_describe(b, y, sizeof y),
+                               strict_bmm ? "3-D (B, M, K) and (B, K, N)" : "at least 2 dims each");
+    if (flags & ~(AMPC_TRANS_A | AMPC_TRANS_B))
+        return ampci_fail_null(AMPC_STATUS_INVALID_ARG, "%s: flags 0x%x; expected AMPC_TRANS_A and/or AMPC_TRANS_B", op,
+                               flags);
+    if (!ampci_same_dtype(op, a, "a", b, "b")) return NULL;
+    bool ta = flags & AMPC_TRANS_A, tb = flags & AMPC_TRANS_B;
+    int64_t ar = a->shape[a->ndim - 2], ac = a->shape[a->ndim - 1], br = b->shape[b->ndim - 2], bc = b->shape[b->ndim - 1];
+    int64_t M = ta ? ac : ar, K = ta ? ar : ac, Kb = tb ? bc : br, N = tb ? br : bc;
+    if (K != Kb || (strict_bmm && a->shape[0] != b->shape[0]))
+        return ampci_fail_null(AMPC_STATUS_SHAPE, "%s: %s%s x %s%s: inner dims %lld and %lld differ%s", op,
+                               ampc_tensor_describe(a, x, sizeof x), ta ? "^T" : "", ampc_tensor_describe(b, y, sizeof y),
+                               tb ? "^T" : "", (long long)K, (long long)Kb, strict_bmm ? " (or batch sizes differ)" : "");
+    matmul_saved sv = {.flags = flags, .M = M, .N = N, .K = K};
+    int nbd;
+    if (!batch_dims(op, a, b, sv.nb, &nbd, sv.a.bs, sv.b.bs)) return NULL;
+    const ampc_tensor *ua, *ub;
+    if (!operand(op, a, ta, &sv.a, &ua) || !operand(op, b, tb, &sv.b, &ub)) return NULL;
+    int64_t shape[AMPC_MAX_DIMS];
+    for (int i = 0; i < nbd; i++) shape[i] = sv.nb[2 - nbd + i];
+    shape[nbd] = M, shape[nbd + 1] = N;
+    float *c = ampci_scratch(ctx, op, sv.nb[0] * sv.nb[1] * M * N);
+    int64_t cbs[2] = {M * N * sv.nb[1], M * N};
+    if (!c || gemm_batched(ctx, a->dtype, M, N, K, &sv.a, &sv.b, c, cbs, sv.nb) != AMPC_OK) return NULL;
+    ampc_tensor *out = ampci_result(op, ctx, a->dtype, nbd + 2, shape, c);
+    const ampc_tensor *in[2] = {a, b};
+    if (out && ampci_wants_grad(ctx, in, 2)) {
+        ampci_node *node = ampci_record(ctx, op, out, in, 2, matmul_backward, 3u, sizeof sv);
+        if (!node) return NULL;
+        sv.obs[0] = cbs[0], sv.obs[1] = cbs[1];
+        *(matmul_saved *)node->saved = sv;
+    }
+    return out;
+}
+
+ampc_tensor *ampc_matmul(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b, unsigned flags) {
+    return matmul(ctx, "ampc_matmul", a, b, flags, false);
+}
+
+ampc_tensor *ampc_bmm(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b, unsigned flags) {
+    return matmul(ctx, "ampc_bmm", a, b, flags, true);
+}
+
+/* ---- linear: y = x W^T + b ---- */
+
+typedef struct linear_saved {
+    int64_t rows, in, out;
+    mat x, w;   /* x: (rows, in) row-major; w: op(w) = W^T (in, out) */
+} linear_saved;
+
+typedef struct bias_job {
+    float *y;
+    const float *b;
+    int64_t cols;
+} bias_job;
+
+static void bias_rows(void *vp, int64_t r0, int64_t r1) {
+    const bias_job *j = vp;
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t c = 0; c < j->cols; c++) j->y[r * j->cols + c] += j->b[c];
+}
+
+/* Column sums of g (rows, cols), in double, in row order. */
+static float *column_sums(ampc_ctx *ctx, const char *op, const float *g, int64_t rows, int64_t cols) {
+    float *out = ampci_scratch(ctx, op, cols);
+    double *acc = out ? ampci_arena_alloc(ctx, (size_t)(cols ? cols : 1) * sizeof *acc, op) : NULL;
+    if (!acc) return NULL;
+    memset(acc, 0, (size_t)cols * sizeof *acc);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) acc[c] += g[r * cols + c];
+    for (int64_t c = 0; c < cols; c++) out[c] = (float)acc[c];
+    return out;
+}
+
+static ampc_status linear_backward(ampci_node *n, const ampc_tensor *gout) {
+    const linear_saved *sv = n->saved;
+    ampc_ctx *ctx = n->ctx;
+    ampc_dtype dt = n->in[0]->dtype;
+    static const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
+    mat G = {ampci_tensor_ptr(gout), sv->out, false, {0, 0}}, GT = G, W = sv->w;
+    GT.t = true;
+    W.t = !W.t;   /* W itself (out, in) */
+    ampc_status s = AMPC_OK;
+    if (ampci_input_needs_grad(n, 0)) {   /* gx (rows, in) = G (rows, out) W (out, in) */
+        float *gx = ampci_scratch(ctx, n->op, sv->rows * sv->in);
+        s = gx ? gemm_batched(ctx, dt, sv->rows, sv->in, sv->out, &G, &W, gx, zero, one) : ampc_last_status();
+        if (s == AMPC_OK) s = ampci_accumulate_f32(n->op, n->in[0], gx);
+    }
+    if (s == AMPC_OK && ampci_input_needs_grad(n, 1)) {   /* gW (out, in) = G^T (out, rows) x (rows, in) */
+        float *gw = ampci_scratch(ctx, n->op, sv->out * sv->in);
+        s = gw ? gemm_batched(ctx, dt, sv->out, sv->in, sv->rows, &GT, &sv->x, gw, zero, one) : ampc_last_status();
+        if (s == AMPC_OK) s = ampci_accumulate_f32(n->op, n->in[1], gw);
+    }
+    if (s == AMPC_OK && ampci_input_needs_grad(n, 2)) {
+        const float *g = ampci_as_f32(n->op, gout);
+        float *gb = g ? column_sums(ctx, n->op, g, sv->rows, sv->out) : NULL;
+        s = gb ? ampci_accumulate_f32(n->op, n->in[2], gb) : ampc_last_status();
+    }
+    return s;
+}
+
+static bool linear_check(const char *op, const ampc_tensor *x, const ampc_tensor *w, const ampc_tensor *b) {
+    char p[128], q[128], r[128];
+    if (x->ndim < 1 || w->ndim != 2 || x->shape[x->ndim - 1] != w->shape[1] ||
+        (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))) {
+        ampci_fail(AMPC_STATUS_SHAPE, "%s: x %s, weight %s, bias %s; expected x (..., in), weight (out, in), "
+                   "bias (out)", op, ampc_tensor_describe(x, p, sizeof p), ampc_tensor_describe(w, q, sizeof q),
+                   b ? ampc_tensor_describe(b, r, sizeof r) : "none");
+        return false;
+    }
+    return ampci_same_dtype(op, x, "x", w, "weight") && (!b || ampci_same_dtype(op, x, "x", b, "bias"));
+}
+
+ampc_tensor *ampc_linear(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *w, const ampc_tensor *b) {
+    static const char op[] = "ampc_linear";
+    if (!ampci_op_input(ctx, op, x, "x") || !ampci_op_input(ctx, op, w, "weight")) return NULL;
+    if (b && !ampci_op_input(ctx, op, b, "bias")) return NULL;
+    if (!linear_check(op, x, w, b)) return NULL;
+    linear_saved sv = {.in = w->shape[1], .out = w->shape[0]};
+    sv.rows = sv.in ? ampci_numel(x) / sv.in : 0;
+    const ampc_tensor *xc = ampc_tensor_is_contiguous(x) ? x : ampci_copy_as(op, x, x->dtype), *uw;
+    if (!xc || !operand(op, w, true, &sv.w, &uw)) return NULL;
+    sv.x = (mat){ampci_tensor_ptr(xc), sv.in, false, {0, 0}};
+    static const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
+    float *y = ampci_scratch(ctx, op, sv.rows * sv.out);
+    if (!y || gemm_batched(ctx, x->dtype, sv.rows, sv.out, sv.in, &sv.x, &sv.w, y, zero, one) != AMPC_OK) return NULL;
+    if (b) {
+        bias_job j = {y, ampci_as_f32(op, b), sv.out};
+        if (!j.b) return NULL;
+        ampci_parallel(ctx, sv.rows, bias_rows, &j);
+    }
+    int64_t shape[AMPC_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 1] = sv.out;
+    ampc_tensor *out = ampci_result(op, ctx, x->dtype, x->ndim, shape, y);
+    const ampc_tensor *in[3] = {x, w, b};
+    if (out && ampci_wants_grad(ctx, in, 3)) {
+        ampci_node *node = ampci_record(ctx, op, out, in, 3, linear_backward, 3u, sizeof sv);
+        if (!node) return NULL;
+        *(linear_saved *)node->saved = sv;
+    }
+    return out;
+}

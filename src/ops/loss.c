@@ -1,0 +1,2 @@
+/* loss.c: (being written) */
+#include "ops.h"

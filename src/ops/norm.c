@@ -1,0 +1,2 @@
+/* norm.c: (being written) */
+#include "ops.h"
