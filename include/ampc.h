@@ -312,7 +312,9 @@ AMPC_API ampc_rng *ampc_ctx_rng(ampc_ctx *ctx);
  *
  * Placement: ampc_tensor_new and ampc_tensor_detach_copy make OWNED tensors that live until
  * ampc_tensor_free. Every other call returns an ARENA tensor that lives until ampc_ctx_step_end; calling
- * ampc_tensor_free on one is allowed and does nothing. Views (reshape of a contiguous tensor, view,
+ * ampc_tensor_free on one before the step ends is allowed and does nothing (after it, the pointer is
+ * invalid like every arena tensor of that step). Freeing an owned tensor that the current step's tape
+ * still uses is deferred to the step end, so a later backward stays valid. Views (reshape of a contiguous tensor, view,
  * transpose, permute, slice) share their base's storage and version counter; a view keeps that storage
  * alive even if the base is freed.
  *
@@ -467,7 +469,7 @@ AMPC_API ampc_tensor *ampc_log_softmax(ampc_ctx *ctx, const ampc_tensor *x, int 
 AMPC_API ampc_tensor *ampc_layer_norm(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *w,
                                       const ampc_tensor *b, double eps);
 
-/* weight: (V, D); ids: I32 or I64, any shape S with every id in [0, V) -> (S..., D). */
+/* weight: (V, D); ids: I32 or I64, shape S with at most 3 dims, every id in [0, V) -> (S..., D). */
 AMPC_API ampc_tensor *ampc_embedding(ampc_ctx *ctx, const ampc_tensor *weight, const ampc_tensor *ids);
 /* logits: (N, C); targets: (N) I32/I64 class indices in [0, C) or ignore_index. Mean over the targets
  * that are not ignore_index (NaN when all are ignored, as in PyTorch). -> a 0-dim tensor. */
@@ -503,7 +505,8 @@ AMPC_API ampc_tensor *ampc_max_pool2d(ampc_ctx *ctx, const ampc_tensor *x, const
 AMPC_API ampc_tensor *ampc_attention(ampc_ctx *ctx, const ampc_tensor *q, const ampc_tensor *k,
                                      const ampc_tensor *v, bool causal);
 /* x + PE, with the sinusoidal encoding of "Attention is all you need" (PE[t, 2i] = sin(t / 10000^(2i/D)),
- * PE[t, 2i+1] = cos(...)) over the last two dims of x: (..., T, D). Computed in F32. */
+ * PE[t, 2i+1] = cos(...)) over the last two dims of x: (..., T, D). PE is evaluated in double, rounded to
+ * F32 and added in F32; one final rounding to x's dtype. */
 AMPC_API ampc_tensor *ampc_positional_encoding(ampc_ctx *ctx, const ampc_tensor *x);
 
 #ifdef __cplusplus

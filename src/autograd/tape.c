@@ -28,6 +28,7 @@ ampci_node *ampci_record(ampc_ctx *ctx, const char *op, ampc_tensor *out, const 
     for (int i = 0; i < nin; i++) {
         ins[i] = (ampc_tensor *)in[i];
         versions[i] = in[i] ? in[i]->storage->version : 0;
+        if (in[i] && in[i]->owned) ins[i]->graph_step = ctx->step_id;   /* see ampc_tensor_free */
     }
     *n = (ampci_node){.op = op, .backward = backward, .ctx = ctx, .out = out, .in = ins, .nin = nin,
                       .saved_mask = saved_mask, .in_version = versions, .out_version = out->storage->version,

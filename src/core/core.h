@@ -76,6 +76,7 @@ struct ampc_ctx {
     /* autograd: the tape (newest node first, in the arena) and the no-grad nesting depth */
     struct ampci_node *tape;
     int no_grad_depth;
+    uint64_t step_id;   /* counts ampc_ctx_step_end calls, from 1 */
 };
 
 /* Accounted allocation through the context's allocator; aligned to 64 bytes. NULL on failure (the

@@ -52,6 +52,7 @@ ampc_status ampc_ctx_new(const ampc_ctx_params *params, ampc_ctx **out) {
     ctx->log_user = p->log ? p->log_user : NULL;
     ctx->arena.initial = p->arena_initial_bytes;
     ctx->rng = ampc_rng_make(p->seed, 0);
+    ctx->step_id = 1;
     ctx->kernels = ampci_kernels(p->isa);
     ctx->isa = ctx->kernels->isa;
     const ampc_cpu_info *cpu = ampc_cpu();
@@ -97,4 +98,5 @@ void ampc_ctx_step_end(ampc_ctx *ctx) {
     if (!ctx) return;
     ctx->tape = NULL;   /* the nodes live in the arena */
     ampci_arena_reset(ctx);
+    ctx->step_id++;
 }

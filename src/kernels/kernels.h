@@ -71,6 +71,66 @@ typedef void (*ampc_k_layernorm_bw_fn)(float *gx, float *gw, float *gb, const fl
                                        const float *mean, const float *rstd, const float *w, int64_t rows,
                                        int64_t cols);
 
+/* ---- nn family kernels ---- */
+/* Cross-entropy rows: for each row r of logits (rows, cols), lse[r] = log(sum(exp(logits[r, :]))) and
+ * loss[r] = lse[r] - logits[r, targets[r]]; rows whose target is ignore_index get loss 0 (lse is still
+ * written). Targets are already validated (in [0, cols) or ignore_index). */
+typedef void (*ampc_k_xent_fn)(float *loss, float *lse, const float *logits, const int64_t *targets, int64_t rows,
+                               int64_t cols, int64_t ignore_index);
+/* gx (rows, cols) = (exp(logits - lse) - onehot(target)) * scale on kept rows, 0 on ignored rows. */
+typedef void (*ampc_k_xent_bw_fn)(float *gx, const float *logits, const float *lse, const int64_t *targets,
+                                  int64_t rows, int64_t cols, int64_t ignore_index, float scale);
+/* Embedding backward over a block of `cols` columns: gw[ids[i], :] += gy[i, :] for i = 0..n-1 in that
+ * order (so repeated ids sum deterministically); rows of gw (V rows, zeroed by the caller) and of gy (n
+ * rows) are `ld` floats apart. Column blocks are independent, so a caller may split them over threads.
+ * ids are already validated. */
+typedef void (*ampc_k_embedding_bw_fn)(float *gw, const float *gy, const int64_t *ids, int64_t n, int64_t cols,
+                                       int64_t ld);
+
+/* ---- conv family kernels ---- */
+/* Geometry of a 2-D window op (conv2d, max_pool2d): N images of C planes (H, W), kernel (KH, KW), stride
+ * (sh, sw), padding (ph, pw), output planes (OH, OW). Window (oh, ow) covers input rows oh*sh - ph + kh
+ * and columns ow*sw - pw + kw; positions outside the plane are padding. */
+typedef struct ampci_conv_geom {
+    int64_t N, C, H, W, KH, KW, OH, OW;
+    int64_t sh, sw, ph, pw;
+} ampci_conv_geom;
+/* im2row in the slot's dtype (a plain copy, no rounding): rows [r0, r1) of col (N*OH*OW, C*KH*KW); row
+ * (n, oh, ow) holds window (oh, ow) of image n of x (contiguous (N, C, H, W)) in (c, kh, kw) order, 0 in
+ * the padding. */
+typedef void (*ampc_k_im2col_fn)(void *col, const void *x, const ampci_conv_geom *g, int64_t r0, int64_t r1);
+/* The adjoint: planes [p0, p1) (plane = n*C + c) of gx (N, C, H, W) F32 are written (not accumulated) as
+ * the sum of the gcol (N*OH*OW, C*KH*KW) F32 entries that im2row read from them, in a fixed order. */
+typedef void (*ampc_k_col2im_fn)(float *gx, const float *gcol, const ampci_conv_geom *g, int64_t p0, int64_t p1);
+/* Max pooling of planes [p0, p1) (N*C planes of H*W): y (OH*OW per plane) = the window maxima (padding is
+ * -inf; the first maximum in row-major window order wins; NaN propagates), arg = its index h*W + w in the
+ * plane. */
+typedef void (*ampc_k_maxpool_fn)(float *y, int32_t *arg, const float *x, const ampci_conv_geom *g, int64_t p0,
+                                  int64_t p1);
+/* planes [p0, p1) of gx (H*W each) written: gy routed to arg, overlapping windows summed in a fixed order. */
+typedef void (*ampc_k_maxpool_bw_fn)(float *gx, const float *gy, const int32_t *arg, const ampci_conv_geom *g,
+                                     int64_t p0, int64_t p1);
+/* Scaled dot-product attention over BH independent heads. q (BH, Tq, D), k (BH, Tk, D), v (BH, Tk, Dv),
+ * contiguous, of dtype dt; causal masks key j > query i. Scores and probabilities stay F32 or wider. */
+typedef struct ampci_attn {
+    int64_t BH, Tq, Tk, D, Dv;
+    ampc_dtype dt;
+    const void *q, *k, *v;
+    bool causal;
+    double scale;   /* 1 / sqrt(D) */
+} ampci_attn;
+/* o (BH, Tq, Dv) F32; stats (BH, Tq, 2) F32, when non-NULL, receives per query row what the backward
+ * needs to rebuild the probabilities (the ref kernel: the row max of the scaled scores and 1 / sum exp).
+ * May use the context's threads; results do not depend on the thread count. Fails only for lack of
+ * memory. */
+typedef ampc_status (*ampc_k_attention_fn)(ampc_ctx *ctx, const ampci_attn *a, float *o, float *stats);
+/* gq, gk, gv (F32, the shapes of q, k, v; each may be NULL: not wanted) from go (BH, Tq, Dv) of dtype dt
+ * and the forward's stats. */
+typedef ampc_status (*ampc_k_attention_bw_fn)(ampc_ctx *ctx, const ampci_attn *a, const float *stats, const void *go,
+                                              float *gq, float *gk, float *gv);
+/* Fills the attention slots (kernels/ref/attention_ref.c; called by ampci_fill_ref_conv). */
+AMPCI_HIDDEN void ampci_fill_ref_attention(struct ampc_kernels *k);
+
 struct ampc_kernels {
     ampc_isa isa;
     ampc_k_cvt_fn cvt[AMPC_DTYPE_COUNT][AMPC_DTYPE_COUNT];   /* [dst][src]; NULL: generic path */
@@ -85,7 +145,17 @@ struct ampc_kernels {
     ampc_k_layernorm_fn layernorm;
     ampc_k_layernorm_bw_fn layernorm_bw;
     /* ---- nn family (ops/norm.c, loss.c, embedding.c, dropout.c; kernels/ref/nn_ref.c) ---- */
+    ampc_k_xent_fn xent;
+    ampc_k_xent_bw_fn xent_bw;
+    ampc_k_embedding_bw_fn embedding_bw;
     /* ---- conv family (ops/conv.c, attention.c; kernels/ref/conv_ref.c, attention_ref.c) ---- */
+    ampc_k_im2col_fn im2col[AMPC_DTYPE_COUNT];   /* by the dtype of x and col: F32, F16, BF16 */
+    ampc_k_col2im_fn col2im;
+    ampc_k_maxpool_fn maxpool;
+    ampc_k_maxpool_bw_fn maxpool_bw;
+    ampc_k_attention_fn attention;
+    ampc_k_attention_bw_fn attention_bw;
+    const char *attention_name;
 };
 
 /* Fills every compute slot with the ref kernels (kernels/ref/). */

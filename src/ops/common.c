@@ -16,9 +16,13 @@ bool ampci_op_input(ampc_ctx *ctx, const char *op, const ampc_tensor *t, const c
         return false;
     }
     char b[128];
-    if (!ctx || t->ctx != ctx) {
-        ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: %s %s belongs to %s context", op, what,
-                   ampc_tensor_describe(t, b, sizeof b), ctx ? "another" : "no (ctx is NULL)");
+    if (!ctx) {
+        ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: ctx is NULL", op);
+        return false;
+    }
+    if (t->ctx != ctx) {
+        ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: %s %s belongs to another context", op, what,
+                   ampc_tensor_describe(t, b, sizeof b));
         return false;
     }
     if (!ampci_op_dtype(t->dtype)) {

@@ -1,2 +1,216 @@
-/* norm.c: (being written) */
+/* norm.c: softmax and log_softmax over any dim, and layer norm over the last dim. The input is staged
+ * as F32 rows with the reduced dim last (a transposed gather when it is not last already), the row
+ * kernels of the context's table run over row ranges in parallel, and the result is moved back and
+ * rounded once to the input's dtype. Every row is computed on its own (sums in double inside the
+ * kernels), so results do not depend on the thread count; layer norm's weight and bias gradients are
+ * summed over fixed row chunks and the chunk partials added in chunk order. */
 #include "ops.h"
+
+#include <math.h>
+#include <string.h>
+
+#define ROW_GRAIN_ELEMS 16384   /* elements per parallel chunk of rows */
+#define MAX_PARTIALS 64         /* chunks of layer norm's weight/bias gradient sums */
+
+static int64_t row_grain(int64_t cols) { return cols >= ROW_GRAIN_ELEMS ? 1 : ROW_GRAIN_ELEMS / (cols > 0 ? cols : 1); }
+
+/* ---- staging with the reduced dim last ---- */
+
+/* t's elements as F32 in the layout of t with dims d and last swapped, row-major: rows along dim d. */
+static const float *stage_dim_last(const char *op, const ampc_tensor *t, int d) {
+    if (d == t->ndim - 1) return ampci_as_f32(op, t);
+    ampc_tensor *v = ampci_transpose(op, t, d, t->ndim - 1);
+    float *buf = v ? ampci_scratch(t->ctx, op, ampci_numel(t)) : NULL;
+    if (buf) ampci_tensor_gather(v, buf, AMPC_DTYPE_F32);
+    return buf;
+}
+
+/* The inverse: buf (rows along dim d, as made by stage_dim_last for a tensor shaped like `like`) back in
+ * like's row-major order. Returns buf itself when d is the last dim. */
+static float *unstage_dim_last(const char *op, const ampc_tensor *like, int d, float *buf) {
+    if (!buf || d == like->ndim - 1) return buf;
+    int last = like->ndim - 1;
+    int64_t shape[AMPC_MAX_DIMS];
+    memcpy(shape, like->shape, sizeof shape);
+    shape[d] = like->shape[last], shape[last] = like->shape[d];
+    ampc_tensor *w = ampci_tensor_wrap(op, like->ctx, AMPC_DTYPE_F32, like->ndim, shape, buf);
+    ampc_tensor *v = w ? ampci_transpose(op, w, d, last) : NULL;
+    float *out = v ? ampci_scratch(like->ctx, op, ampci_numel(like)) : NULL;
+    if (out) ampci_tensor_gather(v, out, AMPC_DTYPE_F32);
+    return out;
+}
+
+/* ---- softmax / log_softmax ---- */
+
+typedef struct softmax_saved {
+    int dim;     /* normalised; -1 for a 0-dim input */
+    bool log;
+} softmax_saved;
+
+typedef struct softmax_job {
+    const struct ampc_kernels *k;
+    float *out;
+    const float *x, *g;   /* g: the output gradient (backward only); x is then the saved output */
+    int64_t cols;
+    bool log;
+} softmax_job;
+
+static void softmax_chunk(void *vp, int64_t r0, int64_t r1, int64_t chunk) {
+    (void)chunk;
+    const softmax_job *j = vp;
+    int64_t o = r0 * j->cols;
+    if (j->g) j->k->softmax_bw(j->out + o, j->g + o, j->x + o, r1 - r0, j->cols, j->log);
+    else j->k->softmax(j->out + o, j->x + o, r1 - r0, j->cols, j->log);
+}
+
+static int64_t dim_extent(const ampc_tensor *t, int d) { return d < 0 ? 1 : t->shape[d]; }
+
+static ampc_status softmax_backward(ampci_node *n, const ampc_tensor *gout) {
+    const softmax_saved *sv = n->saved;
+    ampc_tensor *x = n->in[0];
+    int64_t numel = ampci_numel(x), cols = dim_extent(x, sv->dim), rows = cols ? numel / cols : 0;
+    const float *g = stage_dim_last(n->op, gout, sv->dim), *y = g ? stage_dim_last(n->op, n->out, sv->dim) : NULL;
+    float *gx = y ? ampci_scratch(n->ctx, n->op, numel) : NULL;
+    if (!gx) return ampc_last_status();
+    softmax_job j = {n->ctx->kernels, gx, y, g, cols, sv->log};
+    ampc_parallel_for(n->ctx, rows, row_grain(cols), softmax_chunk, &j);
+    return ampci_accumulate_f32(n->op, x, unstage_dim_last(n->op, x, sv->dim, gx));
+}
+
+static ampc_tensor *softmax_op(ampc_ctx *ctx, const char *op, const ampc_tensor *x, int dim, bool log) {
+    if (!ampci_op_input(ctx, op, x, "input")) return NULL;
+    /* a 0-dim tensor is one row of one element, reachable as dim 0 or -1 (as in PyTorch) */
+    bool scalar = x->ndim == 0 && (dim == 0 || dim == -1);
+    int d = scalar ? -1 : ampci_wrap_dim(op, x, dim);
+    if (d < 0 && !scalar) return NULL;
+    int64_t numel = ampci_numel(x), cols = dim_extent(x, d), rows = cols ? numel / cols : 0;
+    const float *xf = stage_dim_last(op, x, d);
+    float *y = xf ? ampci_scratch(ctx, op, numel) : NULL;
+    if (!y) return NULL;
+    softmax_job j = {ctx->kernels, y, xf, NULL, cols, log};
+    ampc_parallel_for(ctx, rows, row_grain(cols), softmax_chunk, &j);
+    ampc_tensor *out = ampci_result(op, ctx, x->dtype, x->ndim, x->shape, unstage_dim_last(op, x, d, y));
+    if (out && ampci_wants_grad(ctx, &x, 1)) {
+        ampci_node *node = ampci_record(ctx, op, out, &x, 1, softmax_backward, AMPCI_SAVES_OUT, sizeof(softmax_saved));
+        if (!node) return NULL;
+        *(softmax_saved *)node->saved = (softmax_saved){d, log};
+    }
+    return out;
+}
+
+ampc_tensor *ampc_softmax(ampc_ctx *ctx, const ampc_tensor *x, int dim) {
+    return softmax_op(ctx, "ampc_softmax", x, dim, false);
+}
+
+ampc_tensor *ampc_log_softmax(ampc_ctx *ctx, const ampc_tensor *x, int dim) {
+    return softmax_op(ctx, "ampc_log_softmax", x, dim, true);
+}
+
+/* ---- layer norm ---- */
+
+typedef struct layernorm_saved {
+    float *mean, *rstd;   /* (rows) F32, arena */
+    int64_t rows, cols;
+} layernorm_saved;
+
+typedef struct layernorm_job {
+    const struct ampc_kernels *k;
+    float *out, *mean, *rstd;
+    const float *x, *w, *b, *g;   /* g: the output gradient (backward only) */
+    float *gw_part, *gb_part;     /* backward: per-chunk column sums (chunk * cols), or NULL */
+    int64_t cols;
+    float eps;
+} layernorm_job;
+
+static void layernorm_chunk(void *vp, int64_t r0, int64_t r1, int64_t chunk) {
+    const layernorm_job *j = vp;
+    int64_t o = r0 * j->cols, m = r1 - r0;
+    if (!j->g) {
+        j->k->layernorm(j->out + o, j->mean + r0, j->rstd + r0, j->x + o, j->w, j->b, m, j->cols, j->eps);
+        return;
+    }
+    float *gw = j->gw_part ? j->gw_part + chunk * j->cols : NULL, *gb = j->gb_part ? j->gb_part + chunk * j->cols : NULL;
+    j->k->layernorm_bw(j->out + o, gw, gb, j->g + o, j->x + o, j->mean + r0, j->rstd + r0, j->w, m, j->cols);
+}
+
+/* dst (cols) = sum over the chunks of part (nchunks, cols), in chunk order, in double. */
+static float *sum_partials(ampc_ctx *ctx, const char *op, const float *part, int64_t nchunks, int64_t cols) {
+    float *dst = ampci_scratch(ctx, op, cols);
+    if (!dst) return NULL;
+    for (int64_t c = 0; c < cols; c++) {
+        double s = 0.0;
+        for (int64_t i = 0; i < nchunks; i++) s += part[i * cols + c];
+        dst[c] = (float)s;
+    }
+    return dst;
+}
+
+static ampc_status layernorm_backward(ampci_node *n, const ampc_tensor *gout) {
+    const layernorm_saved *sv = n->saved;
+    ampc_ctx *ctx = n->ctx;
+    ampc_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
+    bool need_w = ampci_input_needs_grad(n, 1), need_b = ampci_input_needs_grad(n, 2);
+    /* fewer, larger chunks when column sums are needed, so the partials stay small */
+    int64_t grain = row_grain(sv->cols);
+    if ((need_w || need_b) && grain * MAX_PARTIALS < sv->rows) grain = (sv->rows + MAX_PARTIALS - 1) / MAX_PARTIALS;
+    int64_t nchunks = ampc_parallel_chunks(sv->rows, grain), npart = nchunks * sv->cols;
+    layernorm_job j = {ctx->kernels, NULL, sv->mean, sv->rstd, ampci_as_f32(n->op, x), NULL, NULL, NULL,
+                       NULL, NULL, sv->cols, 0.0f};
+    j.w = w ? ampci_as_f32(n->op, w) : NULL;
+    j.g = ampci_as_f32(n->op, gout);
+    j.out = ampci_scratch(ctx, n->op, ampci_numel(x));
+    j.gw_part = need_w ? ampci_scratch(ctx, n->op, npart) : NULL;
+    j.gb_part = need_b ? ampci_scratch(ctx, n->op, npart) : NULL;
+    if (!j.x || (w && !j.w) || !j.g || !j.out || (need_w && !j.gw_part) || (need_b && !j.gb_part))
+        return ampc_last_status();
+    ampc_parallel_for(ctx, sv->rows, grain, layernorm_chunk, &j);
+    ampc_status s = AMPC_OK;
+    if (ampci_input_needs_grad(n, 0)) s = ampci_accumulate_f32(n->op, x, j.out);
+    if (s == AMPC_OK && need_w) s = ampci_accumulate_f32(n->op, w, sum_partials(ctx, n->op, j.gw_part, nchunks, sv->cols));
+    if (s == AMPC_OK && need_b) s = ampci_accumulate_f32(n->op, b, sum_partials(ctx, n->op, j.gb_part, nchunks, sv->cols));
+    return s;
+}
+
+static bool layernorm_check(const char *op, const ampc_tensor *x, const ampc_tensor *w, const ampc_tensor *b,
+                            double eps) {
+    char p[128], q[128], r[128];
+    int64_t D = x->ndim ? x->shape[x->ndim - 1] : 0;
+    if (x->ndim < 1 || (w && (w->ndim != 1 || w->shape[0] != D)) || (b && (b->ndim != 1 || b->shape[0] != D))) {
+        ampci_fail(AMPC_STATUS_SHAPE, "%s: x %s, weight %s, bias %s; expected x (..., D) with at least 1 dim, "
+                   "weight and bias (D) = (%lld) or none", op, ampc_tensor_describe(x, p, sizeof p),
+                   w ? ampc_tensor_describe(w, q, sizeof q) : "none", b ? ampc_tensor_describe(b, r, sizeof r) : "none",
+                   (long long)D);
+        return false;
+    }
+    if (!(eps > 0.0) || !isfinite(eps)) {
+        ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: eps %g for x %s; expected a finite eps > 0", op, eps,
+                   ampc_tensor_describe(x, p, sizeof p));
+        return false;
+    }
+    return (!w || ampci_same_dtype(op, x, "x", w, "weight")) && (!b || ampci_same_dtype(op, x, "x", b, "bias"));
+}
+
+ampc_tensor *ampc_layer_norm(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *w, const ampc_tensor *b,
+                             double eps) {
+    static const char op[] = "ampc_layer_norm";
+    if (!ampci_op_input(ctx, op, x, "x")) return NULL;
+    if ((w && !ampci_op_input(ctx, op, w, "weight")) || (b && !ampci_op_input(ctx, op, b, "bias"))) return NULL;
+    if (!layernorm_check(op, x, w, b, eps)) return NULL;
+    int64_t numel = ampci_numel(x), cols = x->shape[x->ndim - 1], rows = 1;
+    for (int i = 0; i < x->ndim - 1; i++) rows *= x->shape[i];
+    layernorm_job j = {ctx->kernels, ampci_scratch(ctx, op, numel), ampci_scratch(ctx, op, rows),
+                       ampci_scratch(ctx, op, rows), ampci_as_f32(op, x), NULL, NULL, NULL, NULL, NULL, cols,
+                       (float)eps};
+    j.w = w ? ampci_as_f32(op, w) : NULL;
+    j.b = b ? ampci_as_f32(op, b) : NULL;
+    if (!j.out || !j.mean || !j.rstd || !j.x || (w && !j.w) || (b && !j.b)) return NULL;
+    ampc_parallel_for(ctx, rows, row_grain(cols), layernorm_chunk, &j);
+    ampc_tensor *out = ampci_result(op, ctx, x->dtype, x->ndim, x->shape, j.out);
+    const ampc_tensor *in[3] = {x, w, b};
+    if (out && ampci_wants_grad(ctx, in, 3)) {
+        ampci_node *node = ampci_record(ctx, op, out, in, 3, layernorm_backward, 3u, sizeof(layernorm_saved));
+        if (!node) return NULL;
+        *(layernorm_saved *)node->saved = (layernorm_saved){j.mean, j.rstd, rows, cols};
+    }
+    return out;
+}

@@ -118,12 +118,23 @@ static void storage_unref(void *arg) {
     ampci_free(ctx, s, sizeof *s);
 }
 
-void ampc_tensor_free(ampc_tensor *t) {
-    if (!t || !t->owned) return;
+static void free_now(void *arg) {
+    ampc_tensor *t = arg;
     ampc_ctx *ctx = t->ctx;
     ampc_tensor_free(t->grad);
     storage_unref(t->storage);
     ampci_free(ctx, t, sizeof *t);
+}
+
+void ampc_tensor_free(ampc_tensor *t) {
+    if (!t || !t->owned) return;
+    /* The current step's tape still points at t (an input of a recorded op): free it when the step ends,
+     * so a backward run after this call stays valid. */
+    if (t->graph_step == t->ctx->step_id && ampci_arena_on_reset(t->ctx, free_now, t) == AMPC_OK) {
+        t->graph_step = 0;
+        return;
+    }
+    free_now(t);
 }
 
 ampc_tensor *ampci_tensor_view_of(const char *fn, const ampc_tensor *t) {

@@ -32,6 +32,7 @@ struct ampc_tensor {
     bool requires_grad;
     struct ampci_node *node;
     ampc_tensor *grad;
+    uint64_t graph_step;             /* owned tensors: the step whose tape references them (0: none) */
     char name[64];
 };
 

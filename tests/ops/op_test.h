@@ -19,6 +19,8 @@ typedef enum ot_dist {
     OT_POSITIVE,      /* uniform [0.5, 2]: log, sqrt, divisors */
     OT_AWAY_FROM_0,   /* N(0, 1) with |x| >= 0.05: relu's and max's kinks stay far from the FD step */
     OT_SMALL,         /* N(0, 0.1^2) */
+    OT_DISTINCT,      /* as OT_AWAY_FROM_0, redrawn until no two elements are equal after rounding (max
+                         and argmax ties would make finite differences split the gradient) */
 } ot_dist;
 
 typedef struct ot_case {

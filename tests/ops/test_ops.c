@@ -73,7 +73,8 @@ static double draw(uint64_t *r, ot_dist d) {
     double z = sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2);
     switch (d) {
     case OT_POSITIVE: return 0.5 + 1.5 * u2;
-    case OT_AWAY_FROM_0: return z >= 0 ? z + 0.05 : z - 0.05;
+    case OT_AWAY_FROM_0:
+    case OT_DISTINCT: return z >= 0 ? z + 0.05 : z - 0.05;
     case OT_SMALL: return 0.1 * z;
     default: return z;
     }
@@ -180,7 +181,14 @@ static void run_case(run *r, uint64_t seed) {
     for (int i = 0; i < r->c.nin; i++) {
         r->n_in[i] = ot_numel(r->c.ndim[i], r->c.shape[i]);
         r->in[i] = malloc((size_t)(r->n_in[i] ? r->n_in[i] : 1) * sizeof(double));
-        for (int64_t k = 0; k < r->n_in[i]; k++) r->in[i][k] = round_to(r->dt, draw(&rs, r->c.dist[i]));
+        for (int64_t k = 0; k < r->n_in[i]; k++) {
+            bool dup;
+            do {
+                r->in[i][k] = round_to(r->dt, draw(&rs, r->c.dist[i]));
+                dup = false;
+                for (int64_t m = 0; r->c.dist[i] == OT_DISTINCT && m < k && !dup; m++) dup = r->in[i][m] == r->in[i][k];
+            } while (dup);
+        }
         in[i] = make_input(r, i, &leaf[i]);
         if (!in[i]) fail_msg("%s: making input %d failed: %s", r->op->name, i, ampc_last_error());
     }
