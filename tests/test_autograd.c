@@ -7,18 +7,7 @@
 
 #include <stdlib.h>
 
-static ampc_ctx *g_ctx;
-
-static int setup(void **state) {
-    (void)state;
-    return ampc_ctx_new(&(ampc_ctx_params){.seed = 3, .threads = 2}, &g_ctx) == AMPC_OK ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    ampc_ctx_free(g_ctx);
-    return 0;
-}
+TU_CONTEXT(3, 2)
 
 static int end_step(void **state) {
     (void)state;

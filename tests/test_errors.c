@@ -4,25 +4,8 @@
  * none may crash (the sanitizer build runs this too). */
 #include "test_util.h"
 
-static ampc_ctx *g_ctx;
+TU_CONTEXT(0, 1)
 
-static int setup(void **state) {
-    (void)state;
-    return ampc_ctx_new(&(ampc_ctx_params){.threads = 1}, &g_ctx) == AMPC_OK ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    ampc_ctx_free(g_ctx);
-    return 0;
-}
-
-static ampc_tensor *zeros(ampc_dtype dt, int nd, const int64_t *shape) {
-    ampc_tensor *t = ampc_tensor_zeros(g_ctx, dt, nd, shape);
-    assert_non_null(t);
-    return t;
-}
-#define Z(dt, ...) zeros(dt, sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), (int64_t[]){__VA_ARGS__})
 
 static void test_null_inputs(void **state) {
     (void)state;

@@ -7,21 +7,7 @@
 
 #include <stdlib.h>
 
-static ampc_ctx *g_ctx;
-
-static int setup(void **state) {
-    (void)state;
-    return ampc_ctx_new(&(ampc_ctx_params){.seed = 1, .threads = 2}, &g_ctx) == AMPC_OK ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    ampc_ctx_step_end(g_ctx);
-    ampc_ctx_free(g_ctx);
-    return 0;
-}
-
-#define SHAPE(...) (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
+TU_CONTEXT(1, 2)
 
 static ampc_tensor *f32(int ndim, const int64_t *shape) {
     return ampc_tensor_normal(g_ctx, AMPC_DTYPE_F32, ndim, shape, 0, 1);

@@ -42,6 +42,31 @@ static inline void assert_error_mentions(const char *const *needles, size_t n) {
         assert_error_mentions(n_, sizeof n_ / sizeof n_[0]);                                                 \
     } while (0)
 
+/* One context per test program: TU_CONTEXT(seed, threads) defines g_ctx and cmocka group setup/teardown. */
+#define TU_CONTEXT(SEED, THREADS)                                                                            \
+    static ampc_ctx *g_ctx;                                                                                  \
+    static int setup(void **state) {                                                                         \
+        (void)state;                                                                                         \
+        return ampc_ctx_new(&(ampc_ctx_params){.seed = (SEED), .threads = (THREADS)}, &g_ctx) == AMPC_OK ? 0 : -1; \
+    }                                                                                                        \
+    static int teardown(void **state) {                                                                      \
+        (void)state;                                                                                         \
+        ampc_ctx_step_end(g_ctx);                                                                            \
+        ampc_ctx_free(g_ctx);                                                                                \
+        return 0;                                                                                            \
+    }
+
+/* A compound-literal shape: SHAPE(2, 3) expands to the (ndim, shape) pair ops take. */
+#define SHAPE(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
+
+/* An arena tensor of zeros in ctx that must exist: Z(ctx, F32, 2, 3). */
+static inline ampc_tensor *tu_zeros(ampc_ctx *ctx, ampc_dtype dt, int nd, const int64_t *shape) {
+    ampc_tensor *t = ampc_tensor_zeros(ctx, dt, nd, shape);
+    if (!t) FAILF("ampc_tensor_zeros: %s", ampc_last_error());
+    return t;
+}
+#define Z(dt, ...) tu_zeros(g_ctx, dt, SHAPE(__VA_ARGS__))
+
 static inline uint32_t tu_bits(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
