@@ -509,6 +509,214 @@ AMPC_API ampc_tensor *ampc_attention(ampc_ctx *ctx, const ampc_tensor *q, const 
  * F32 and added in F32; one final rounding to x's dtype. */
 AMPC_API ampc_tensor *ampc_positional_encoding(ampc_ctx *ctx, const ampc_tensor *x);
 
+/* ------------------------------------------------------------------------------------------------
+ * Autocast (PyTorch's torch.autocast): inside a region each op casts its floating inputs according to
+ * its policy. F64 and integer tensors are never cast. Regions nest; an inner region with enabled =
+ * false is an FP32 island (ops run in their inputs' dtypes). State is per context.
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef enum ampc_cast_policy {
+    AMPC_CAST_NONE = 0,     /* run in the inputs' dtypes (ordinary promotion) */
+    AMPC_CAST_LOWER,        /* cast every floating input to the region dtype (PyTorch lower_precision_fp) */
+    AMPC_CAST_FP32,         /* cast every floating input to F32 */
+    AMPC_CAST_FP32_OUTPUT,  /* compute from the inputs upcast, F32 output (PyTorch fp32_set_opt_dtype) */
+    AMPC_CAST_PROMOTE,      /* to the widest input: F32 if any input is F32, else the region dtype; the
+                               other 16-bit dtype is an error, as in PyTorch */
+    AMPC_CAST_BANNED,       /* the op fails inside an enabled region */
+    AMPC_CAST_COUNT
+} ampc_cast_policy;
+
+typedef struct ampc_autocast_params {
+    ampc_dtype dtype;     /* AMPC_DTYPE_BF16 or AMPC_DTYPE_F16; AMPC_DTYPE_F32 (0) selects BF16, the CPU default */
+    /* Literal flags, as in torch.autocast(enabled=..., cache_enabled=...): a zeroed struct gives a
+     * DISABLED region (an FP32 island). Pass NULL params for PyTorch's defaults (BF16, enabled, cache on). */
+    bool enabled;
+    bool cache_enabled;   /* cast each F32 leaf parameter once per outermost region */
+} ampc_autocast_params;
+
+/* Enters a region (params NULL: BF16, enabled, cache enabled). Fails for another dtype. */
+AMPC_API ampc_status ampc_autocast_begin(ampc_ctx *ctx, const ampc_autocast_params *params);
+/* Leaves the innermost region; leaving the outermost clears the weight-cast cache. */
+AMPC_API ampc_status ampc_autocast_end(ampc_ctx *ctx);
+/* The innermost region's state: enabled (false outside every region) and dtype. */
+AMPC_API bool ampc_autocast_enabled(const ampc_ctx *ctx);
+AMPC_API ampc_dtype ampc_autocast_dtype(const ampc_ctx *ctx);
+
+typedef enum ampc_autocast_table {
+    AMPC_AUTOCAST_TABLE_TUTORIAL = 0,  /* the default: GEMM-like ops (linear, matmul, bmm, conv2d, attention)
+                                          lower; softmax, log_softmax, layer_norm, cross_entropy, mse_loss,
+                                          exp, log, sum, mean, positional_encoding FP32; add, concat promote */
+    AMPC_AUTOCAST_TABLE_PYTORCH_CPU,   /* torch's AutocastCPU lists: GEMM-like lower; cross_entropy, mse_loss
+                                          FP32; concat promote; softmax, layer_norm, sum... in input dtype */
+    AMPC_AUTOCAST_TABLE_PYTORCH_CUDA,  /* torch's CUDA lists (also torch_npu / torch_musa): GEMM-like lower;
+                                          exp, log, layer_norm, mse_loss, cross_entropy FP32; softmax,
+                                          log_softmax, sum FP32 output */
+    AMPC_AUTOCAST_TABLE_COUNT
+} ampc_autocast_table;
+
+/* Replaces every op's policy by a built-in table. */
+AMPC_API ampc_status ampc_autocast_load_table(ampc_ctx *ctx, ampc_autocast_table table);
+/* Moves one op (by name: "softmax", "linear", ... as listed by ampc_autocast_op_name) to a policy. */
+AMPC_API ampc_status ampc_autocast_set_policy(ampc_ctx *ctx, const char *op, ampc_cast_policy policy);
+AMPC_API ampc_status ampc_autocast_get_policy(const ampc_ctx *ctx, const char *op, ampc_cast_policy *out);
+/* The ops autocast knows, i in [0, count): names for tables, CLIs and error messages. NULL past the end. */
+AMPC_API const char *ampc_autocast_op_name(int i);
+AMPC_API const char *ampc_cast_policy_name(ampc_cast_policy p);   /* "lower", "fp32", ... */
+
+typedef struct ampc_autocast_stats {
+    uint64_t casts;          /* tensors cast by autocast */
+    uint64_t cache_hits;     /* weight casts served from the cache */
+    uint64_t cache_entries;  /* entries in the cache now */
+} ampc_autocast_stats;
+AMPC_API ampc_status ampc_autocast_stats_get(const ampc_ctx *ctx, ampc_autocast_stats *out);
+
+/* ------------------------------------------------------------------------------------------------
+ * Names for diagnostics: a scope path ("blocks.3.attn") that anomaly reports and overflow reports use.
+ * ---------------------------------------------------------------------------------------------- */
+
+AMPC_API ampc_status ampc_scope_push(ampc_ctx *ctx, const char *name);
+AMPC_API void ampc_scope_pop(ampc_ctx *ctx);
+AMPC_API const char *ampc_scope_path(const ampc_ctx *ctx);   /* "" at top level */
+
+/* Anomaly mode (the CPU answer to CUDA_LAUNCH_BLOCKING debugging): every op's output, forward and
+ * backward, is checked; the first non-finite value fails the op (NULL) or the backward (status), naming
+ * the op, the tensor and parameter names, the scope path and the step. Off by default (it costs a pass
+ * over every output). */
+AMPC_API void ampc_ctx_set_check_finite(ampc_ctx *ctx, bool on);
+/* The number of ampc_ctx_step_end calls so far. */
+AMPC_API uint64_t ampc_ctx_step(const ampc_ctx *ctx);
+
+/* True when every element is finite (no inf, no NaN). NULL: false. */
+AMPC_API bool ampc_all_finite(const ampc_tensor *t);
+
+/* ------------------------------------------------------------------------------------------------
+ * Optimizers over named parameter groups. Master weights and optimizer state are always F32, each a
+ * contiguous block; gradients live in one block per dtype (each parameter's gradient is a view).
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef struct ampc_optim ampc_optim;
+
+typedef enum ampc_optim_kind { AMPC_OPTIM_SGD = 0, AMPC_OPTIM_ADAMW } ampc_optim_kind;
+
+typedef enum ampc_master_mode {
+    AMPC_MASTER_AUTO = 0,  /* F32 parameters are their own masters (PyTorch AMP / Apex O1); F16/BF16
+                              parameters get F32 master copies owned by the optimizer (Apex O2): the
+                              update runs on the master, the parameter receives the rounded master */
+    AMPC_MASTER_NONE,      /* no master copies: low-precision parameters are updated in place, the
+                              update rounded to their dtype (the tutorials' risky model.half()) */
+} ampc_master_mode;
+
+typedef struct ampc_optim_params {
+    ampc_optim_kind kind;
+    double lr;              /* 0 = 1e-3 */
+    double weight_decay;    /* literal: 0 = none (SGD: L2 added to the gradient; AdamW: decoupled) */
+    double momentum;        /* SGD */
+    double dampening;       /* SGD */
+    bool nesterov;          /* SGD (needs momentum > 0 and dampening 0) */
+    double beta1, beta2;    /* AdamW; 0 = 0.9, 0.999 */
+    double eps;             /* AdamW; 0 = 1e-8 */
+    ampc_master_mode master;
+} ampc_optim_params;
+
+typedef struct ampc_param_group_params {
+    double lr_scale;        /* this group's lr = optimizer lr * lr_scale; 0 = 1 */
+    bool no_weight_decay;   /* e.g. biases and norm weights */
+} ampc_param_group_params;
+
+AMPC_API ampc_status ampc_optim_new(ampc_ctx *ctx, const ampc_optim_params *params, ampc_optim **out);
+AMPC_API void ampc_optim_free(ampc_optim *opt);
+/* Adds a named group of n parameters (leaf tensors that require grad, F32/F16/BF16, each in at most one
+ * group of one optimizer). The optimizer gives each its gradient storage and, where the master mode
+ * says so, an F32 master copy. group may be NULL (defaults). */
+AMPC_API ampc_status ampc_optim_add_group(ampc_optim *opt, const char *name, ampc_tensor *const *params, int n,
+                                          const ampc_param_group_params *group);
+/* One update of every parameter that has a gradient (parameters without one are left alone, as in
+ * PyTorch). */
+AMPC_API ampc_status ampc_optim_step(ampc_optim *opt);
+/* Set-to-none: every parameter's gradient becomes absent (the storage is kept for the next backward). */
+AMPC_API void ampc_optim_zero_grad(ampc_optim *opt);
+AMPC_API ampc_status ampc_optim_set_lr(ampc_optim *opt, double lr);
+AMPC_API double ampc_optim_lr(const ampc_optim *opt);
+AMPC_API int64_t ampc_optim_steps(const ampc_optim *opt);        /* optimizer steps taken */
+AMPC_API int ampc_optim_num_params(const ampc_optim *opt);
+AMPC_API ampc_tensor *ampc_optim_param(const ampc_optim *opt, int i);
+/* The F32 master of parameter i (the parameter itself when it is its own master), for inspection. */
+AMPC_API const ampc_tensor *ampc_optim_master(const ampc_optim *opt, int i);
+/* True when every existing gradient is finite; *first_bad (may be NULL) receives the first offender's
+ * name ("" if unnamed; NULL when all are finite). */
+AMPC_API bool ampc_optim_grads_finite(const ampc_optim *opt, const char **first_bad);
+/* Global L2 norm of all gradients (accumulated in double), computed after unscale. When it exceeds
+ * max_norm, every gradient is multiplied by max_norm / (norm + 1e-6) as torch.nn.utils.clip_grad_norm_
+ * does. A non-finite norm is returned as is and the gradients are left untouched (a scaler step will
+ * skip them). */
+AMPC_API ampc_status ampc_clip_grad_norm(ampc_optim *opt, double max_norm, double *norm);
+
+/* ------------------------------------------------------------------------------------------------
+ * GradScaler: dynamic loss scaling with PyTorch's rule to the bit, plus opt-in min/max scale and
+ * Megatron-style hysteresis. Per optimizer: READY -> (unscale) UNSCALED -> (step) STEPPED -> (update)
+ * READY.
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef struct ampc_grad_scaler ampc_grad_scaler;
+
+typedef struct ampc_grad_scaler_params {
+    double init_scale;        /* 0 = 65536 */
+    double growth_factor;     /* 0 = 2.0; must be > 1 */
+    double backoff_factor;    /* 0 = 0.5; must be in (0, 1) */
+    int64_t growth_interval;  /* 0 = 2000 clean steps */
+    /* Literal, as in torch GradScaler(enabled=...): a zeroed struct gives a DISABLED scaler (every call
+     * a no-op, scale 1). Pass NULL params for the defaults with the scaler enabled. */
+    bool enabled;
+    double min_scale;         /* 0 = none (PyTorch): backoff may go below 1 */
+    double max_scale;         /* 0 = none: growth is still refused when the result would be inf */
+    int hysteresis;           /* 0 or 1 = none (PyTorch); n > 1: back off only at the n-th overflow since
+                                 the last growth (Megatron-LM) */
+} ampc_grad_scaler_params;
+
+typedef struct ampc_grad_scaler_state {
+    double scale;             /* FP32 value, as a double */
+    int64_t growth_tracker;   /* clean steps since the last growth or overflow */
+    int64_t hysteresis_tracker;
+    int64_t steps;            /* update() calls */
+    int64_t skipped_steps;    /* optimizer steps skipped for non-finite gradients */
+    ampc_grad_scaler_params config;
+} ampc_grad_scaler_state;
+
+typedef struct ampc_grad_scaler_overflow {
+    bool found_inf;           /* at the last unscale of any optimizer since the last update */
+    int64_t tensors;          /* how many gradients had a non-finite value */
+    char first_tensor[64];    /* the first one's name ("" if unnamed) */
+    int64_t at_step;          /* the scaler's step count then */
+} ampc_grad_scaler_overflow;
+
+/* params NULL: the defaults, enabled. */
+AMPC_API ampc_status ampc_grad_scaler_new(ampc_ctx *ctx, const ampc_grad_scaler_params *params,
+                                          ampc_grad_scaler **out);
+AMPC_API void ampc_grad_scaler_free(ampc_grad_scaler *gs);
+AMPC_API bool ampc_grad_scaler_enabled(const ampc_grad_scaler *gs);
+/* The current scale (1.0 when disabled). */
+AMPC_API double ampc_grad_scaler_get_scale(const ampc_grad_scaler *gs);
+/* loss * scale (differentiable). A 0-dim F16/BF16 loss becomes F32, as with PyTorch's type promotion.
+ * Disabled: returns loss itself. */
+AMPC_API ampc_tensor *ampc_grad_scaler_scale(ampc_grad_scaler *gs, const ampc_tensor *loss);
+/* Multiplies opt's gradients (F32, F16 or BF16) by 1/scale (the reciprocal in double, rounded to F32) and
+ * records whether any was non-finite. Error when called twice before update() or after step(). */
+AMPC_API ampc_status ampc_grad_scaler_unscale(ampc_grad_scaler *gs, ampc_optim *opt);
+/* Unscales if not yet done, then steps opt unless a non-finite gradient was found at unscale time.
+ * *stepped (may be NULL) says which. Error when called twice before update(). */
+AMPC_API ampc_status ampc_grad_scaler_step(ampc_grad_scaler *gs, ampc_optim *opt, bool *stepped);
+/* Applies the update rule once for all optimizers stepped since the last update (backs off if any
+ * found a non-finite gradient) and returns every optimizer to READY. Error when nothing was unscaled. */
+AMPC_API ampc_status ampc_grad_scaler_update(ampc_grad_scaler *gs);
+/* Sets the scale directly (growth tracker untouched, as PyTorch's update(new_scale)). */
+AMPC_API ampc_status ampc_grad_scaler_update_to(ampc_grad_scaler *gs, double new_scale);
+AMPC_API ampc_status ampc_grad_scaler_overflow_get(const ampc_grad_scaler *gs, ampc_grad_scaler_overflow *out);
+/* The whole state (scale, trackers, counts, configuration), and its restoration. Loading into a disabled
+ * scaler does nothing (as in PyTorch); a state saved from a disabled scaler cannot be loaded into an
+ * enabled one (AMPC_STATUS_STATE). */
+AMPC_API ampc_status ampc_grad_scaler_state_save(const ampc_grad_scaler *gs, ampc_grad_scaler_state *out);
+AMPC_API ampc_status ampc_grad_scaler_state_load(ampc_grad_scaler *gs, const ampc_grad_scaler_state *state);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,8 @@
  * reach, runs them newest first, and releases them: a second walk over the same graph is refused. */
 #include "autograd.h"
 
+#include "../amp/amp.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -66,16 +68,20 @@ static ampc_status accumulate_leaf(ampc_tensor *t, const ampc_tensor *g) {
         return AMPC_OK;
     }
     static const char fn[] = "ampc_backward";
-    ampc_tensor *gr = t->owned ? ampc_tensor_new(t->ctx, t->dtype, t->ndim, t->shape)
-                               : ampci_tensor_arena(fn, t->ctx, t->dtype, t->ndim, t->shape);
+    ampc_tensor *gr = t->grad_slot ? t->grad_slot
+                      : t->owned   ? ampc_tensor_new(t->ctx, t->dtype, t->ndim, t->shape)
+                                   : ampci_tensor_arena(fn, t->ctx, t->dtype, t->ndim, t->shape);
     if (!gr) return ampc_last_status();
     ampc_convert(ampci_tensor_ptr(gr), t->dtype, ampci_tensor_ptr(g), g->dtype, (size_t)ampci_numel(t));
+    gr->storage->version++;
     t->grad = gr;
     return AMPC_OK;
 }
 
 ampc_status ampci_grad_accumulate(ampc_tensor *t, const ampc_tensor *g) {
     AMPCI_ASSERT(ampci_numel(t) == ampci_numel(g) && ampc_tensor_is_contiguous(g));
+    ampc_ctx *ctx = t->ctx;
+    if (!ampci_check_grad(ctx, ctx->cur_backward ? ctx->cur_backward : "ampc_backward", t, g)) return AMPC_STATUS_STATE;
     if (!t->node) return t->requires_grad ? accumulate_leaf(t, g) : AMPC_OK;
     static const char fn[] = "ampc_backward";
     ampci_node *n = t->node;
@@ -136,7 +142,9 @@ static ampc_status walk(ampc_ctx *ctx) {
         n->released = true;
         if (!g) continue;   /* reachable, but no gradient flowed into it */
         ampc_status s = check_versions(n);
+        ctx->cur_backward = n->op;
         if (s == AMPC_OK) s = n->backward(n, g);
+        ctx->cur_backward = NULL;
         if (s != AMPC_OK) return s;
     }
     return AMPC_OK;
@@ -227,8 +235,8 @@ ampc_tensor *ampc_tensor_grad(const ampc_tensor *t) { return t ? t->grad : NULL;
 
 void ampc_tensor_clear_grad(ampc_tensor *t) {
     if (!t) return;
-    ampc_tensor_free(t->grad);   /* arena gradients: a no-op, the step end frees them */
-    t->grad = NULL;
+    if (t->grad != t->grad_slot) ampc_tensor_free(t->grad);   /* arena gradients: a no-op, freed at step end */
+    t->grad = NULL;                                            /* an optimizer's slot is kept for reuse */
 }
 
 ampc_status ampc_tensor_set_name(ampc_tensor *t, const char *name) {

@@ -61,6 +61,7 @@ AMPCI_HIDDEN int ampci_online_cpus(void);
 
 struct ampc_kernels;
 struct ampci_node;
+struct ampci_autocast;
 
 struct ampc_ctx {
     ampc_allocator alloc;
@@ -77,6 +78,15 @@ struct ampc_ctx {
     struct ampci_node *tape;
     int no_grad_depth;
     uint64_t step_id;   /* counts ampc_ctx_step_end calls, from 1 */
+    /* amp (src/amp): autocast state (NULL until first used), diagnostics */
+    struct ampci_autocast *autocast;
+    bool check_finite;
+    const char *cur_op;                    /* the op running now, for anomaly messages */
+    const char *cur_backward;              /* the node whose backward is running */
+    const ampc_tensor *cur_in[4];
+    int cur_nin;
+    char scope[256];                       /* "blocks.3.attn" */
+    int scope_len[16], scope_depth;
 };
 
 /* Accounted allocation through the context's allocator; aligned to 64 bytes. NULL on failure (the

@@ -2,6 +2,7 @@
  * counters, the thread pool, the kernel table of its level, the RNG and the step arena. */
 #include "core.h"
 
+#include "../amp/amp.h"
 #include "../kernels/kernels.h"
 
 #include <stdio.h>
@@ -69,6 +70,7 @@ ampc_status ampc_ctx_new(const ampc_ctx_params *params, ampc_ctx **out) {
 
 void ampc_ctx_free(ampc_ctx *ctx) {
     if (!ctx) return;
+    ampci_amp_release(ctx);
     ampci_arena_release(ctx);
     ampci_pool_free(ctx->pool);
     free(ctx);
@@ -97,6 +99,7 @@ ampc_rng *ampc_ctx_rng(ampc_ctx *ctx) { return ctx ? &ctx->rng : NULL; }
 void ampc_ctx_step_end(ampc_ctx *ctx) {
     if (!ctx) return;
     ctx->tape = NULL;   /* the nodes live in the arena */
+    ampci_amp_step_end(ctx);
     ampci_arena_reset(ctx);
     ctx->step_id++;
 }

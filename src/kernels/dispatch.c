@@ -33,6 +33,7 @@ void ampci_kernels_fill_ref(struct ampc_kernels *k) {
     ampci_fill_ref_norm(k);
     ampci_fill_ref_nn(k);
     ampci_fill_ref_conv(k);
+    ampci_fill_ref_optim(k);
 }
 
 static void fill(struct ampc_kernels *k, ampc_isa level) {

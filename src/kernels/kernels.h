@@ -131,6 +131,31 @@ typedef ampc_status (*ampc_k_attention_bw_fn)(ampc_ctx *ctx, const ampci_attn *a
 /* Fills the attention slots (kernels/ref/attention_ref.c; called by ampci_fill_ref_conv). */
 AMPCI_HIDDEN void ampci_fill_ref_attention(struct ampc_kernels *k);
 
+/* ---- optimizer and scaler kernels (src/optim, src/amp/grad_scaler.c; kernels/ref/optim_ref.c) ---- */
+/* One SGD step on n F32 weights w with gradient g, PyTorch's order of operations in F32:
+ * d = g + wd w; buf = first ? d : momentum buf + (1 - dampening) d; d = nesterov ? d + momentum buf : buf;
+ * w = w - lr d. buf is unused without momentum. */
+typedef struct ampci_sgd_args {
+    float lr, weight_decay, momentum, dampening;
+    bool nesterov, first;
+} ampci_sgd_args;
+typedef void (*ampc_k_sgd_fn)(float *w, const float *g, float *buf, int64_t n, const ampci_sgd_args *a);
+/* One AdamW step (torch.optim.AdamW, single-tensor path) in F32: w *= decay; m = lerp(m, g, 1 - beta1);
+ * v = beta2 v + (1 - beta2) g^2; w -= step_size m / (sqrt(v) / bias2_sqrt + eps). */
+typedef struct ampci_adamw_args {
+    float decay;          /* 1 - lr * weight_decay */
+    float beta1, beta2, eps;
+    float step_size;      /* lr / (1 - beta1^t) */
+    float bias2_sqrt;     /* sqrt(1 - beta2^t) */
+} ampci_adamw_args;
+typedef void (*ampc_k_adamw_fn)(float *w, const float *g, float *m, float *v, int64_t n, const ampci_adamw_args *a);
+/* Multiplies n gradient values (of the slot's dtype, in place) by inv unless inv == 1 and returns whether
+ * any value was non-finite before the multiplication (PyTorch's _amp_foreach_non_finite_check_and_unscale_:
+ * non-finite values are multiplied too and stay non-finite). */
+typedef bool (*ampc_k_unscale_fn)(void *g, int64_t n, float inv);
+/* Sum of squares of n values of the slot's dtype, in double (the global grad norm). */
+typedef double (*ampc_k_sumsq_fn)(const void *g, int64_t n);
+
 struct ampc_kernels {
     ampc_isa isa;
     ampc_k_cvt_fn cvt[AMPC_DTYPE_COUNT][AMPC_DTYPE_COUNT];   /* [dst][src]; NULL: generic path */
@@ -156,6 +181,11 @@ struct ampc_kernels {
     ampc_k_attention_fn attention;
     ampc_k_attention_bw_fn attention_bw;
     const char *attention_name;
+    /* ---- optimizer and scaler ---- */
+    ampc_k_sgd_fn sgd;
+    ampc_k_adamw_fn adamw;
+    ampc_k_unscale_fn unscale[AMPC_DTYPE_COUNT];   /* F32, F16, BF16 */
+    ampc_k_sumsq_fn sumsq[AMPC_DTYPE_COUNT];
 };
 
 /* Fills every compute slot with the ref kernels (kernels/ref/). */
@@ -165,6 +195,7 @@ AMPCI_HIDDEN void ampci_fill_ref_eltwise(struct ampc_kernels *k);
 AMPCI_HIDDEN void ampci_fill_ref_norm(struct ampc_kernels *k);
 AMPCI_HIDDEN void ampci_fill_ref_nn(struct ampc_kernels *k);
 AMPCI_HIDDEN void ampci_fill_ref_conv(struct ampc_kernels *k);
+AMPCI_HIDDEN void ampci_fill_ref_optim(struct ampc_kernels *k);
 
 /* The table for a level (AUTO = the process's chosen level); levels above the CPU's best are lowered. */
 AMPCI_HIDDEN const struct ampc_kernels *ampci_kernels(ampc_isa isa);

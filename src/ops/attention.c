@@ -6,6 +6,8 @@
  * floats per query row) instead of keeping the (Tq, Tk) matrix. */
 #include "ops.h"
 
+#include "../amp/amp.h"
+
 #include <math.h>
 
 typedef struct attn_saved {
@@ -56,6 +58,9 @@ static const void *contiguous_data(const char *op, const ampc_tensor *t) {
 ampc_tensor *ampc_attention(ampc_ctx *ctx, const ampc_tensor *q, const ampc_tensor *k, const ampc_tensor *v,
                             bool causal) {
     static const char op[] = "ampc_attention";
+    const ampc_tensor *ac_[3] = {q, k, v};
+    if (!ampci_op_enter(ctx, AMPCI_OP_ATTENTION, ac_, 3)) return NULL;
+    q = ac_[0], k = ac_[1], v = ac_[2];
     if (!ampci_op_input(ctx, op, q, "q") || !ampci_op_input(ctx, op, k, "k") || !ampci_op_input(ctx, op, v, "v"))
         return NULL;
     if (!check(op, q, k, v)) return NULL;

@@ -2,6 +2,8 @@
  * gradient hand-off, the parallel map and broadcasting. */
 #include "ops.h"
 
+#include "../amp/amp.h"
+
 #include <string.h>
 
 #define MAP_GRAIN 16384
@@ -62,10 +64,14 @@ float *ampci_zeros(ampc_ctx *ctx, const char *op, int64_t n) {
 
 ampc_tensor *ampci_result(const char *op, ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape, float *buf) {
     if (!buf) return NULL;
-    if (dtype == AMPC_DTYPE_F32) return ampci_tensor_wrap(op, ctx, dtype, ndim, shape, buf);
-    ampc_tensor *t = ampci_tensor_arena(op, ctx, dtype, ndim, shape);
-    if (t) ampci_convert_with(ctx->kernels, ampci_tensor_ptr(t), dtype, buf, AMPC_DTYPE_F32, (size_t)ampci_numel(t));
-    return t;
+    ampc_tensor *t;
+    if (dtype == AMPC_DTYPE_F32) {
+        t = ampci_tensor_wrap(op, ctx, dtype, ndim, shape, buf);
+    } else {
+        t = ampci_tensor_arena(op, ctx, dtype, ndim, shape);
+        if (t) ampci_convert_with(ctx->kernels, ampci_tensor_ptr(t), dtype, buf, AMPC_DTYPE_F32, (size_t)ampci_numel(t));
+    }
+    return t && ampci_check_output(ctx, t) ? t : NULL;
 }
 
 ampc_status ampci_accumulate_f32(const char *op, ampc_tensor *t, float *g) {

@@ -7,6 +7,8 @@
  * window as an int32 plane index and routes the gradient there. */
 #include "ops.h"
 
+#include "../amp/amp.h"
+
 #define GRAIN_ELEMS 16384
 
 /* Items per parallel chunk when each costs per_item elements of work. */
@@ -198,6 +200,9 @@ static bool conv_check(const char *op, const ampc_tensor *x, const ampc_tensor *
 ampc_tensor *ampc_conv2d(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *w, const ampc_tensor *b,
                          const ampc_conv2d_params *params) {
     static const char op[] = "ampc_conv2d";
+    const ampc_tensor *ac_[3] = {x, w, b};
+    if (!ampci_op_enter(ctx, AMPCI_OP_CONV2D, ac_, 3)) return NULL;
+    x = ac_[0], w = ac_[1], b = ac_[2];
     if (!ampci_op_input(ctx, op, x, "input") || !ampci_op_input(ctx, op, w, "weight")) return NULL;
     if (b && !ampci_op_input(ctx, op, b, "bias")) return NULL;
     conv_saved sv = {0};
@@ -292,6 +297,9 @@ static bool pool_check(const char *op, const ampc_tensor *x, const ampc_pool2d_p
 
 ampc_tensor *ampc_max_pool2d(ampc_ctx *ctx, const ampc_tensor *x, const ampc_pool2d_params *params) {
     static const char op[] = "ampc_max_pool2d";
+    const ampc_tensor *ac_[1] = {x};
+    if (!ampci_op_enter(ctx, AMPCI_OP_MAX_POOL2D, ac_, 1)) return NULL;
+    x = ac_[0];
     if (!ampci_op_input(ctx, op, x, "input")) return NULL;
     pool_saved sv;
     if (!pool_check(op, x, params, &sv.g)) return NULL;

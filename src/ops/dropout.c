@@ -6,6 +6,8 @@
  * saved RNG state instead of storing it. */
 #include "ops.h"
 
+#include "../amp/amp.h"
+
 #define PIECE 256   /* uniforms drawn per step of a range */
 
 typedef struct dropout_saved {
@@ -40,6 +42,9 @@ static ampc_status dropout_backward(ampci_node *n, const ampc_tensor *gout) {
 
 ampc_tensor *ampc_dropout(ampc_ctx *ctx, const ampc_tensor *x, double p, bool training) {
     static const char op[] = "ampc_dropout";
+    const ampc_tensor *ac_[1] = {x};
+    if (!ampci_op_enter(ctx, AMPCI_OP_DROPOUT, ac_, 1)) return NULL;
+    x = ac_[0];
     if (!ampci_op_input(ctx, op, x, "x")) return NULL;
     if (!(p >= 0.0 && p < 1.0)) {
         char a[128];

@@ -4,6 +4,8 @@
  * dims (in double) before handing it to the operand. */
 #include "ops.h"
 
+#include "../amp/amp.h"
+
 #include <string.h>
 
 /* ---- unary ---- */
@@ -36,7 +38,10 @@ static ampc_status unary_backward(ampci_node *n, const ampc_tensor *gout) {
     return ampci_accumulate_f32(n->op, x, gx);
 }
 
-static ampc_tensor *unary(ampc_ctx *ctx, const char *op, const ampc_tensor *x, ampci_unary kind) {
+static ampc_tensor *unary(ampc_ctx *ctx, const char *op, ampci_op id, const ampc_tensor *x, ampci_unary kind) {
+    const ampc_tensor *ac_[1] = {x};
+    if (!ampci_op_enter(ctx, id, ac_, 1)) return NULL;
+    x = ac_[0];
     if (!ampci_op_input(ctx, op, x, "input")) return NULL;
     int64_t n = ampci_numel(x);
     const float *xf = ampci_as_f32(op, x);
@@ -53,21 +58,21 @@ static ampc_tensor *unary(ampc_ctx *ctx, const char *op, const ampc_tensor *x, a
     return out;
 }
 
-ampc_tensor *ampc_neg(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, "ampc_neg", x, AMPCI_UNARY_NEG); }
-ampc_tensor *ampc_exp(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, "ampc_exp", x, AMPCI_UNARY_EXP); }
-ampc_tensor *ampc_log(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, "ampc_log", x, AMPCI_UNARY_LOG); }
-ampc_tensor *ampc_sqrt(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, "ampc_sqrt", x, AMPCI_UNARY_SQRT); }
-ampc_tensor *ampc_tanh(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, "ampc_tanh", x, AMPCI_UNARY_TANH); }
-ampc_tensor *ampc_relu(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, "ampc_relu", x, AMPCI_UNARY_RELU); }
+ampc_tensor *ampc_neg(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, "ampc_neg", AMPCI_OP_NEG, x, AMPCI_UNARY_NEG); }
+ampc_tensor *ampc_exp(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, "ampc_exp", AMPCI_OP_EXP, x, AMPCI_UNARY_EXP); }
+ampc_tensor *ampc_log(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, "ampc_log", AMPCI_OP_LOG, x, AMPCI_UNARY_LOG); }
+ampc_tensor *ampc_sqrt(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, "ampc_sqrt", AMPCI_OP_SQRT, x, AMPCI_UNARY_SQRT); }
+ampc_tensor *ampc_tanh(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, "ampc_tanh", AMPCI_OP_TANH, x, AMPCI_UNARY_TANH); }
+ampc_tensor *ampc_relu(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, "ampc_relu", AMPCI_OP_RELU, x, AMPCI_UNARY_RELU); }
 ampc_tensor *ampc_sigmoid(ampc_ctx *ctx, const ampc_tensor *x) {
-    return unary(ctx, "ampc_sigmoid", x, AMPCI_UNARY_SIGMOID);
+    return unary(ctx, "ampc_sigmoid", AMPCI_OP_SIGMOID, x, AMPCI_UNARY_SIGMOID);
 }
 
 ampc_tensor *ampc_gelu(ampc_ctx *ctx, const ampc_tensor *x, ampc_gelu_form form) {
     if (form != AMPC_GELU_ERF && form != AMPC_GELU_TANH)
         return ampci_fail_null(AMPC_STATUS_INVALID_ARG, "ampc_gelu: form %d; expected AMPC_GELU_ERF or AMPC_GELU_TANH",
                                (int)form);
-    return unary(ctx, "ampc_gelu", x, form == AMPC_GELU_TANH ? AMPCI_UNARY_GELU_TANH : AMPCI_UNARY_GELU_ERF);
+    return unary(ctx, "ampc_gelu", AMPCI_OP_GELU, x, form == AMPC_GELU_TANH ? AMPCI_UNARY_GELU_TANH : AMPCI_UNARY_GELU_ERF);
 }
 
 /* ---- scalar variants: x op s, computed in F32 with s rounded to F32 ---- */
@@ -112,7 +117,11 @@ static ampc_status scalar_backward(ampci_node *n, const ampc_tensor *gout) {
     return ampci_accumulate_f32(n->op, n->in[0], gx);
 }
 
-static ampc_tensor *scalar_op(ampc_ctx *ctx, const char *op, const ampc_tensor *x, double s, ampci_binary kind) {
+static ampc_tensor *scalar_op(ampc_ctx *ctx, const char *op, ampci_op id, const ampc_tensor *x, double s,
+                              ampci_binary kind) {
+    const ampc_tensor *ac_[1] = {x};
+    if (!ampci_op_enter(ctx, id, ac_, 1)) return NULL;
+    x = ac_[0];
     if (!ampci_op_input(ctx, op, x, "input")) return NULL;
     int64_t n = ampci_numel(x);
     const float *xf = ampci_as_f32(op, x);
@@ -130,16 +139,16 @@ static ampc_tensor *scalar_op(ampc_ctx *ctx, const char *op, const ampc_tensor *
 }
 
 ampc_tensor *ampc_add_scalar(ampc_ctx *ctx, const ampc_tensor *x, double s) {
-    return scalar_op(ctx, "ampc_add_scalar", x, s, AMPCI_BINARY_ADD);
+    return scalar_op(ctx, "ampc_add_scalar", AMPCI_OP_ADD_SCALAR, x, s, AMPCI_BINARY_ADD);
 }
 ampc_tensor *ampc_sub_scalar(ampc_ctx *ctx, const ampc_tensor *x, double s) {
-    return scalar_op(ctx, "ampc_sub_scalar", x, s, AMPCI_BINARY_SUB);
+    return scalar_op(ctx, "ampc_sub_scalar", AMPCI_OP_SUB_SCALAR, x, s, AMPCI_BINARY_SUB);
 }
 ampc_tensor *ampc_mul_scalar(ampc_ctx *ctx, const ampc_tensor *x, double s) {
-    return scalar_op(ctx, "ampc_mul_scalar", x, s, AMPCI_BINARY_MUL);
+    return scalar_op(ctx, "ampc_mul_scalar", AMPCI_OP_MUL_SCALAR, x, s, AMPCI_BINARY_MUL);
 }
 ampc_tensor *ampc_div_scalar(ampc_ctx *ctx, const ampc_tensor *x, double s) {
-    return scalar_op(ctx, "ampc_div_scalar", x, s, AMPCI_BINARY_DIV);
+    return scalar_op(ctx, "ampc_div_scalar", AMPCI_OP_DIV_SCALAR, x, s, AMPCI_BINARY_DIV);
 }
 
 /* ---- binary with broadcasting ---- */
@@ -250,7 +259,11 @@ static ampc_status binary_backward(ampci_node *n, const ampc_tensor *gout) {
     return s;
 }
 
-static ampc_tensor *binary(ampc_ctx *ctx, const char *op, const ampc_tensor *a, const ampc_tensor *b, ampci_binary kind) {
+static ampc_tensor *binary(ampc_ctx *ctx, const char *op, ampci_op id, const ampc_tensor *a, const ampc_tensor *b,
+                           ampci_binary kind) {
+    const ampc_tensor *ac_[2] = {a, b};
+    if (!ampci_op_enter(ctx, id, ac_, 2)) return NULL;
+    a = ac_[0], b = ac_[1];
     if (!ampci_op_input(ctx, op, a, "a") || !ampci_op_input(ctx, op, b, "b")) return NULL;
     ampci_bcast bc;
     if (!ampci_broadcast(op, a, b, &bc)) return NULL;
@@ -270,14 +283,14 @@ static ampc_tensor *binary(ampc_ctx *ctx, const char *op, const ampc_tensor *a, 
 }
 
 ampc_tensor *ampc_add(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b) {
-    return binary(ctx, "ampc_add", a, b, AMPCI_BINARY_ADD);
+    return binary(ctx, "ampc_add", AMPCI_OP_ADD, a, b, AMPCI_BINARY_ADD);
 }
 ampc_tensor *ampc_sub(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b) {
-    return binary(ctx, "ampc_sub", a, b, AMPCI_BINARY_SUB);
+    return binary(ctx, "ampc_sub", AMPCI_OP_SUB, a, b, AMPCI_BINARY_SUB);
 }
 ampc_tensor *ampc_mul(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b) {
-    return binary(ctx, "ampc_mul", a, b, AMPCI_BINARY_MUL);
+    return binary(ctx, "ampc_mul", AMPCI_OP_MUL, a, b, AMPCI_BINARY_MUL);
 }
 ampc_tensor *ampc_div(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b) {
-    return binary(ctx, "ampc_div", a, b, AMPCI_BINARY_DIV);
+    return binary(ctx, "ampc_div", AMPCI_OP_DIV, a, b, AMPCI_BINARY_DIV);
 }

@@ -5,6 +5,8 @@
  * repeated ids sum deterministically. */
 #include "ops.h"
 
+#include "../amp/amp.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -87,6 +89,9 @@ static ampc_status embedding_backward(ampci_node *n, const ampc_tensor *gout) {
 
 ampc_tensor *ampc_embedding(ampc_ctx *ctx, const ampc_tensor *weight, const ampc_tensor *ids) {
     static const char op[] = "ampc_embedding";
+    const ampc_tensor *ac_[2] = {weight, ids};
+    if (!ampci_op_enter(ctx, AMPCI_OP_EMBEDDING, ac_, 2)) return NULL;
+    weight = ac_[0], ids = ac_[1];
     if (!ampci_op_input(ctx, op, weight, "weight")) return NULL;
     char a[128];
     if (weight->ndim != 2)
@@ -148,6 +153,9 @@ static ampc_status pe_backward(ampci_node *n, const ampc_tensor *gout) {
 
 ampc_tensor *ampc_positional_encoding(ampc_ctx *ctx, const ampc_tensor *x) {
     static const char op[] = "ampc_positional_encoding";
+    const ampc_tensor *ac_[1] = {x};
+    if (!ampci_op_enter(ctx, AMPCI_OP_POSITIONAL_ENCODING, ac_, 1)) return NULL;
+    x = ac_[0];
     if (!ampci_op_input(ctx, op, x, "x")) return NULL;
     char a[128];
     if (x->ndim < 2)

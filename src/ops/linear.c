@@ -5,6 +5,8 @@
  * over the batches in one F32 buffer, in batch order. */
 #include "ops.h"
 
+#include "../amp/amp.h"
+
 #include <string.h>
 
 /* One matrix operand: stored row-major with leading dimension ld, used transposed when t; bs are the
@@ -119,6 +121,9 @@ static ampc_status matmul_backward(ampci_node *n, const ampc_tensor *gout) {
 
 static ampc_tensor *matmul(ampc_ctx *ctx, const char *op, const ampc_tensor *a, const ampc_tensor *b, unsigned flags,
                            bool strict_bmm) {
+    const ampc_tensor *ac_[2] = {a, b};
+    if (!ampci_op_enter(ctx, strict_bmm ? AMPCI_OP_BMM : AMPCI_OP_MATMUL, ac_, 2)) return NULL;
+    a = ac_[0], b = ac_[1];
     if (!ampci_op_input(ctx, op, a, "a") || !ampci_op_input(ctx, op, b, "b")) return NULL;
     char x[128], y[128];
     if (a->ndim < 2 || b->ndim < 2 || (strict_bmm && (a->ndim != 3 || b->ndim != 3)))
@@ -238,6 +243,9 @@ static bool linear_check(const char *op, const ampc_tensor *x, const ampc_tensor
 
 ampc_tensor *ampc_linear(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *w, const ampc_tensor *b) {
     static const char op[] = "ampc_linear";
+    const ampc_tensor *ac_[3] = {x, w, b};
+    if (!ampci_op_enter(ctx, AMPCI_OP_LINEAR, ac_, 3)) return NULL;
+    x = ac_[0], w = ac_[1], b = ac_[2];
     if (!ampci_op_input(ctx, op, x, "x") || !ampci_op_input(ctx, op, w, "weight")) return NULL;
     if (b && !ampci_op_input(ctx, op, b, "bias")) return NULL;
     if (!linear_check(op, x, w, b)) return NULL;

@@ -4,6 +4,8 @@
  * double over fixed chunks added in chunk order, so the loss does not depend on the thread count. */
 #include "ops.h"
 
+#include "../amp/amp.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -100,6 +102,9 @@ static ampc_status xent_backward(ampci_node *n, const ampc_tensor *gout) {
 ampc_tensor *ampc_cross_entropy(ampc_ctx *ctx, const ampc_tensor *logits, const ampc_tensor *targets,
                                 int64_t ignore_index) {
     static const char op[] = "ampc_cross_entropy";
+    const ampc_tensor *ac_[2] = {logits, targets};
+    if (!ampci_op_enter(ctx, AMPCI_OP_CROSS_ENTROPY, ac_, 2)) return NULL;
+    logits = ac_[0], targets = ac_[1];
     if (!ampci_op_input(ctx, op, logits, "logits")) return NULL;
     char a[128];
     if (logits->ndim != 2)
@@ -168,6 +173,9 @@ static ampc_status mse_backward(ampci_node *n, const ampc_tensor *gout) {
 
 ampc_tensor *ampc_mse_loss(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *target) {
     static const char op[] = "ampc_mse_loss";
+    const ampc_tensor *ac_[2] = {x, target};
+    if (!ampci_op_enter(ctx, AMPCI_OP_MSE_LOSS, ac_, 2)) return NULL;
+    x = ac_[0], target = ac_[1];
     if (!ampci_op_input(ctx, op, x, "x") || !ampci_op_input(ctx, op, target, "target")) return NULL;
     char a[128], b[128];
     if (x->ndim != target->ndim || memcmp(x->shape, target->shape, (size_t)x->ndim * sizeof x->shape[0]) != 0)

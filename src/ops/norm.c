@@ -6,6 +6,8 @@
  * summed over fixed row chunks and the chunk partials added in chunk order. */
 #include "ops.h"
 
+#include "../amp/amp.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -78,6 +80,9 @@ static ampc_status softmax_backward(ampci_node *n, const ampc_tensor *gout) {
 }
 
 static ampc_tensor *softmax_op(ampc_ctx *ctx, const char *op, const ampc_tensor *x, int dim, bool log) {
+    const ampc_tensor *ac_[1] = {x};
+    if (!ampci_op_enter(ctx, log ? AMPCI_OP_LOG_SOFTMAX : AMPCI_OP_SOFTMAX, ac_, 1)) return NULL;
+    x = ac_[0];
     if (!ampci_op_input(ctx, op, x, "input")) return NULL;
     /* a 0-dim tensor is one row of one element, reachable as dim 0 or -1 (as in PyTorch) */
     bool scalar = x->ndim == 0 && (dim == 0 || dim == -1);
@@ -193,6 +198,9 @@ static bool layernorm_check(const char *op, const ampc_tensor *x, const ampc_ten
 ampc_tensor *ampc_layer_norm(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *w, const ampc_tensor *b,
                              double eps) {
     static const char op[] = "ampc_layer_norm";
+    const ampc_tensor *ac_[3] = {x, w, b};
+    if (!ampci_op_enter(ctx, AMPCI_OP_LAYER_NORM, ac_, 3)) return NULL;
+    x = ac_[0], w = ac_[1], b = ac_[2];
     if (!ampci_op_input(ctx, op, x, "x")) return NULL;
     if ((w && !ampci_op_input(ctx, op, w, "weight")) || (b && !ampci_op_input(ctx, op, b, "bias"))) return NULL;
     if (!layernorm_check(op, x, w, b, eps)) return NULL;

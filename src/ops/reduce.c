@@ -3,6 +3,8 @@
  * the input's dtype. The backward broadcasts the gradient back over the reduced dims. */
 #include "ops.h"
 
+#include "../amp/amp.h"
+
 #include <string.h>
 
 typedef struct reduce_plan {
@@ -75,6 +77,9 @@ static ampc_status reduce_backward(ampci_node *n, const ampc_tensor *gout) {
 
 static ampc_tensor *reduce(ampc_ctx *ctx, const char *op, const ampc_tensor *x, const int *dims, int ndims, bool keepdim,
                            bool mean) {
+    const ampc_tensor *ac_[1] = {x};
+    if (!ampci_op_enter(ctx, mean ? AMPCI_OP_MEAN : AMPCI_OP_SUM, ac_, 1)) return NULL;
+    x = ac_[0];
     if (!ampci_op_input(ctx, op, x, "input")) return NULL;
     reduce_saved sv = {.mean = mean};
     if (!plan_reduce(op, x, dims, ndims, keepdim, &sv.plan)) return NULL;

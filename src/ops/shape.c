@@ -4,6 +4,8 @@
  * it into zeros; of a cast, converts it back to the source dtype. */
 #include "ops.h"
 
+#include "../amp/amp.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -62,7 +64,9 @@ ampc_tensor *ampc_tensor_cast(const ampc_tensor *t, ampc_dtype dtype) {
     if (t->requires_grad && !ampc_dtype_is_float(dtype))
         return ampci_fail_null(AMPC_STATUS_DTYPE, "%s: cannot cast a tensor that requires grad to %s (no gradient "
                                "flows through integers)", op, ampc_dtype_name(dtype));
-    return record1(t->ctx, op, ampci_copy_as(op, t, dtype), t, same_values_backward, NULL);
+    ampc_tensor *c = ampci_copy_as(op, t, dtype);
+    if (c && !ampci_check_output(t->ctx, c)) return NULL;   /* e.g. F32 -> F16 overflow in anomaly mode */
+    return record1(t->ctx, op, c, t, same_values_backward, NULL);
 }
 
 /* Contiguous copy of a re-strided view of g, accumulated into in. */
@@ -170,11 +174,17 @@ static bool concat_check(ampc_ctx *ctx, const char *op, const ampc_tensor *const
     return true;
 }
 
-ampc_tensor *ampc_concat(ampc_ctx *ctx, const ampc_tensor *const *tensors, int n, int dim) {
+ampc_tensor *ampc_concat(ampc_ctx *ctx, const ampc_tensor *const *inputs, int n, int dim) {
     static const char op[] = "ampc_concat";
     int d;
     int64_t total;
-    if (!concat_check(ctx, op, tensors, n, dim, &d, &total)) return NULL;
+    /* autocast may replace inputs by casts: work on a copy of the list */
+    const ampc_tensor **tensors = ctx && inputs && n > 0 ? ampci_arena_alloc(ctx, (size_t)n * sizeof *tensors, op) : NULL;
+    if (tensors) {
+        memcpy(tensors, inputs, (size_t)n * sizeof *tensors);
+        if (!ampci_op_enter(ctx, AMPCI_OP_CONCAT, tensors, n)) return NULL;
+    }
+    if (!concat_check(ctx, op, tensors ? tensors : inputs, n, dim, &d, &total)) return NULL;
     int64_t shape[AMPC_MAX_DIMS];
     memcpy(shape, tensors[0]->shape, sizeof shape);
     shape[d] = total;

@@ -95,6 +95,16 @@ ampc_tensor *ampci_tensor_wrap(const char *fn, ampc_ctx *ctx, ampc_dtype dtype, 
     return t;
 }
 
+ampc_tensor *ampci_tensor_owned_view(const ampc_tensor *base, int64_t offset, int ndim, const int64_t *shape) {
+    ampc_tensor *t = ampci_alloc(base->ctx, sizeof *t, "owned view");
+    if (!t) return NULL;
+    *t = (ampc_tensor){.ctx = base->ctx, .storage = base->storage, .owned = true};
+    set_shape(t, base->dtype, ndim, shape);
+    t->offset = base->offset + offset;
+    base->storage->refs++;
+    return t;
+}
+
 ampc_tensor *ampc_tensor_new(ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape) {
     static const char fn[] = "ampc_tensor_new";
     int64_t bytes = storage_bytes(fn, ctx, dtype, ndim, shape);
@@ -121,7 +131,8 @@ static void storage_unref(void *arg) {
 static void free_now(void *arg) {
     ampc_tensor *t = arg;
     ampc_ctx *ctx = t->ctx;
-    ampc_tensor_free(t->grad);
+    if (t->grad != t->grad_slot) ampc_tensor_free(t->grad);
+    ampc_tensor_free(t->grad_slot);
     storage_unref(t->storage);
     ampci_free(ctx, t, sizeof *t);
 }

@@ -32,6 +32,7 @@ struct ampc_tensor {
     bool requires_grad;
     struct ampci_node *node;
     ampc_tensor *grad;
+    ampc_tensor *grad_slot;          /* storage an optimizer gave for grad (a view of its block), or NULL */
     uint64_t graph_step;             /* owned tensors: the step whose tape references them (0: none) */
     char name[64];
 };
@@ -58,6 +59,10 @@ AMPCI_HIDDEN ampc_tensor *ampci_slice(const char *fn, const ampc_tensor *t, int 
                                       int64_t step);
 /* A contiguous arena copy of t in dtype. */
 AMPCI_HIDDEN ampc_tensor *ampci_copy_as(const char *fn, const ampc_tensor *t, ampc_dtype dtype);
+/* An owned, contiguous view of `numel(shape)` elements of base's storage starting `offset` elements into
+ * base's data; it keeps the storage alive until freed. */
+AMPCI_HIDDEN ampc_tensor *ampci_tensor_owned_view(const ampc_tensor *base, int64_t offset, int ndim,
+                                                  const int64_t *shape);
 /* An arena tensor over existing arena memory `data` (no copy), contiguous. */
 AMPCI_HIDDEN ampc_tensor *ampci_tensor_wrap(const char *fn, ampc_ctx *ctx, ampc_dtype dtype, int ndim,
                                             const int64_t *shape, void *data);

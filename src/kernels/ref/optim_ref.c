@@ -1,0 +1,104 @@
+/* optim_ref.c: reference optimizer and loss-scaler kernels: SGD and AdamW updates in F32 with
+ * torch.optim's order of operations (so a run matches PyTorch's F32 arithmetic step for step), the
+ * scaler's fused non-finite check + unscale for F32/F16/BF16 gradients, and sums of squares in double for
+ * the global gradient norm. Finiteness is read from the bit patterns. */
+#include "../../numerics/half.h"
+#include "../kernels.h"
+
+#include <math.h>
+
+static void sgd(float *w, const float *g, float *buf, int64_t n, const ampci_sgd_args *a) {
+    for (int64_t i = 0; i < n; i++) {
+        float d = g[i];
+        if (a->weight_decay != 0.0f) d = d + a->weight_decay * w[i];
+        if (a->momentum != 0.0f) {
+            buf[i] = a->first ? d : buf[i] * a->momentum + (1.0f - a->dampening) * d;
+            d = a->nesterov ? d + a->momentum * buf[i] : buf[i];
+        }
+        w[i] = w[i] + (-a->lr) * d;
+    }
+}
+
+/* torch.lerp(start, end, weight): the formula switches at weight 0.5 to stay exact at both ends */
+static inline float lerp(float start, float end, float weight) {
+    return weight < 0.5f ? start + weight * (end - start) : end - (end - start) * (1.0f - weight);
+}
+
+static void adamw(float *w, const float *g, float *m, float *v, int64_t n, const ampci_adamw_args *a) {
+    float one_minus_b1 = 1.0f - a->beta1, one_minus_b2 = 1.0f - a->beta2;
+    for (int64_t i = 0; i < n; i++) {
+        float wi = w[i] * a->decay;
+        m[i] = lerp(m[i], g[i], one_minus_b1);
+        v[i] = v[i] * a->beta2 + one_minus_b2 * (g[i] * g[i]);
+        float denom = sqrtf(v[i]) / a->bias2_sqrt + a->eps;
+        w[i] = wi + (-a->step_size) * (m[i] / denom);
+    }
+}
+
+static bool unscale_f32(void *gp, int64_t n, float inv) {
+    uint32_t *g = gp;
+    bool bad = false;
+    for (int64_t i = 0; i < n; i++) {
+        bad |= (g[i] & 0x7f800000u) == 0x7f800000u;
+        if (inv != 1.0f) g[i] = ampci_f32_bits(ampci_f32_from_bits(g[i]) * inv);
+    }
+    return bad;
+}
+
+static bool unscale_f16(void *gp, int64_t n, float inv) {
+    uint16_t *g = gp;
+    bool bad = false;
+    for (int64_t i = 0; i < n; i++) {
+        bad |= (g[i] & 0x7c00u) == 0x7c00u;
+        if (inv != 1.0f) g[i] = ampci_f16_from_f32_bits(ampci_f32_bits(ampci_f32_from_bits(ampci_f16_to_f32_bits(g[i])) * inv));
+    }
+    return bad;
+}
+
+static bool unscale_bf16(void *gp, int64_t n, float inv) {
+    uint16_t *g = gp;
+    bool bad = false;
+    for (int64_t i = 0; i < n; i++) {
+        bad |= (g[i] & 0x7f80u) == 0x7f80u;
+        if (inv != 1.0f) g[i] = ampci_bf16_from_f32_bits(ampci_f32_bits(ampci_f32_from_bits(ampci_bf16_to_f32_bits(g[i])) * inv));
+    }
+    return bad;
+}
+
+static double sumsq_f32(const void *gp, int64_t n) {
+    const float *g = gp;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += (double)g[i] * g[i];
+    return s;
+}
+
+static double sumsq_f16(const void *gp, int64_t n) {
+    const uint16_t *g = gp;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double x = ampci_f32_from_bits(ampci_f16_to_f32_bits(g[i]));
+        s += x * x;
+    }
+    return s;
+}
+
+static double sumsq_bf16(const void *gp, int64_t n) {
+    const uint16_t *g = gp;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double x = ampci_f32_from_bits(ampci_bf16_to_f32_bits(g[i]));
+        s += x * x;
+    }
+    return s;
+}
+
+void ampci_fill_ref_optim(struct ampc_kernels *k) {
+    k->sgd = sgd;
+    k->adamw = adamw;
+    k->unscale[AMPC_DTYPE_F32] = unscale_f32;
+    k->unscale[AMPC_DTYPE_F16] = unscale_f16;
+    k->unscale[AMPC_DTYPE_BF16] = unscale_bf16;
+    k->sumsq[AMPC_DTYPE_F32] = sumsq_f32;
+    k->sumsq[AMPC_DTYPE_F16] = sumsq_f16;
+    k->sumsq[AMPC_DTYPE_BF16] = sumsq_bf16;
+}

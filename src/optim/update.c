@@ -1,0 +1,64 @@
+/* update.c: one optimizer update of one parameter, fused in a single pass over chunks: read the
+ * gradient (any float dtype) as F32, update the F32 weights (the master copy, the F32 parameter itself,
+ * or for AMPC_MASTER_NONE a widened copy of the low-precision parameter) and the F32 state through the
+ * kernel table, then write the parameter back rounded to its dtype. Chunks are independent, so they run
+ * on the context's threads with identical results. */
+#include "optim.h"
+
+#include "../kernels/kernels.h"
+
+#include <math.h>
+
+#define CHUNK 4096
+
+typedef struct update_job {
+    const struct ampc_kernels *k;
+    ampci_param *pp;
+    bool adam;
+    ampci_sgd_args sgd;
+    ampci_adamw_args adamw;
+} update_job;
+
+static void update_chunk(void *arg, int64_t b, int64_t e, int64_t chunk) {
+    (void)chunk;
+    const update_job *j = arg;
+    ampci_param *pp = j->pp;
+    ampc_tensor *p = pp->p, *g = p->grad;
+    int64_t n = e - b;
+    size_t ps = ampc_dtype_size(p->dtype), gs = ampc_dtype_size(g->dtype);
+    unsigned char *pdata = (unsigned char *)ampc_tensor_data(p) + (size_t)b * ps;
+    float gtmp[CHUNK], wtmp[CHUNK];
+    const float *gf = gtmp;
+    if (g->dtype == AMPC_DTYPE_F32) gf = (const float *)ampc_tensor_data(g) + b;
+    else ampc_convert(gtmp, AMPC_DTYPE_F32, (const unsigned char *)ampc_tensor_data(g) + (size_t)b * gs, g->dtype, (size_t)n);
+    float *w = pp->master ? pp->master + b : p->dtype == AMPC_DTYPE_F32 ? (float *)pdata : wtmp;
+    if (w == wtmp) ampc_convert(wtmp, AMPC_DTYPE_F32, pdata, p->dtype, (size_t)n);   /* no master: widen */
+    if (j->adam) j->k->adamw(w, gf, pp->m + b, pp->v + b, n, &j->adamw);
+    else j->k->sgd(w, gf, pp->m ? pp->m + b : NULL, n, &j->sgd);
+    if (p->dtype != AMPC_DTYPE_F32) ampc_convert(pdata, p->dtype, w, AMPC_DTYPE_F32, (size_t)n);
+}
+
+ampc_status ampci_optim_update(ampc_optim *opt, ampci_param *pp) {
+    const ampci_group *gr = &opt->groups[pp->group];
+    const ampc_optim_params *c = &opt->cfg;
+    double lr = opt->lr * gr->lr_scale, wd = gr->no_weight_decay ? 0.0 : c->weight_decay;
+    ampc_tensor *g = pp->p->grad;
+    if (g->ndim != pp->p->ndim || ampc_tensor_numel(g) != pp->n || !ampc_tensor_is_contiguous(g)) {
+        char a[128], b[128];
+        return ampci_fail(AMPC_STATUS_SHAPE, "ampc_optim_step: gradient %s does not match parameter %s '%s'",
+                          ampc_tensor_describe(g, a, sizeof a), ampc_tensor_describe(pp->p, b, sizeof b), pp->p->name);
+    }
+    update_job j = {.k = opt->ctx->kernels, .pp = pp, .adam = c->kind == AMPC_OPTIM_ADAMW};
+    bool first = pp->steps == 0;
+    int64_t t = ++pp->steps;
+    if (j.adam) {
+        double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
+        j.adamw = (ampci_adamw_args){(float)(1.0 - lr * wd), (float)c->beta1, (float)c->beta2, (float)c->eps,
+                                     (float)(lr / bc1), (float)sqrt(bc2)};
+    } else {
+        j.sgd = (ampci_sgd_args){(float)lr, (float)wd, (float)c->momentum, (float)c->dampening, c->nesterov, first};
+    }
+    ampc_parallel_for(opt->ctx, pp->n, CHUNK, update_chunk, &j);
+    pp->p->storage->version++;   /* an in-place write: saved-tensor checks and the cast cache see it */
+    return AMPC_OK;
+}
