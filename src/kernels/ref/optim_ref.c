@@ -45,25 +45,27 @@ static bool unscale_f32(void *gp, int64_t n, float inv) {
     return bad;
 }
 
-static bool unscale_f16(void *gp, int64_t n, float inv) {
-    uint16_t *g = gp;
+/* The two 16-bit formats differ only in their conversions. */
+static inline float widen16(uint16_t h, bool f16) {
+    return ampci_f32_from_bits(f16 ? ampci_f16_to_f32_bits(h) : ampci_bf16_to_f32_bits(h));
+}
+
+static inline uint16_t narrow16(float f, bool f16) {
+    return f16 ? ampci_f16_from_f32_bits(ampci_f32_bits(f)) : ampci_bf16_from_f32_bits(ampci_f32_bits(f));
+}
+
+static bool unscale16(uint16_t *g, int64_t n, float inv, bool f16) {
+    uint16_t exp_mask = f16 ? 0x7c00u : 0x7f80u;
     bool bad = false;
     for (int64_t i = 0; i < n; i++) {
-        bad |= (g[i] & 0x7c00u) == 0x7c00u;
-        if (inv != 1.0f) g[i] = ampci_f16_from_f32_bits(ampci_f32_bits(ampci_f32_from_bits(ampci_f16_to_f32_bits(g[i])) * inv));
+        bad |= (g[i] & exp_mask) == exp_mask;
+        if (inv != 1.0f) g[i] = narrow16(widen16(g[i], f16) * inv, f16);
     }
     return bad;
 }
 
-static bool unscale_bf16(void *gp, int64_t n, float inv) {
-    uint16_t *g = gp;
-    bool bad = false;
-    for (int64_t i = 0; i < n; i++) {
-        bad |= (g[i] & 0x7f80u) == 0x7f80u;
-        if (inv != 1.0f) g[i] = ampci_bf16_from_f32_bits(ampci_f32_bits(ampci_f32_from_bits(ampci_bf16_to_f32_bits(g[i])) * inv));
-    }
-    return bad;
-}
+static bool unscale_f16(void *g, int64_t n, float inv) { return unscale16(g, n, inv, true); }
+static bool unscale_bf16(void *g, int64_t n, float inv) { return unscale16(g, n, inv, false); }
 
 static double sumsq_f32(const void *gp, int64_t n) {
     const float *g = gp;
@@ -72,25 +74,17 @@ static double sumsq_f32(const void *gp, int64_t n) {
     return s;
 }
 
-static double sumsq_f16(const void *gp, int64_t n) {
-    const uint16_t *g = gp;
+static double sumsq16(const uint16_t *g, int64_t n, bool f16) {
     double s = 0;
     for (int64_t i = 0; i < n; i++) {
-        double x = ampci_f32_from_bits(ampci_f16_to_f32_bits(g[i]));
+        double x = widen16(g[i], f16);
         s += x * x;
     }
     return s;
 }
 
-static double sumsq_bf16(const void *gp, int64_t n) {
-    const uint16_t *g = gp;
-    double s = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double x = ampci_f32_from_bits(ampci_bf16_to_f32_bits(g[i]));
-        s += x * x;
-    }
-    return s;
-}
+static double sumsq_f16(const void *g, int64_t n) { return sumsq16(g, n, true); }
+static double sumsq_bf16(const void *g, int64_t n) { return sumsq16(g, n, false); }
 
 void ampci_fill_ref_optim(struct ampc_kernels *k) {
     k->sgd = sgd;
