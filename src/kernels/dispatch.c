@@ -39,6 +39,7 @@ void ampci_kernels_fill_ref(struct ampc_kernels *k) {
 static void fill(struct ampc_kernels *k, ampc_isa level) {
     k->isa = level;
     ampci_kernels_fill_ref(k);
+    if (level >= AMPC_ISA_AVX512 && ampc_cpu()->best >= AMPC_ISA_AVX512) ampci_fill_avx512(k);
     for (size_t i = 0; i < g_nimpls; i++) {
         const ampci_cvt_impl *im = &g_impls[i];
         if (im->level > level || !ampci_cvt_impl_usable(im)) continue;

@@ -196,6 +196,9 @@ AMPCI_HIDDEN void ampci_fill_ref_norm(struct ampc_kernels *k);
 AMPCI_HIDDEN void ampci_fill_ref_nn(struct ampc_kernels *k);
 AMPCI_HIDDEN void ampci_fill_ref_conv(struct ampc_kernels *k);
 AMPCI_HIDDEN void ampci_fill_ref_optim(struct ampc_kernels *k);
+/* ISA folders override compute slots for their level (called after the ref fill, only when the level is
+ * allowed and its CPU features are usable; a folder checks finer features such as AVX512-BF16 itself). */
+AMPCI_HIDDEN void ampci_fill_avx512(struct ampc_kernels *k);
 
 /* The table for a level (AUTO = the process's chosen level); levels above the CPU's best are lowered. */
 AMPCI_HIDDEN const struct ampc_kernels *ampci_kernels(ampc_isa isa);
