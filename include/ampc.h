@@ -717,6 +717,231 @@ AMPC_API ampc_status ampc_grad_scaler_overflow_get(const ampc_grad_scaler *gs, a
 AMPC_API ampc_status ampc_grad_scaler_state_save(const ampc_grad_scaler *gs, ampc_grad_scaler_state *out);
 AMPC_API ampc_status ampc_grad_scaler_state_load(ampc_grad_scaler *gs, const ampc_grad_scaler_state *state);
 
+/* ------------------------------------------------------------------------------------------------
+ * Models. Parameters live in one contiguous block of the parameter dtype and are named the way a
+ * PyTorch state_dict would name them ("blocks.3.attn.qkv.weight"); forward passes push the module path
+ * as the context's scope, so anomaly reports name the module. Initial weights depend only on the seed.
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef struct ampc_model ampc_model;
+
+typedef enum ampc_model_kind {
+    AMPC_MODEL_GPT = 0,   /* character-level decoder: token + learned position embeddings, pre-LayerNorm
+                             blocks (causal multi-head attention, GELU MLP 4x), final LayerNorm, output
+                             tied to the token embedding */
+    AMPC_MODEL_MLP,       /* in -> hidden... -> classes, ReLU between (784-1024-1024-10 by default) */
+    AMPC_MODEL_CNN,       /* conv 3x3 32 (pad 1), ReLU, max-pool 2 -> conv 3x3 64, ReLU, max-pool 2 ->
+                             FC 128, ReLU -> FC classes */
+    AMPC_MODEL_SIMPLE,    /* the tutorials' SimpleModel: Linear 5->4, ReLU, Linear 4->3, MSE loss */
+    AMPC_MODEL_COUNT
+} ampc_model_kind;
+
+#define AMPC_MODEL_MAX_HIDDEN 8
+
+typedef struct ampc_model_config {
+    ampc_model_kind kind;
+    uint64_t seed;          /* initial weights */
+    ampc_dtype param_dtype; /* F32 (0, the default: masters = parameters), BF16 or F16 */
+    /* gpt (0 = default): */
+    int layers;             /* 6 */
+    int d_model;            /* 384 */
+    int heads;              /* 6; must divide d_model */
+    int context;            /* 256: the longest sequence */
+    int vocab;              /* 256 (bytes) */
+    double dropout;         /* literal: 0 = none */
+    /* classifiers (0 = default): */
+    int in_features;        /* mlp: 784 */
+    int hidden[AMPC_MODEL_MAX_HIDDEN]; /* mlp: up to 8 widths, 0-terminated; all 0 = {1024, 1024} */
+    int in_channels;        /* cnn: 1 */
+    int image_size;         /* cnn: 28 (must be divisible by 4) */
+    int classes;            /* mlp, cnn: 10 */
+} ampc_model_config;
+
+AMPC_API ampc_status ampc_model_new(ampc_ctx *ctx, const ampc_model_config *config, ampc_model **out);
+AMPC_API void ampc_model_free(ampc_model *m);
+/* The configuration with every default filled in. */
+AMPC_API ampc_model_config ampc_model_get_config(const ampc_model *m);
+AMPC_API const char *ampc_model_kind_name(ampc_model_kind kind);   /* "gpt", "mlp", "cnn", "simple" */
+AMPC_API ampc_status ampc_model_kind_parse(const char *name, ampc_model_kind *out);
+
+/* Forward pass. gpt: input ids (B, T) I32/I64 with T <= context -> logits (B, T, vocab). mlp: (B, in) or
+ * (B, C, H, W) -> (B, classes). cnn: (B, C, H, W) -> (B, classes). simple: (B, 5) -> (B, 3). */
+AMPC_API ampc_tensor *ampc_model_forward(ampc_model *m, const ampc_tensor *input);
+/* The training loss: cross-entropy of the logits against class indices (gpt: (B, T) next-token ids,
+ * ignore_index -100), MSE against (B, 3) targets for simple. A 0-dim tensor. */
+AMPC_API ampc_tensor *ampc_model_loss(ampc_model *m, const ampc_tensor *input, const ampc_tensor *target);
+/* Dropout active (training, the default) or not (evaluation). */
+AMPC_API void ampc_model_set_training(ampc_model *m, bool training);
+AMPC_API int ampc_model_num_params(const ampc_model *m);
+AMPC_API ampc_tensor *ampc_model_param(const ampc_model *m, int i);
+AMPC_API int64_t ampc_model_param_count(const ampc_model *m);      /* total elements */
+/* Adds the parameters to opt as two groups: "decay" (weights) and "no_decay" (biases, LayerNorm and
+ * embedding tables), the usual GPT-2 practice. */
+AMPC_API ampc_status ampc_model_add_to_optim(ampc_model *m, ampc_optim *opt);
+
+/* ------------------------------------------------------------------------------------------------
+ * Data sets and loaders.
+ *
+ * A data set holds a whole corpus in host memory (malloc'd, not counted by ampc_memory_stats; it needs no
+ * context and may be shared by several loaders and contexts). Two tasks:
+ *  - image classification (Fashion-MNIST): samples are 28 x 28 grey images with a label in 0..9;
+ *    a batch is x (B, 1, 28, 28) F32, each pixel byte p becoming ((p / 255) - 0.2860) / 0.3530 (evaluated
+ *    in double, rounded once to F32: the data set's mean and standard deviation), and y (B) I64 labels.
+ *  - character language modelling (the built-in corpus and any text file): the bytes are the tokens (a
+ *    vocabulary of 256); the last val_fraction of the bytes is the validation split. With context T a
+ *    split of L bytes is cut into (L - 1) / T windows (integer division): window i covers bytes
+ *    [i*T, i*T + T], T + 1 bytes, so consecutive windows share one byte and each byte after the first,
+ *    up to the end of the last window, is a target exactly once. A batch is x (B, T) I64 = bytes [i*T, i*T + T) and y (B, T) I64 = bytes
+ *    [i*T + 1, i*T + T]: y is x shifted left by one.
+ * Files may be gzip-compressed or plain (zlib reads both). Files over AMPC_DATA_MAX_BYTES uncompressed are
+ * refused. Malformed files fail with AMPC_STATUS_FORMAT (truncated data, a bad IDX header, dims that
+ * disagree with the data or with each other, labels out of range), missing or unreadable ones with
+ * AMPC_STATUS_IO; the message names the file and what was expected.
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef struct ampc_dataset ampc_dataset;
+typedef struct ampc_loader ampc_loader;
+
+typedef enum ampc_data_kind {
+    AMPC_DATA_BUILTIN = 0,     /* the arithmetic corpus below, made by code: needs no file */
+    AMPC_DATA_FASHION_MNIST,   /* the four IDX files of Fashion-MNIST in a directory */
+    AMPC_DATA_TEXT,            /* any file, read as bytes */
+    AMPC_DATA_KIND_COUNT
+} ampc_data_kind;
+
+typedef enum ampc_task {
+    AMPC_TASK_IMAGE_CLASSIFICATION = 0,
+    AMPC_TASK_CHAR_LM,
+} ampc_task;
+
+typedef enum ampc_split {
+    AMPC_SPLIT_TRAIN = 0,
+    AMPC_SPLIT_EVAL,     /* Fashion-MNIST: the test set (t10k); text: the validation part */
+    AMPC_SPLIT_COUNT
+} ampc_split;
+
+#define AMPC_DATA_MAX_BYTES ((size_t)1 << 30)            /* per file, after decompression */
+#define AMPC_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"   /* Debian's dataset-fashion-mnist */
+#define AMPC_FASHION_MNIST_MEAN 0.2860
+#define AMPC_FASHION_MNIST_STD 0.3530
+
+/* The built-in corpus (AMPC_DATA_BUILTIN), a char-LM data set generated by code: AMPC_BUILTIN_LINES
+ * lines of integer arithmetic, line k (k = 0, 1, ...) made from the words w[0..3] of
+ * ampc_rng_block(AMPC_BUILTIN_SEED, 0, k):
+ *   op = w[0] % 3;
+ *   op 0: a = w[1] % 1000, b = w[2] % 1000, "a+b=c\n" with c = a + b          ("417+285=702\n")
+ *   op 1: a = w[1] % 1000, b = w[2] % 1000, swapped if a < b, "a-b=c\n", c = a - b >= 0
+ *   op 2: a = w[1] % 100,  b = w[2] % 10,   "a*b=c\n" with c = a * b           ("93*7=651\n")
+ * numbers in plain decimal without leading zeros. The text is AMPC_BUILTIN_BYTES bytes (ASCII digits,
+ * "+-*=" and '\n'); the validation split is its last 10% (val_fraction applies as for text files). A
+ * model that learns the format reaches a loss far below ln(256), and the answers after '=' become
+ * predictable as it learns to add. */
+#define AMPC_BUILTIN_SEED 0x616d7063ull   /* "ampc" */
+#define AMPC_BUILTIN_LINES 30000
+#define AMPC_BUILTIN_BYTES 322243
+
+typedef struct ampc_dataset_params {
+    ampc_data_kind kind;
+    /* FASHION_MNIST: the directory (NULL = AMPC_FASHION_MNIST_DIR) holding train-images-idx3-ubyte,
+     * train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, each as NAME.gz or plain
+     * NAME (the .gz is tried first). TEXT: the file (required). BUILTIN: ignored. Copied. */
+    const char *path;
+    /* Char-LM sets: the fraction of the bytes, at the end, held out for validation: the validation split
+     * is the last round(len * val_fraction) bytes. 0 = 0.1; otherwise it must be in (0, 1), and both
+     * splits must keep at least one byte. Ignored for Fashion-MNIST (its split is fixed). */
+    double val_fraction;
+} ampc_dataset_params;
+
+/* Reads (or generates) the whole data set. params NULL: the built-in corpus. Errors: IO (a missing
+ * file: the message names it and, for Fashion-MNIST, how to install the package or pass a directory),
+ * FORMAT (malformed or empty data), INVALID_ARG (bad parameters), OOM. */
+AMPC_API ampc_status ampc_dataset_open(const ampc_dataset_params *params, ampc_dataset **out);
+AMPC_API void ampc_dataset_free(ampc_dataset *ds);
+
+/* Parses the CLI's data spec: "builtin", "fashion-mnist", "fashion-mnist:DIR" or "text:FILE", into
+ * out->kind and out->path (pointing into spec, so spec must outlive the use of out; val_fraction is left
+ * as it was). INVALID_ARG naming the accepted forms otherwise. */
+AMPC_API ampc_status ampc_dataset_parse(const char *spec, ampc_dataset_params *out);
+
+typedef struct ampc_dataset_info {
+    ampc_data_kind kind;
+    ampc_task task;
+    const char *name;          /* for display: "builtin (integer arithmetic)", "fashion-mnist",
+                                  "text:FILE"; owned by the data set */
+    int64_t num_classes;       /* image classification: 10; char LM: the vocabulary size, 256 */
+    /* Shape of one input sample: images (1, 28, 28); char LM: ndim 1 with input_shape[0] = 0, standing
+     * for the context length T a loader chooses. */
+    int input_ndim;
+    int64_t input_shape[AMPC_MAX_DIMS];
+    int64_t split_size[AMPC_SPLIT_COUNT];   /* images (60000 / 10000), or bytes of text */
+} ampc_dataset_info;
+
+AMPC_API ampc_status ampc_dataset_info_get(const ampc_dataset *ds, ampc_dataset_info *out);
+AMPC_API const char *ampc_data_kind_name(ampc_data_kind kind);   /* "builtin", "fashion-mnist", "text" */
+AMPC_API const char *ampc_split_name(ampc_split split);          /* "train", "eval"; "?" out of range */
+/* Fashion-MNIST's class names ("T-shirt/top", "Trouser", ... "Ankle boot"); NULL for other data sets
+ * and out-of-range classes. */
+AMPC_API const char *ampc_dataset_class_name(const ampc_dataset *ds, int64_t cls);
+/* Char-LM sets: the bytes of a split (owned by ds, valid until ampc_dataset_free) and their count in
+ * *len (may be NULL). NULL (and *len = 0) for image sets or a bad split. */
+AMPC_API const uint8_t *ampc_dataset_text(const ampc_dataset *ds, ampc_split split, size_t *len);
+
+/* Loaders: batches of one split, epoch after epoch.
+ *
+ * Order: with shuffle off, epoch e delivers samples 0, 1, ..., n-1. With shuffle on, epoch e delivers
+ * perm_e, the permutation made by this Fisher-Yates shuffle (reproducible anywhere):
+ *     perm[i] = i for every i; k = 0;
+ *     for i = n-1 down to 1:
+ *         w = word k % 4 of ampc_rng_block(seed, AMPC_DATA_SHUFFLE_STREAM + e, k / 4);
+ *         j = (w * (i + 1)) >> 32    (a 64-bit product: j is in [0, i]);
+ *         swap perm[i] and perm[j]; k = k + 1;
+ * Batches take the next B entries of the order. At the end of an epoch the remainder (fewer than B
+ * samples) is dropped when drop_last is set, otherwise it forms a smaller last batch. Then a repeating
+ * loader goes on with epoch e + 1 in the same call; a non-repeating one reports the end once (*end = true,
+ * no tensors) and its next call starts epoch e + 1.
+ *
+ * The cursor {epoch, position} says where the next batch starts: position = samples of epoch `epoch`
+ * already delivered. Saving it after a step and setting it on a fresh loader with the same data set and
+ * parameters reproduces the following batches exactly. */
+#define AMPC_DATA_SHUFFLE_STREAM 0x6461746100000000ull   /* "data" in the high 32 bits */
+
+typedef struct ampc_loader_params {
+    ampc_split split;
+    int64_t batch;      /* B: 0 = 32; must be >= 1 */
+    int64_t context;    /* T, char LM only: 0 = 64; must be >= 1 and the split must hold at least T + 1
+                           bytes. Must be 0 for images. */
+    uint64_t seed;      /* shuffling seed */
+    /* Literal flags (a zeroed struct gives an evaluation loader: in order, every sample, one pass at a
+     * time). Training: {.shuffle = true, .drop_last = true, .repeat = true}. */
+    bool shuffle;
+    bool drop_last;     /* needs at least B samples in the split */
+    bool repeat;
+} ampc_loader_params;
+
+typedef struct ampc_loader_cursor {
+    int64_t epoch;      /* >= 0 */
+    int64_t position;   /* 0 <= position <= samples per epoch */
+} ampc_loader_cursor;
+
+/* ds must outlive the loader. Batches are filled with ampc_parallel_for on ctx's threads (the result
+ * does not depend on the thread count). Errors: INVALID_ARG (bad parameters, a split too small for one
+ * window or, with drop_last, for one batch: the message gives the sizes), OOM. */
+AMPC_API ampc_status ampc_loader_new(ampc_ctx *ctx, const ampc_dataset *ds, const ampc_loader_params *params,
+                                     ampc_loader **out);
+AMPC_API void ampc_loader_free(ampc_loader *ld);
+/* The next batch as arena tensors of the loader's context (valid until ampc_ctx_step_end): images x
+ * (B, 1, 28, 28) F32 and y (B) I64; char LM x (B, T) I64 and y (B, T) I64; B is smaller for the last batch
+ * of an epoch without drop_last. end may be NULL; at the end of a non-repeating loader's epoch the call
+ * returns AMPC_OK with *end = true and *x = *y = NULL. */
+AMPC_API ampc_status ampc_loader_next(ampc_loader *ld, ampc_tensor **x, ampc_tensor **y, bool *end);
+AMPC_API ampc_status ampc_loader_get_cursor(const ampc_loader *ld, ampc_loader_cursor *out);
+/* INVALID_ARG when epoch < 0 or position is outside [0, samples per epoch]. */
+AMPC_API ampc_status ampc_loader_set_cursor(ampc_loader *ld, const ampc_loader_cursor *cursor);
+/* Samples per epoch (images, or windows of T + 1 bytes); 0 for NULL. */
+AMPC_API int64_t ampc_loader_num_samples(const ampc_loader *ld);
+/* Batches per epoch: n / B with drop_last, ceil(n / B) without; 0 for NULL. */
+AMPC_API int64_t ampc_loader_num_batches(const ampc_loader *ld);
+
 #ifdef __cplusplus
 }
 #endif

@@ -42,7 +42,7 @@ pkg-config --exists ampc || fail "pkg-config cannot find ampc"
     || fail "pkg-config shared build failed"
 check "pkg-config shared" "$tmp/pc_shared" shared
 # shellcheck disable=SC2046
-"$cc" "$src/tests/consumer/consumer.c" -o "$tmp/pc_static" $(pkg-config --cflags ampc) \
-    -Wl,-Bstatic $(pkg-config --libs-only-L --libs-only-l ampc) -Wl,-Bdynamic \
-    $(pkg-config --static --libs-only-other ampc) -lm || fail "pkg-config static build failed"
+# the archive itself, then every private dependency pkg-config lists (zlib, libm, pthread)
+"$cc" "$src/tests/consumer/consumer.c" -o "$tmp/pc_static" $(pkg-config --cflags ampc) "$libdir/libampc.a" \
+    $(pkg-config --static --libs ampc | sed 's/-lampc\b//') || fail "pkg-config static build failed"
 check "pkg-config static" "$tmp/pc_static" static

@@ -14,6 +14,10 @@ int main(void) {
     float back[6];
     int ok = t && ampc_tensor_copy_to(t, back, AMPC_DTYPE_F32) == AMPC_OK && back[5] == 65536.0f &&
              ampc_f16_from_f32(65520.0f) == 0x7c00;
+    /* the data module links zlib: a static consumer must get it from the package files */
+    ampc_dataset *ds = NULL;
+    ok = ok && ampc_dataset_open(NULL, &ds) == AMPC_OK;
+    ampc_dataset_free(ds);
     printf("ampc %s, kernel level %s: %s\n", ampc_version(), ampc_isa_name(ampc_ctx_isa(ctx)), ok ? "ok" : "WRONG");
     ampc_ctx_free(ctx);
     return ok ? 0 : 1;

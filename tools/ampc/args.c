@@ -9,6 +9,8 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,11 +142,37 @@ static int find_opt(const cli_opt *opts, size_t nopts, const char *name, size_t 
     return -1;
 }
 
+/* Edit distance (insertions, deletions, substitutions), capped inputs: for "did you mean". */
+static size_t distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b), row[64];
+    if (la > 63 || lb > 63) return SIZE_MAX;
+    for (size_t j = 0; j <= lb; j++) row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            diag = up, row[j] = best;
+        }
+    }
+    return row[lb];
+}
+
 static cli_result unknown_option(const cli_opt *opts, size_t nopts, const char *arg, cli_parse_out *out) {
-    char q[80], list[400];
+    char q[80], list[1400], hint[96] = "";
     quote(arg, q, sizeof q);
     cli_list_options(opts, nopts, list, sizeof list);
-    return fail(out, "unknown option '%s'; accepted: %s", q, list);
+    const char *name = arg + strspn(arg, "-"), *eq = strchr(name, '=');
+    char bare[64];
+    snprintf(bare, sizeof bare, "%.*s", (int)(eq ? eq - name : (ptrdiff_t)strlen(name)), name);
+    size_t best = 3;   /* suggest only close misspellings */
+    for (size_t i = 0; i < nopts; i++) {
+        size_t d = distance(bare, opts[i].name);
+        if (d < best) best = d, snprintf(hint, sizeof hint, " (did you mean --%s?)", opts[i].name);
+    }
+    return fail(out, "unknown option '%s'%s; accepted: %s", q, hint, list);
 }
 
 static cli_result bad_value(const cli_opt *o, const char *v, const char *why, cli_parse_out *out) {

@@ -47,7 +47,7 @@ typedef struct cli_parse_out {
     int npos;                        /* positional arguments found, in order */
     char **pos;                      /* points into a caller array of at least max_pos entries */
     bool *seen;                      /* optional (NULL): seen[i] set when opts[i] was given */
-    char error[512];                 /* the one-line message when CLI_ERROR (no prefix, no newline) */
+    char error[1600];                /* the one-line message when CLI_ERROR (no prefix, no newline) */
 } cli_parse_out;
 
 /* Parses argv[0..argc) (argv[0] is the first argument, not the program). --help and -h anywhere give

@@ -97,7 +97,7 @@ expect_lines "$OUT" 1
 checks=$((checks + 1))
 grep -q -E '^ampc [0-9]+\.[0-9]+\.[0-9]+$' "$OUT" || fail "ampc --version: '$(cat "$OUT")'"
 
-for cmd in info formats bench "bench convert"; do
+for cmd in train compare info formats bench "bench convert"; do
     run $cmd --help
     expect_rc 0
     expect_has "$OUT" "Usage: ampc $cmd"
@@ -108,13 +108,13 @@ done
 # ---- usage errors: status 2, one line naming the offender and the accepted values ----
 run trian
 expect_rc 2
-expect_exact_err "ampc: unknown command 'trian'; expected one of: info, formats, bench"
+expect_exact_err "ampc: unknown command 'trian'; expected one of: train, compare, info, formats, bench"
 run info --jsn
 expect_rc 2
-expect_exact_err "ampc info: unknown option '--jsn'; accepted: --json, --help"
+expect_exact_err "ampc info: unknown option '--jsn' (did you mean --json?); accepted: --json, --help"
 
-usage_error "missing command" "info, formats, bench" --
-usage_error "'trian'" "info, formats, bench" -- trian
+usage_error "missing command" "train, compare, info, formats, bench" --
+usage_error "'trian'" "train, compare, info, formats, bench" -- trian
 usage_error "'--jsn'" "--help, --version" -- --jsn
 usage_error "'--jsn'" "--json, --help" -- info --jsn
 usage_error "--json" "'--json=1'" -- info --json=1
@@ -190,6 +190,71 @@ for threads in 1 2; do
     checks=$((checks + 1))
     [ "$(grep -c -F '"kernel":"memcpy"' "$OUT")" -eq 1 ] || fail "$LAST: expected exactly one memcpy line"
 done
+
+# ---- train and compare: bad flags and bad data are one line; a tiny run logs design.md's JSONL ----
+TINY="--layers 1 --d-model 16 --heads 2 --context 8 --batch 4 --steps 6 --threads 1"
+usage_error "'--precison'" "did you mean --precision?" -- train --precison bf16
+usage_error "'fp8'" "--precision; accepted: fp32, bf16, fp16" -- train --precision fp8
+usage_error "'fp32,bf32'" "fp32, bf16, fp16" -- compare --precisions fp32,bf32
+usage_error "'softmaks'" "softmax" -- train --fp32-ops softmaks
+usage_error "'rnn'" "gpt, mlp, cnn, simple" -- train --model rnn
+usage_error "'0'" "--steps; expected an integer" -- train --steps 0
+usage_error "--steps and --epochs" "choose one" -- train --steps 3 --epochs 1
+usage_error "'images'" "builtin" -- train --data images
+usage_error "--model cnn cannot train on --data builtin" "--model gpt" -- train --model cnn
+run train --data text:/nonexistent/corpus.txt $TINY
+expect_rc 1
+expect_lines "$ERR" 1
+expect_has "$ERR" "/nonexistent/corpus.txt"
+printf 'abc' >"$TMP/short.txt"
+run train --data text:"$TMP/short.txt" $TINY
+expect_rc 1
+expect_lines "$ERR" 1
+expect_has "$ERR" "short.txt"
+run train --model cnn --data fashion-mnist:"$TMP/nodir" --steps 1
+expect_rc 1
+expect_lines "$ERR" 1
+expect_has "$ERR" "nodir"
+# shellcheck disable=SC2086 # $TINY is a list of options
+run train $TINY --precision fp16 --quiet --log "$TMP/run.jsonl"
+expect_rc 0
+expect_lines "$ERR" 0
+expect_has "$OUT" "fp16: 6 steps"
+expect_json "$TMP/run.jsonl" --lines
+expect_lines "$TMP/run.jsonl" 7
+for key in '"step":' '"loss":' '"scale":' '"skipped":' '"inf_tensor":' '"grad_norm":' '"lr":' '"tokens_per_s":' \
+           '"peak_bytes":'; do
+    checks=$((checks + 1))
+    [ "$(head -n 6 "$TMP/run.jsonl" | grep -c -F -e "$key")" -eq 6 ] || fail "train --log: $key missing from a step"
+done
+checks=$((checks + 1))
+tail -n 1 "$TMP/run.jsonl" | grep -q '"final":true.*"eval_loss":' || fail "train --log: no final object with eval_loss"
+# the same flags give the same bytes apart from timing (tokens_per_s, seconds)
+# shellcheck disable=SC2086
+run train $TINY --precision fp16 --quiet --log "$TMP/run2.jsonl"
+checks=$((checks + 1))
+strip() { sed -e 's/"tokens_per_s":[^,}]*//' -e 's/"seconds":[^,}]*//' "$1"; }
+[ "$(strip "$TMP/run.jsonl")" = "$(strip "$TMP/run2.jsonl")" ] || fail "train: two identical runs logged different values"
+# compare: table on stdout, report folder, deterministic apart from timing columns
+for i in 1 2; do
+    # shellcheck disable=SC2086
+    run compare $TINY --quiet --report "$TMP/rep$i"
+    expect_rc 0
+    expect_has "$OUT" "fp32"
+    expect_has "$OUT" "fp16"
+    for f in report.md loss.svg scale.svg fp32.jsonl bf16.jsonl fp16.jsonl; do
+        checks=$((checks + 1))
+        [ -s "$TMP/rep$i/$f" ] || fail "compare --report: $f missing or empty"
+    done
+done
+checks=$((checks + 1))
+untimed() { sed -e 's/|[^|]*|[^|]*|[^|]*|$/|/' -e '/faster\|slower\|as fast\|tokens\/s\|Command\|rep[12]/d' "$1"; }
+[ "$(untimed "$TMP/rep1/report.md")" = "$(untimed "$TMP/rep2/report.md")" ] || fail "compare: two reports differ outside timing"
+printf 'x' >"$TMP/afile"
+run compare $TINY --quiet --report "$TMP/afile"
+expect_rc 1
+expect_lines "$ERR" 1
+expect_has "$ERR" "afile"
 
 # ---- an invalid AMPC_ISA stops every command ----
 for cmd in info "info --json" formats "bench convert --mib 1"; do

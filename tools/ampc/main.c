@@ -15,6 +15,8 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
+    {"train", cmd_train, "train one model in one precision (fp32, bf16 or fp16 autocast)"},
+    {"compare", cmd_compare, "the same run in several precisions, side by side, with a report"},
     {"info", cmd_info, "CPU features, AMX permission, kernel level, native/emulated precision support"},
     {"formats", cmd_formats, "FP32, TF32, BF16, FP16, FP8-E4M3, FP8-E5M2: bits, range, precision"},
     {"bench", cmd_bench, "kernel throughput against this machine's memory bandwidth"},

@@ -1,0 +1,52 @@
+/* data.h: what the data files share: the data set struct (an image set keeps its raw IDX bytes, a text
+ * set its bytes and the split point), the bounded whole-file reader, the IDX parser (pure, on memory, so
+ * a fuzzer can drive it without files) and the built-in corpus generator. Names are ampci_. */
+#ifndef AMPC_DATA_H
+#define AMPC_DATA_H
+
+#include "../core/core.h"
+
+#define AMPCI_IMAGE_SIDE 28
+#define AMPCI_IMAGE_CLASSES 10
+
+struct ampc_dataset {
+    ampc_data_kind kind;
+    ampc_task task;
+    char *name;
+    /* images: count[s] images of 28 x 28 bytes at pixels[s], count[s] labels at labels[s]. The pointers
+     * point into the owned file buffers img_buf/lbl_buf (past the IDX headers). */
+    int64_t count[AMPC_SPLIT_COUNT];
+    const uint8_t *pixels[AMPC_SPLIT_COUNT], *labels[AMPC_SPLIT_COUNT];
+    uint8_t *img_buf[AMPC_SPLIT_COUNT], *lbl_buf[AMPC_SPLIT_COUNT];
+    /* text: len bytes; train = [0, split_at), eval = [split_at, len) */
+    uint8_t *text;
+    size_t len, split_at;
+};
+
+/* A parsed IDX file: ndim dims (1..4) and a pointer to the first data byte inside the parsed buffer. */
+typedef struct ampci_idx {
+    int ndim;
+    uint32_t dims[AMPC_MAX_DIMS];
+    const uint8_t *data;
+    size_t bytes;          /* product of the dims = bytes of data */
+} ampci_idx;
+
+/* Reads a whole file, gzip or plain, into a malloc'd buffer (*buf, *len; free() it). The buffer grows
+ * geometrically with what was actually read, so a lying header or size field cannot make it allocate
+ * much more than the data; more than max bytes fails. fn names the public call in messages. */
+AMPCI_HIDDEN ampc_status ampci_read_file(const char *fn, const char *path, size_t max, uint8_t **buf,
+                                         size_t *len);
+/* Validates an IDX image (type 0x08 only, 1..4 dims, data size = product of the dims exactly) and fills
+ * out; FORMAT with a message naming `path` otherwise. Never reads outside buf[0, len). */
+AMPCI_HIDDEN ampc_status ampci_idx_parse(const char *fn, const char *path, const uint8_t *buf, size_t len,
+                                         ampci_idx *out);
+
+/* Opens the Fashion-MNIST files of dir into ds (kind, task, counts, buffers; not the name). */
+AMPCI_HIDDEN ampc_status ampci_fashion_open(const char *fn, const char *dir, ampc_dataset *ds);
+/* Fills a char-LM data set from path (NULL: the built-in corpus) and splits it by val_fraction (already
+ * validated to lie in (0, 1)). */
+AMPCI_HIDDEN ampc_status ampci_text_open(const char *fn, const char *path, double val_fraction, ampc_dataset *ds);
+/* The built-in corpus: a malloc'd buffer of AMPC_BUILTIN_BYTES bytes in *text, its length in *len. */
+AMPCI_HIDDEN ampc_status ampci_builtin_text(const char *fn, uint8_t **text, size_t *len);
+
+#endif

@@ -1,0 +1,156 @@
+/* compare.c: `ampc compare`: the same run (seed, initial weights, batches) in several precisions, one
+ * after the other, then the answer to "did mixed precision help, and did it hurt accuracy?": a table on
+ * stdout and, with --report DIR, report.md, loss.svg, scale.svg and each run's JSONL. Differences of
+ * the loss against the FP32 run are computed step by step from the runs themselves. */
+#include "cli.h"
+#include "run.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define MAX_OPTS 64
+
+typedef struct prec_list {
+    int n;
+    precision p[PREC_COUNT];
+} prec_list;
+
+static bool parse_precisions(const char *v, void *out, char *why, size_t why_size) {
+    prec_list *l = out;
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", v);
+    l->n = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        int k = -1;
+        for (int i = 0; i < PREC_COUNT; i++)
+            if (strcmp(tok, precision_names[i]) == 0) k = i;
+        bool dup = false;
+        for (int i = 0; i < l->n; i++) dup |= l->p[i] == (precision)k;
+        if (k < 0 || dup) {
+            snprintf(why, why_size, "a comma-separated list of distinct fp32, bf16, fp16");
+            return false;
+        }
+        l->p[l->n++] = (precision)k;
+    }
+    return l->n > 0;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "Usage: ampc compare [options]\n\n"
+               "Trains the same model from the same seed, initial weights and batches in each precision and\n"
+               "compares them: final losses, evaluation, |loss - loss_fp32| step by step, skipped steps, loss\n"
+               "scale, peak memory, throughput and speed-up over FP32. With --report DIR it also writes\n"
+               "report.md, loss.svg, scale.svg and one JSONL log per run.\n\n"
+               "Example:\n"
+               "  ampc compare --layers 2 --d-model 128 --heads 4 --context 64 --steps 300 --report out\n\n");
+}
+
+static int make_dir(const char *prog, const char *dir) {
+    if (mkdir(dir, 0777) == 0 || errno == EEXIST) {
+        struct stat st;
+        if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) return 0;
+    }
+    fprintf(stderr, "%s: --report: cannot create directory '%s': %s\n", prog, dir,
+            errno == EEXIST ? "a file of that name exists" : strerror(errno));
+    return CLI_EXIT_FAIL;
+}
+
+/* |loss - loss_fp32| per step and over the final window, and the speed-up, from the runs themselves. */
+static void relate_to_fp32(run_output *runs, int n) {
+    const run_result *base = NULL;
+    for (int i = 0; i < n; i++)
+        if (strcmp(runs[i].r.label, "fp32") == 0) base = &runs[i].r;
+    for (int i = 0; i < n && base; i++) {
+        run_result *r = &runs[i].r;
+        if (r == base) continue;
+        double mx = 0;
+        for (int64_t k = 0; k < r->n && k < base->n; k++) {
+            double d = fabs(r->loss[k] - base->loss[k]);
+            if (d > mx || d != d) mx = d;
+        }
+        r->max_abs_dloss = mx;
+        r->final_abs_dloss = fabs(r->final_train_loss - base->final_train_loss);
+    }
+    for (int i = 0; i < n && base; i++) runs[i].r.speedup = base->seconds / runs[i].r.seconds;
+}
+
+static void join_command(int argc, char **argv, char *buf, size_t size) {
+    size_t len = (size_t)snprintf(buf, size, "ampc compare");
+    for (int i = 0; i < argc && len < size; i++) len += (size_t)snprintf(buf + len, size - len, " %s", argv[i]);
+}
+
+static int run_all(const char *prog, run_config *cfg, const prec_list *pl, const char *dir, const ampc_dataset *ds,
+                   run_output *runs) {
+    for (int i = 0; i < pl->n; i++) {
+        cfg->prec = pl->p[i];
+        cfg->label = precision_names[pl->p[i]];
+        FILE *log = NULL;
+        char path[4096];
+        if (dir) {
+            snprintf(path, sizeof path, "%s/%s.jsonl", dir, cfg->label);
+            if (!(log = fopen(path, "w"))) {
+                fprintf(stderr, "%s: --report: cannot write '%s': %s\n", prog, path, strerror(errno));
+                return CLI_EXIT_FAIL;
+            }
+        }
+        int rc = run_training(prog, cfg, ds, log, &runs[i]);
+        if (log) fclose(log);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int cmd_compare(int argc, char **argv) {
+    const char *prog = "ampc compare";
+    run_config cfg = {0};
+    prec_list pl = {3, {PREC_FP32, PREC_BF16, PREC_FP16}};
+    const char *dir = NULL;
+    cli_opt opts[MAX_OPTS];
+    int n = run_options(&cfg, opts, MAX_OPTS - 2);
+    opts[n++] = (cli_opt){.name = "precisions", .kind = CLI_CUSTOM, .out = &pl, .parse = parse_precisions,
+                          .metavar = "LIST", .accepts = "a comma-separated list of fp32, bf16, fp16",
+                          .defval = "fp32,bf16,fp16", .help = "the precisions to run, in order"};
+    opts[n++] = (cli_opt){.name = "report", .kind = CLI_STRING, .out = &dir, .metavar = "DIR",
+                          .help = "write report.md, loss.svg, scale.svg and <precision>.jsonl there"};
+    bool seen[MAX_OPTS] = {false};
+    cli_parse_out po = {.seen = seen};
+    int rc = cli_parse_or_exit(prog, usage, opts, (size_t)n, argc, argv, 0, NULL, &po);
+    if (rc < 0) rc = run_finish_options(prog, &cfg, opts, n, seen);
+    if (rc >= 0) return rc;
+    if (dir && (rc = make_dir(prog, dir))) return rc;
+    ampc_dataset *ds = NULL;
+    if ((rc = run_open_data(prog, &cfg, &ds))) return rc;
+    run_output runs[PREC_COUNT] = {0};
+    rc = run_all(prog, &cfg, &pl, dir, ds, runs);
+    if (!rc) {
+        relate_to_fp32(runs, pl.n);
+        run_result rr[PREC_COUNT];
+        char logs[PREC_COUNT][16];
+        for (int i = 0; i < pl.n; i++) {
+            rr[i] = runs[i].r;
+            snprintf(logs[i], sizeof logs[i], "%s.jsonl", rr[i].label);
+            rr[i].log_file = dir ? logs[i] : NULL;
+        }
+        char model[160], command[2048];
+        ampc_dataset_info info;
+        ampc_dataset_info_get(ds, &info);
+        run_describe_model(&cfg.model, model, sizeof model);
+        join_command(argc, argv, command, sizeof command);
+        int threads = cfg.threads ? cfg.threads : ampc_cpu()->online_cpus;
+        report_meta meta = {model, info.name, command, rr[0].n, threads, cfg.seed};
+        report_print_table(stdout, &meta, rr, pl.n, true);
+        char err[512];
+        if (dir && report_write_dir(dir, &meta, rr, pl.n, err, sizeof err) != 0) {
+            fprintf(stderr, "%s: --report: %s\n", prog, err);
+            rc = CLI_EXIT_FAIL;
+        } else if (dir) {
+            fprintf(stderr, "%s: report written to %s/report.md\n", prog, dir);
+        }
+    }
+    for (int i = 0; i < pl.n; i++) run_output_free(&runs[i]);
+    ampc_dataset_free(ds);
+    return rc;
+}

@@ -1,0 +1,403 @@
+/* run.c: one training run, the loop PyTorch AMP users write, in C: autocast around the forward pass,
+ * loss scaling for FP16, unscale before clipping (so the logged gradient norm is the true one), a step
+ * that is skipped when a gradient is non-finite (by the scaler, or by a check when no scaler runs), the
+ * scale update, then the step end that frees every activation. Each step leaves one JSONL object; the
+ * run ends with an evaluation (test accuracy for classifiers, validation loss for the GPT) and a final
+ * object. Everything but the timing fields is a function of the flags, the seed and the thread count. */
+#include "run.h"
+
+#include "json.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int fail(const char *prog, const char *what) {
+    fprintf(stderr, "%s: %s: %s\n", prog, what, ampc_last_error());
+    return 1;
+}
+
+int run_open_data(const char *prog, const run_config *cfg, ampc_dataset **ds) {
+    ampc_dataset_params p = {0};
+    if (ampc_dataset_parse(cfg->data_spec, &p) != AMPC_OK) {
+        fprintf(stderr, "%s: --data: %s\n", prog, ampc_last_error());
+        return CLI_EXIT_USAGE;
+    }
+    if (ampc_dataset_open(&p, ds) != AMPC_OK) return fail(prog, "data");
+    return 0;
+}
+
+/* Everything a run owns. */
+typedef struct run_state {
+    const char *prog;
+    const run_config *cfg;
+    ampc_ctx *ctx;
+    ampc_model *model;
+    ampc_optim *opt;
+    ampc_grad_scaler *scaler;
+    ampc_loader *train, *eval;
+    ampc_dataset_info info;
+    bool lm;
+    int64_t steps, per_step;   /* optimizer steps; samples (or tokens) per step */
+} run_state;
+
+static void state_free(run_state *s) {
+    ampc_loader_free(s->train), ampc_loader_free(s->eval);
+    ampc_grad_scaler_free(s->scaler);
+    ampc_optim_free(s->opt);
+    ampc_model_free(s->model);
+    ampc_ctx_free(s->ctx);
+}
+
+static bool scaler_enabled(const run_config *cfg) {
+    return cfg->scaler_mode == 1 || (cfg->scaler_mode == 0 && cfg->prec == PREC_FP16);
+}
+
+/* Model and data must agree: the GPT reads text, the classifiers read images; simple brings its own data. */
+static int check_pairing(run_state *s) {
+    ampc_model_kind k = s->cfg->model.kind;
+    if (k == AMPC_MODEL_SIMPLE || (k == AMPC_MODEL_GPT) == s->lm) return 0;
+    fprintf(stderr, "%s: --model %s cannot train on --data %s (%s); use %s\n", s->prog, ampc_model_kind_name(k),
+            s->cfg->data_spec, s->lm ? "text" : "images", s->lm ? "--model gpt for text" : "--model mlp or cnn for images");
+    return CLI_EXIT_USAGE;
+}
+
+/* The tutorials' SimpleModel trains on one fixed batch: 6 random inputs of 5 features, 6 random targets
+ * of 3, drawn from the seed (torch.randn(6, 5), torch.randn(6, 3)). */
+static void simple_batch(run_state *s, ampc_tensor **x, ampc_tensor **y) {
+    ampc_rng r = ampc_rng_make(s->cfg->seed, 77);
+    float v[30 + 18];
+    ampc_rng_normal(&r, v, 48, 0, 1);
+    *x = ampc_tensor_from_buffer(s->ctx, AMPC_DTYPE_F32, 2, (int64_t[]){6, 5}, v, AMPC_DTYPE_F32);
+    *y = ampc_tensor_from_buffer(s->ctx, AMPC_DTYPE_F32, 2, (int64_t[]){6, 3}, v + 30, AMPC_DTYPE_F32);
+}
+
+static bool is_simple(const run_state *s) { return s->cfg->model.kind == AMPC_MODEL_SIMPLE; }
+
+/* The next training batch. */
+static int next_batch(run_state *s, ampc_tensor **x, ampc_tensor **y) {
+    if (is_simple(s)) {
+        simple_batch(s, x, y);
+        return *x && *y ? 0 : fail(s->prog, "data");
+    }
+    return ampc_loader_next(s->train, x, y, NULL) == AMPC_OK ? 0 : fail(s->prog, "training data");
+}
+
+static int setup(run_state *s, const ampc_dataset *ds) {
+    const run_config *cfg = s->cfg;
+    if (ampc_dataset_info_get(ds, &s->info) != AMPC_OK) return fail(s->prog, "data");
+    s->lm = s->info.task == AMPC_TASK_CHAR_LM && !is_simple(s);
+    int rc = check_pairing(s);
+    if (rc) return rc;
+    if (ampc_ctx_new(&(ampc_ctx_params){.seed = cfg->seed, .threads = cfg->threads}, &s->ctx) != AMPC_OK)
+        return fail(s->prog, "context");
+    ampc_ctx_set_check_finite(s->ctx, cfg->check_finite);
+    ampc_model_config mc = cfg->model;
+    if (s->lm) {
+        mc.vocab = (int)s->info.num_classes;
+    } else if (!is_simple(s)) {
+        mc.classes = (int)s->info.num_classes;
+        mc.in_channels = (int)s->info.input_shape[0];
+        mc.image_size = (int)s->info.input_shape[1];
+        mc.in_features = (int)(s->info.input_shape[0] * s->info.input_shape[1] * s->info.input_shape[2]);
+    }
+    if (ampc_model_new(s->ctx, &mc, &s->model) != AMPC_OK) return fail(s->prog, "model");
+    ampc_optim_params op = {.kind = cfg->optimizer == 1 ? AMPC_OPTIM_SGD : AMPC_OPTIM_ADAMW, .lr = cfg->lr,
+                            .weight_decay = cfg->weight_decay, .momentum = cfg->momentum,
+                            .master = (ampc_master_mode)cfg->master};
+    if (ampc_optim_new(s->ctx, &op, &s->opt) != AMPC_OK || ampc_model_add_to_optim(s->model, s->opt) != AMPC_OK)
+        return fail(s->prog, "optimizer");
+    if (ampc_autocast_load_table(s->ctx, (ampc_autocast_table)cfg->amp_table) != AMPC_OK) return fail(s->prog, "amp table");
+    for (int i = 0; i < cfg->n_fp32_ops; i++)
+        if (ampc_autocast_set_policy(s->ctx, cfg->fp32_ops[i], AMPC_CAST_FP32) != AMPC_OK) return fail(s->prog, "--fp32-ops");
+    ampc_grad_scaler_params sp = cfg->scaler;
+    sp.enabled = scaler_enabled(cfg);
+    if (ampc_grad_scaler_new(s->ctx, &sp, &s->scaler) != AMPC_OK) return fail(s->prog, "scaler");
+    if (is_simple(s)) {
+        s->steps = cfg->steps;
+        s->per_step = 6;
+        return 0;
+    }
+    int64_t T = s->lm ? ampc_model_get_config(s->model).context : 0;
+    ampc_loader_params tp = {.split = AMPC_SPLIT_TRAIN, .batch = cfg->batch, .context = T, .seed = cfg->seed,
+                             .shuffle = true, .drop_last = true, .repeat = true};
+    ampc_loader_params ep = {.split = AMPC_SPLIT_EVAL, .batch = cfg->batch, .context = T};
+    if (ampc_loader_new(s->ctx, ds, &tp, &s->train) != AMPC_OK || ampc_loader_new(s->ctx, ds, &ep, &s->eval) != AMPC_OK)
+        return fail(s->prog, "data");
+    s->steps = cfg->steps ? cfg->steps : cfg->epochs * ampc_loader_num_batches(s->train);
+    s->per_step = cfg->batch * (s->lm ? T : 1);
+    return 0;
+}
+
+/* ---- learning rate ---- */
+
+static double lr_at(const run_config *cfg, int64_t step, int64_t total) {
+    if (cfg->lr_schedule == 0) return cfg->lr;
+    if (step < cfg->warmup) return cfg->lr * (double)(step + 1) / (double)cfg->warmup;
+    double progress = total > cfg->warmup ? (double)(step - cfg->warmup) / (double)(total - cfg->warmup) : 1.0;
+    return cfg->lr * (0.1 + 0.9 * 0.5 * (1.0 + cos(3.14159265358979323846 * progress)));
+}
+
+/* ---- evaluation: mean loss over every sample (token) of the eval split, and accuracy for classifiers ---- */
+
+typedef struct eval_result {
+    double loss, accuracy;
+} eval_result;
+
+static int64_t count_correct(const ampc_tensor *logits, const ampc_tensor *y) {
+    int64_t B = ampc_tensor_dim(logits, 0), C = ampc_tensor_dim(logits, 1), correct = 0;
+    float *l = malloc((size_t)(B * C) * sizeof *l);
+    int64_t *t = malloc((size_t)B * sizeof *t);
+    if (l && t && ampc_tensor_copy_to(logits, l, AMPC_DTYPE_F32) == AMPC_OK &&
+        ampc_tensor_copy_to(y, t, AMPC_DTYPE_I64) == AMPC_OK) {
+        for (int64_t b = 0; b < B; b++) {
+            int64_t best = 0;
+            for (int64_t c = 1; c < C; c++)
+                if (l[b * C + c] > l[b * C + best]) best = c;
+            correct += best == t[b];
+        }
+    }
+    free(l), free(t);
+    return correct;
+}
+
+static bool autocast_begin(run_state *s) {
+    if (s->cfg->prec == PREC_FP32) return true;
+    ampc_dtype dt = s->cfg->prec == PREC_BF16 ? AMPC_DTYPE_BF16 : AMPC_DTYPE_F16;
+    return ampc_autocast_begin(s->ctx, &(ampc_autocast_params){.dtype = dt, .enabled = true, .cache_enabled = true}) == AMPC_OK;
+}
+
+static void autocast_end(run_state *s) {
+    if (s->cfg->prec != PREC_FP32) ampc_autocast_end(s->ctx);
+}
+
+/* simple: the loss on its one batch */
+static int evaluate_simple(run_state *s, eval_result *out) {
+    ampc_tensor *x, *y;
+    simple_batch(s, &x, &y);
+    ampc_no_grad_begin(s->ctx);
+    autocast_begin(s);
+    ampc_tensor *loss = ampc_model_loss(s->model, x, y);
+    autocast_end(s);
+    ampc_no_grad_end(s->ctx);
+    float v;
+    int rc = loss && ampc_tensor_copy_to(loss, &v, AMPC_DTYPE_F32) == AMPC_OK ? 0 : fail(s->prog, "evaluation");
+    out->loss = rc ? NAN : v, out->accuracy = NAN;
+    ampc_ctx_step_end(s->ctx);
+    return rc;
+}
+
+static int evaluate(run_state *s, eval_result *out) {
+    if (is_simple(s)) return evaluate_simple(s, out);
+    double loss_sum = 0;
+    int64_t count = 0, correct = 0, batches = 0;
+    ampc_model_set_training(s->model, false);
+    ampc_no_grad_begin(s->ctx);
+    ampc_loader_set_cursor(s->eval, &(ampc_loader_cursor){0, 0});
+    int rc = 0;
+    for (bool end = false; !rc;) {
+        ampc_tensor *x, *y;
+        if (ampc_loader_next(s->eval, &x, &y, &end) != AMPC_OK) rc = fail(s->prog, "evaluation data");
+        if (rc || end || (s->cfg->eval_batches && batches == s->cfg->eval_batches)) break;
+        int64_t n = s->lm ? ampc_tensor_numel(y) : ampc_tensor_dim(y, 0);
+        autocast_begin(s);
+        ampc_tensor *logits = s->lm ? NULL : ampc_model_forward(s->model, x);
+        ampc_tensor *loss = s->lm ? ampc_model_loss(s->model, x, y) : ampc_cross_entropy(s->ctx, logits, y, -100);
+        autocast_end(s);
+        float v;
+        if (!loss || ampc_tensor_copy_to(loss, &v, AMPC_DTYPE_F32) != AMPC_OK) rc = fail(s->prog, "evaluation");
+        else {
+            loss_sum += (double)v * (double)n, count += n, batches++;
+            if (!s->lm) correct += count_correct(logits, y);
+        }
+        ampc_ctx_step_end(s->ctx);
+    }
+    ampc_no_grad_end(s->ctx);
+    ampc_model_set_training(s->model, true);
+    out->loss = count ? loss_sum / (double)count : NAN;
+    out->accuracy = s->lm || !count ? NAN : (double)correct / (double)count;
+    return rc;
+}
+
+/* ---- one optimizer step ---- */
+
+typedef struct step_result {
+    double loss, scale, grad_norm, lr;
+    bool skipped;
+    char inf_tensor[64];
+} step_result;
+
+static int train_step(run_state *s, int64_t step, step_result *r) {
+    ampc_tensor *x, *y;
+    if (next_batch(s, &x, &y)) return 1;
+    if (!autocast_begin(s)) return fail(s->prog, "autocast");
+    ampc_tensor *loss = ampc_model_loss(s->model, x, y);
+    autocast_end(s);
+    float lv;
+    if (!loss || ampc_tensor_copy_to(loss, &lv, AMPC_DTYPE_F32) != AMPC_OK) return fail(s->prog, "forward");
+    r->loss = lv;
+    r->scale = ampc_grad_scaler_get_scale(s->scaler);   /* the scale this step's backward uses */
+    if (ampc_backward(s->ctx, ampc_grad_scaler_scale(s->scaler, loss)) != AMPC_OK) return fail(s->prog, "backward");
+    if (ampc_grad_scaler_unscale(s->scaler, s->opt) != AMPC_OK ||
+        ampc_clip_grad_norm(s->opt, s->cfg->clip > 0 ? s->cfg->clip : INFINITY, &r->grad_norm) != AMPC_OK)
+        return fail(s->prog, "unscale");
+    r->lr = lr_at(s->cfg, step, s->steps);
+    ampc_optim_set_lr(s->opt, r->lr);
+    bool stepped = false;
+    const char *bad = NULL;
+    r->inf_tensor[0] = '\0';
+    if (ampc_grad_scaler_enabled(s->scaler)) {
+        if (ampc_grad_scaler_step(s->scaler, s->opt, &stepped) != AMPC_OK) return fail(s->prog, "step");
+        ampc_grad_scaler_overflow ov;
+        ampc_grad_scaler_overflow_get(s->scaler, &ov);
+        if (!stepped) snprintf(r->inf_tensor, sizeof r->inf_tensor, "%s", ov.first_tensor);
+        if (ampc_grad_scaler_update(s->scaler) != AMPC_OK) return fail(s->prog, "scaler update");
+    } else if (isfinite(lv) && ampc_optim_grads_finite(s->opt, &bad)) {   /* no scaler: skip non-finite steps */
+        if (ampc_optim_step(s->opt) != AMPC_OK) return fail(s->prog, "step");
+        stepped = true;
+    } else {
+        snprintf(r->inf_tensor, sizeof r->inf_tensor, "%s", bad ? bad : "loss");
+    }
+    r->skipped = !stepped;
+    ampc_optim_zero_grad(s->opt);
+    ampc_ctx_step_end(s->ctx);
+    return 0;
+}
+
+/* ---- logging and progress ---- */
+
+static void log_step(FILE *log, const run_state *s, int64_t step, const step_result *r, double rate, size_t peak) {
+    json_writer w;
+    json_init(&w, log, false);
+    json_obj_begin(&w);
+    json_kint(&w, "step", step);
+    json_knum(&w, "loss", r->loss);
+    json_knum(&w, "scale", r->scale);
+    json_kbool(&w, "skipped", r->skipped);
+    json_kstr(&w, "inf_tensor", r->skipped ? r->inf_tensor : NULL);
+    json_knum(&w, "grad_norm", r->grad_norm);
+    json_knum(&w, "lr", r->lr);
+    json_knum(&w, s->lm ? "tokens_per_s" : "samples_per_s", rate);
+    json_kint(&w, "peak_bytes", (int64_t)peak);
+    json_obj_end(&w);
+    json_finish(&w);
+}
+
+static void progress(const run_state *s, int64_t step, const step_result *r, double rate, double elapsed) {
+    const run_config *cfg = s->cfg;
+    if (cfg->quiet) return;
+    bool tty = isatty(STDERR_FILENO);
+    int64_t every = s->steps >= 10 ? s->steps / 10 : 1;
+    if (r->skipped)
+        fprintf(stderr, "%s%s step %lld: skipped, non-finite gradient in %s (loss scale %g -> %g)\n", tty ? "\r" : "",
+                cfg->label, (long long)step, r->inf_tensor[0] ? r->inf_tensor : "(unnamed)", r->scale,
+                ampc_grad_scaler_get_scale(s->scaler));
+    if (!tty && (step + 1) % every && step + 1 != s->steps) return;
+    double eta = step + 1 < s->steps ? elapsed / (double)(step + 1) * (double)(s->steps - step - 1) : 0;
+    fprintf(stderr, "%s%s step %lld/%lld loss %.4f scale %g %.0f %s ETA %d:%02d%s", tty ? "\r" : "", cfg->label,
+            (long long)step + 1, (long long)s->steps, r->loss, r->scale, rate, s->lm ? "tok/s" : "samples/s",
+            (int)eta / 60, (int)eta % 60, tty ? "   " : "\n");
+    if (tty && step + 1 == s->steps) fputc('\n', stderr);
+}
+
+static void log_final(FILE *log, const run_state *s, const run_output *out) {
+    json_writer w;
+    json_init(&w, log, false);
+    json_obj_begin(&w);
+    json_kbool(&w, "final", true);
+    json_kstr(&w, "precision", s->cfg->label);
+    json_kint(&w, "steps", out->r.n);
+    json_knum(&w, "eval_loss", out->r.eval_loss);
+    if (!s->lm) json_knum(&w, "eval_accuracy", out->r.eval_accuracy);
+    json_kint(&w, "skipped_steps", out->r.skipped_steps);
+    json_knum(&w, "final_scale", out->r.final_scale);
+    json_kint(&w, "peak_bytes", (int64_t)out->r.peak_bytes);
+    json_knum(&w, "seconds", out->r.seconds);
+    json_knum(&w, s->lm ? "tokens_per_s" : "samples_per_s", out->r.throughput);
+    json_obj_end(&w);
+    json_finish(&w);
+}
+
+/* ---- the run ---- */
+
+static int alloc_series(run_output *out, int64_t n) {
+    out->loss = calloc((size_t)n, sizeof *out->loss);
+    out->scale = calloc((size_t)n, sizeof *out->scale);
+    out->skipped = calloc((size_t)n, sizeof *out->skipped);
+    return out->loss && out->scale && out->skipped ? 0 : -1;
+}
+
+static void summarise(run_output *out, const run_state *s, double seconds) {
+    run_result *r = &out->r;
+    int64_t tail = r->n < 20 ? r->n : 20;
+    double sum = 0;
+    for (int64_t i = r->n - tail; i < r->n; i++) sum += out->loss[i];
+    r->final_train_loss = tail ? sum / (double)tail : NAN;
+    r->final_scale = ampc_grad_scaler_get_scale(s->scaler);
+    ampc_memory_usage mu;
+    ampc_memory_stats(s->ctx, &mu);
+    r->peak_bytes = mu.peak_bytes;
+    r->seconds = seconds;
+    r->throughput = seconds > 0 ? (double)(r->n * s->per_step) / seconds : NAN;
+    r->throughput_unit = s->lm ? "tokens/s" : "samples/s";
+    r->max_abs_dloss = r->final_abs_dloss = r->speedup = NAN;
+}
+
+static int loop(run_state *s, FILE *log, run_output *out) {
+    double t0 = now();
+    for (int64_t step = 0; step < s->steps; step++) {
+        step_result r;
+        int rc = train_step(s, step, &r);
+        if (rc) return rc;
+        out->loss[step] = r.loss, out->scale[step] = r.scale, out->skipped[step] = r.skipped;
+        out->r.skipped_steps += r.skipped;
+        out->r.n = step + 1;
+        double elapsed = now() - t0, rate = (double)((step + 1) * s->per_step) / (elapsed > 0 ? elapsed : 1e-9);
+        ampc_memory_usage mu;
+        ampc_memory_stats(s->ctx, &mu);
+        if (log) log_step(log, s, step, &r, rate, mu.peak_bytes);
+        progress(s, step, &r, rate, elapsed);
+        if (s->cfg->eval_every && (step + 1) % s->cfg->eval_every == 0 && step + 1 < s->steps) {
+            eval_result e;
+            if (evaluate(s, &e)) return 1;
+            if (!s->cfg->quiet) fprintf(stderr, "%s step %lld: eval loss %.4f\n", s->cfg->label, (long long)step + 1, e.loss);
+        }
+    }
+    summarise(out, s, now() - t0);
+    return 0;
+}
+
+int run_training(const char *prog, const run_config *cfg, const ampc_dataset *ds, FILE *log, run_output *out) {
+    memset(out, 0, sizeof *out);
+    run_state s = {.prog = prog, .cfg = cfg};
+    int rc = setup(&s, ds);
+    if (!rc && alloc_series(out, s.steps)) rc = (fprintf(stderr, "%s: out of memory for %lld steps\n", prog,
+                                                         (long long)s.steps), 1);
+    out->r.label = cfg->label;
+    out->r.loss = out->loss, out->r.scale = out->scale, out->r.skipped = out->skipped;
+    if (!rc) rc = loop(&s, log, out);
+    eval_result e = {NAN, NAN};
+    if (!rc) rc = evaluate(&s, &e);
+    out->r.eval_loss = e.loss, out->r.eval_accuracy = e.accuracy;
+    if (!rc && log) log_final(log, &s, out);
+    if (!rc && !cfg->quiet) {
+        if (s.lm) fprintf(stderr, "%s: eval loss %.4f\n", cfg->label, e.loss);
+        else fprintf(stderr, "%s: eval loss %.4f, accuracy %.2f%%\n", cfg->label, e.loss, 100 * e.accuracy);
+    }
+    state_free(&s);
+    return rc;
+}
+
+void run_output_free(run_output *out) {
+    free(out->loss), free(out->scale), free(out->skipped);
+    memset(out, 0, sizeof *out);
+}

@@ -1,0 +1,71 @@
+/* run.h: one training run as `ampc train` and `ampc compare` do it: the options both commands share, the
+ * run engine (model, optimizer, scaler, loaders, the AMP training loop, evaluation, JSONL log, progress)
+ * and what a run returns for the report. */
+#ifndef AMPC_CLI_RUN_H
+#define AMPC_CLI_RUN_H
+
+#include "args.h"
+#include "report.h"
+
+#include "ampc.h"
+
+typedef enum precision { PREC_FP32 = 0, PREC_BF16, PREC_FP16, PREC_COUNT } precision;
+extern const char *const precision_names[PREC_COUNT + 1];   /* "fp32", "bf16", "fp16", NULL */
+
+#define RUN_MAX_FP32_OPS 40
+
+typedef struct run_config {
+    ampc_model_config model;
+    const char *data_spec;          /* "builtin", "fashion-mnist[:DIR]", "text:FILE" */
+    precision prec;
+    int scaler_mode;                /* index into {"auto", "on", "off"}; auto = on for fp16 only */
+    ampc_grad_scaler_params scaler; /* the knobs (enabled is decided by scaler_mode) */
+    const char *fp32_ops[RUN_MAX_FP32_OPS];
+    int n_fp32_ops;
+    int amp_table;                  /* ampc_autocast_table */
+    int64_t steps, epochs;          /* exactly one > 0 after defaults */
+    int64_t batch;
+    double lr;
+    int optimizer;                  /* 0 adamw, 1 sgd */
+    double weight_decay, momentum;
+    int lr_schedule;                /* 0 constant, 1 cosine (with warmup) */
+    int64_t warmup;
+    double clip;                    /* 0 = no clipping */
+    uint64_t seed;
+    int threads;
+    int64_t eval_every, eval_batches;
+    bool quiet;
+    bool check_finite;              /* anomaly mode */
+    int master;                     /* ampc_master_mode (for low-precision parameters) */
+    const char *label;              /* printed on progress lines */
+    /* raw option values, turned into the fields above by run_finish_options */
+    struct {
+        int model, param_dtype;
+        int64_t layers, d_model, heads, context, growth_interval, hysteresis, seed, threads;
+        int64_t hidden[AMPC_MODEL_MAX_HIDDEN];
+    } cli;
+} run_config;
+
+/* The options train and compare share (defined in run_options.c). Each points into the config. */
+int run_options(run_config *cfg, cli_opt *opts, int max);
+/* Defaults that depend on other options (model-dependent batch, lr, steps), after parsing; seen[i] tells
+ * whether opts[i] was given. Fails (2) with a message for combinations that cannot work. */
+int run_finish_options(const char *prog, run_config *cfg, const cli_opt *opts, int nopts, const bool *seen);
+/* "gpt (6 layers, d 384, 6 heads, context 256)" */
+void run_describe_model(const ampc_model_config *c, char *buf, size_t size);
+
+typedef struct run_output {
+    run_result r;                   /* the report's view (label, series, summary) */
+    double *loss, *scale;           /* owned series, r points at them */
+    bool *skipped;
+} run_output;
+
+/* Runs one training run on ds, writing JSONL to log (may be NULL). 0 on success; 1 after printing a
+ * one-line error `prog: ...` on stderr. */
+int run_training(const char *prog, const run_config *cfg, const ampc_dataset *ds, FILE *log, run_output *out);
+void run_output_free(run_output *out);
+
+/* Opens the data set of cfg->data_spec (1 after printing the error). */
+int run_open_data(const char *prog, const run_config *cfg, ampc_dataset **ds);
+
+#endif

@@ -1,0 +1,206 @@
+/* run_options.c: the options `ampc train` and `ampc compare` share (design.md §4), as one table that
+ * writes into a run_config, and the defaults that depend on other options: batch, learning rate and
+ * run length follow the model and the data (a character GPT on text wants different numbers from a CNN
+ * on Fashion-MNIST), unless given. */
+#include "run.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const precision_names[PREC_COUNT + 1] = {"fp32", "bf16", "fp16", NULL};
+
+static const char *const model_names[] = {"gpt", "mlp", "cnn", "simple", NULL};
+static const char *const scaler_modes[] = {"auto", "on", "off", NULL};
+static const char *const tables[] = {"tutorial", "pytorch-cpu", "pytorch-cuda", NULL};
+static const char *const optimizers[] = {"adamw", "sgd", NULL};
+static const char *const schedules[] = {"constant", "cosine", NULL};
+static const char *const dtypes[] = {"f32", "bf16", "f16", NULL};
+static const char *const masters[] = {"auto", "none", NULL};
+
+/* --hidden 1024,1024: up to AMPC_MODEL_MAX_HIDDEN positive widths */
+static bool parse_hidden(const char *v, void *out, char *why, size_t why_size) {
+    int64_t *h = out;
+    int n = 0;
+    memset(h, 0, AMPC_MODEL_MAX_HIDDEN * sizeof *h);
+    for (const char *p = v; *p;) {
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p || x < 1 || x > 1 << 20 || n == AMPC_MODEL_MAX_HIDDEN || (*end && *end != ',')) {
+            snprintf(why, why_size, "1 to %d comma-separated widths in 1..%d", AMPC_MODEL_MAX_HIDDEN, 1 << 20);
+            return false;
+        }
+        h[n++] = x;
+        p = *end ? end + 1 : end;
+    }
+    return n > 0;
+}
+
+static bool known_op(const char *name) {
+    for (int i = 0; ampc_autocast_op_name(i); i++)
+        if (strcmp(name, ampc_autocast_op_name(i)) == 0) return true;
+    return false;
+}
+
+/* --fp32-ops softmax,gelu: op names autocast knows */
+static bool parse_fp32_ops(const char *v, void *out, char *why, size_t why_size) {
+    run_config *cfg = out;
+    static char buf[1024];   /* the names point into it; options are parsed once per process */
+    snprintf(buf, sizeof buf, "%s", v);
+    cfg->n_fp32_ops = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (cfg->n_fp32_ops == RUN_MAX_FP32_OPS || !known_op(tok)) {
+            size_t len = (size_t)snprintf(why, why_size, "comma-separated op names among ");
+            for (int i = 0; ampc_autocast_op_name(i) && len < why_size; i++)
+                len += (size_t)snprintf(why + len, why_size - len, "%s%s", i ? "," : "", ampc_autocast_op_name(i));
+            return false;
+        }
+        cfg->fp32_ops[cfg->n_fp32_ops++] = tok;
+    }
+    return cfg->n_fp32_ops > 0;
+}
+
+#define OPT(...) (cli_opt){__VA_ARGS__}
+
+int run_options(run_config *cfg, cli_opt *o, int max) {
+    int n = 0;
+    cli_opt all[] = {
+        OPT(.name = "model", .kind = CLI_CHOICE, .out = &cfg->cli.model, .choices = model_names, .defval = "gpt",
+            .help = "model to train"),
+        OPT(.name = "data", .kind = CLI_STRING, .out = &cfg->data_spec, .metavar = "SPEC", .defval = "builtin",
+            .help = "builtin | fashion-mnist[:DIR] | text:FILE"),
+        OPT(.name = "scaler", .kind = CLI_CHOICE, .out = &cfg->scaler_mode, .choices = scaler_modes, .defval = "auto",
+            .help = "dynamic loss scaling (auto: on for fp16 only)"),
+        OPT(.name = "init-scale", .kind = CLI_DOUBLE, .out = &cfg->scaler.init_scale, .dmin = 1e-30, .dmax = 3e38,
+            .defval = "65536", .help = "initial loss scale"),
+        OPT(.name = "growth-factor", .kind = CLI_DOUBLE, .out = &cfg->scaler.growth_factor, .dmin = 1.000001, .dmax = 1e6,
+            .defval = "2", .help = "scale growth after growth-interval clean steps"),
+        OPT(.name = "backoff-factor", .kind = CLI_DOUBLE, .out = &cfg->scaler.backoff_factor, .dmin = 1e-6,
+            .dmax = 0.999999, .defval = "0.5", .help = "scale backoff on overflow"),
+        OPT(.name = "growth-interval", .kind = CLI_INT, .out = &cfg->cli.growth_interval, .imin = 1, .imax = 1 << 30,
+            .defval = "2000", .help = "clean steps before the scale grows"),
+        OPT(.name = "min-scale", .kind = CLI_DOUBLE, .out = &cfg->scaler.min_scale, .dmin = 0, .dmax = 3e38,
+            .defval = "none", .help = "floor of the loss scale"),
+        OPT(.name = "max-scale", .kind = CLI_DOUBLE, .out = &cfg->scaler.max_scale, .dmin = 0, .dmax = 3e38,
+            .defval = "none", .help = "cap of the loss scale"),
+        OPT(.name = "hysteresis", .kind = CLI_INT, .out = &cfg->cli.hysteresis, .imin = 0, .imax = 1000, .defval = "1",
+            .help = "overflows tolerated before backing off (Megatron)"),
+        OPT(.name = "fp32-ops", .kind = CLI_CUSTOM, .out = cfg, .parse = parse_fp32_ops, .metavar = "LIST",
+            .accepts = "comma-separated op names", .help = "ops forced to FP32 under autocast (e.g. softmax,gelu)"),
+        OPT(.name = "amp-table", .kind = CLI_CHOICE, .out = &cfg->amp_table, .choices = tables, .defval = "tutorial",
+            .help = "autocast op policies"),
+        OPT(.name = "steps", .kind = CLI_INT, .out = &cfg->steps, .imin = 1, .imax = INT64_MAX / 2,
+            .defval = "300 (text) / 1 epoch (images)", .help = "optimizer steps"),
+        OPT(.name = "epochs", .kind = CLI_INT, .out = &cfg->epochs, .imin = 1, .imax = 100000, .help = "epochs instead of steps"),
+        OPT(.name = "batch", .kind = CLI_INT, .out = &cfg->batch, .imin = 1, .imax = 1 << 20,
+            .defval = "gpt 16, mlp/cnn 64, simple 6", .help = "batch size"),
+        OPT(.name = "lr", .kind = CLI_DOUBLE, .out = &cfg->lr, .dmin = 1e-12, .dmax = 100, .defval = "adamw 1e-3, sgd 0.1",
+            .help = "learning rate"),
+        OPT(.name = "optimizer", .kind = CLI_CHOICE, .out = &cfg->optimizer, .choices = optimizers, .defval = "adamw",
+            .help = "optimizer"),
+        OPT(.name = "weight-decay", .kind = CLI_DOUBLE, .out = &cfg->weight_decay, .dmin = 0, .dmax = 10, .defval = "0",
+            .help = "weight decay (AdamW: decoupled; not on biases, norms, embeddings)"),
+        OPT(.name = "momentum", .kind = CLI_DOUBLE, .out = &cfg->momentum, .dmin = 0, .dmax = 0.9999, .defval = "0",
+            .help = "SGD momentum"),
+        OPT(.name = "lr-schedule", .kind = CLI_CHOICE, .out = &cfg->lr_schedule, .choices = schedules,
+            .defval = "constant", .help = "cosine: linear warmup, then cosine decay to lr/10"),
+        OPT(.name = "warmup", .kind = CLI_INT, .out = &cfg->warmup, .imin = 0, .imax = INT64_MAX / 2, .defval = "0",
+            .help = "warmup steps of the cosine schedule"),
+        OPT(.name = "clip", .kind = CLI_DOUBLE, .out = &cfg->clip, .dmin = 0, .dmax = 1e30, .defval = "gpt 1, else none",
+            .help = "clip the global gradient norm (after unscaling); 0 = none"),
+        OPT(.name = "seed", .kind = CLI_INT, .out = &cfg->cli.seed, .imin = 0, .imax = INT64_MAX, .defval = "1337",
+            .help = "seed of weights, shuffling and dropout"),
+        OPT(.name = "threads", .kind = CLI_INT, .out = &cfg->cli.threads, .imin = 0, .imax = 1024, .defval = "all CPUs",
+            .help = "worker threads"),
+        OPT(.name = "eval-every", .kind = CLI_INT, .out = &cfg->eval_every, .imin = 0, .imax = INT64_MAX / 2,
+            .defval = "end only", .help = "evaluate every K steps"),
+        OPT(.name = "eval-batches", .kind = CLI_INT, .out = &cfg->eval_batches, .imin = 0, .imax = INT64_MAX / 2,
+            .defval = "all", .help = "cap on evaluation batches"),
+        OPT(.name = "quiet", .kind = CLI_FLAG, .out = &cfg->quiet, .help = "no progress lines"),
+        OPT(.name = "check-finite", .kind = CLI_FLAG, .out = &cfg->check_finite,
+            .help = "anomaly mode: stop at the first op producing inf/NaN, naming it"),
+        OPT(.name = "layers", .kind = CLI_INT, .out = &cfg->cli.layers, .imin = 1, .imax = 100, .defval = "6",
+            .help = "gpt: transformer blocks"),
+        OPT(.name = "d-model", .kind = CLI_INT, .out = &cfg->cli.d_model, .imin = 1, .imax = 1 << 16, .defval = "384",
+            .help = "gpt: width"),
+        OPT(.name = "heads", .kind = CLI_INT, .out = &cfg->cli.heads, .imin = 1, .imax = 1024, .defval = "6",
+            .help = "gpt: attention heads (divide d-model)"),
+        OPT(.name = "context", .kind = CLI_INT, .out = &cfg->cli.context, .imin = 1, .imax = 4096, .defval = "256",
+            .help = "gpt: sequence length"),
+        OPT(.name = "dropout", .kind = CLI_DOUBLE, .out = &cfg->model.dropout, .dmin = 0, .dmax = 0.99, .defval = "0",
+            .help = "gpt: dropout"),
+        OPT(.name = "hidden", .kind = CLI_CUSTOM, .out = cfg->cli.hidden, .parse = parse_hidden, .metavar = "LIST",
+            .accepts = "comma-separated widths", .defval = "1024,1024", .help = "mlp: hidden widths"),
+        OPT(.name = "param-dtype", .kind = CLI_CHOICE, .out = &cfg->cli.param_dtype, .choices = dtypes, .defval = "f32",
+            .help = "parameter storage (bf16/f16: FP32 masters in the optimizer)"),
+        OPT(.name = "master", .kind = CLI_CHOICE, .out = &cfg->master, .choices = masters, .defval = "auto",
+            .help = "none: update low-precision parameters directly (model.half())"),
+    };
+    for (size_t i = 0; i < sizeof all / sizeof all[0] && n < max; i++) o[n++] = all[i];
+    return n;
+}
+
+static int opt_index(const cli_opt *opts, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(opts[i].name, name) == 0) return i;
+    return -1;
+}
+
+static bool given(const cli_opt *opts, int n, const bool *seen, const char *name) {
+    int i = opt_index(opts, n, name);
+    return i >= 0 && seen[i];
+}
+
+int run_finish_options(const char *prog, run_config *cfg, const cli_opt *opts, int nopts, const bool *seen) {
+    static const ampc_dtype dt[] = {AMPC_DTYPE_F32, AMPC_DTYPE_BF16, AMPC_DTYPE_F16};
+    ampc_model_config *m = &cfg->model;
+    m->kind = (ampc_model_kind)cfg->cli.model;
+    m->layers = (int)cfg->cli.layers, m->d_model = (int)cfg->cli.d_model, m->heads = (int)cfg->cli.heads;
+    m->context = (int)cfg->cli.context;
+    m->param_dtype = dt[cfg->cli.param_dtype];
+    for (int i = 0; i < AMPC_MODEL_MAX_HIDDEN; i++) m->hidden[i] = (int)cfg->cli.hidden[i];
+    cfg->seed = given(opts, nopts, seen, "seed") ? (uint64_t)cfg->cli.seed : 1337;
+    m->seed = cfg->seed;
+    cfg->threads = (int)cfg->cli.threads;
+    cfg->scaler.growth_interval = cfg->cli.growth_interval;
+    cfg->scaler.hysteresis = (int)cfg->cli.hysteresis;
+    if (!cfg->data_spec) cfg->data_spec = "builtin";
+    bool text_model = m->kind == AMPC_MODEL_GPT;
+    if (!given(opts, nopts, seen, "batch"))
+        cfg->batch = m->kind == AMPC_MODEL_GPT ? 16 : m->kind == AMPC_MODEL_SIMPLE ? 6 : 64;
+    if (!given(opts, nopts, seen, "lr")) cfg->lr = cfg->optimizer == 1 ? 0.1 : 1e-3;
+    /* small char-level GPTs at lr 1e-3 hit loss spikes early on without it (in every precision) */
+    if (!given(opts, nopts, seen, "clip") && m->kind == AMPC_MODEL_GPT) cfg->clip = 1.0;
+    if (given(opts, nopts, seen, "steps") && given(opts, nopts, seen, "epochs")) {
+        fprintf(stderr, "%s: --steps and --epochs both given; choose one\n", prog);
+        return CLI_EXIT_USAGE;
+    }
+    if (!cfg->steps && !cfg->epochs) {
+        if (text_model || m->kind == AMPC_MODEL_SIMPLE) cfg->steps = 300;
+        else cfg->epochs = 1;
+    }
+    if (cfg->momentum > 0 && cfg->optimizer != 1) {
+        fprintf(stderr, "%s: --momentum applies to --optimizer sgd only\n", prog);
+        return CLI_EXIT_USAGE;
+    }
+    return -1;
+}
+
+void run_describe_model(const ampc_model_config *c, char *buf, size_t size) {
+    switch (c->kind) {
+    case AMPC_MODEL_GPT:
+        snprintf(buf, size, "gpt (%d layers, d %d, %d heads, context %d)", c->layers ? c->layers : 6,
+                 c->d_model ? c->d_model : 384, c->heads ? c->heads : 6, c->context ? c->context : 256);
+        break;
+    case AMPC_MODEL_MLP: {
+        size_t len = (size_t)snprintf(buf, size, "mlp (784");
+        for (int i = 0; i < AMPC_MODEL_MAX_HIDDEN && c->hidden[i] && len < size; i++)
+            len += (size_t)snprintf(buf + len, size - len, "-%d", c->hidden[i]);
+        if (len < size) snprintf(buf + len, size - len, "-10)");
+        break;
+    }
+    case AMPC_MODEL_CNN: snprintf(buf, size, "cnn (conv32-pool-conv64-pool-fc128-fc10)"); break;
+    default: snprintf(buf, size, "simple (5-4-3)"); break;
+    }
+}
