@@ -199,6 +199,9 @@ AMPCI_HIDDEN void ampci_fill_ref_optim(struct ampc_kernels *k);
 /* ISA folders override compute slots for their level (called after the ref fill, only when the level is
  * allowed and its CPU features are usable; a folder checks finer features such as AVX512-BF16 itself). */
 AMPCI_HIDDEN void ampci_fill_avx512(struct ampc_kernels *k);
+/* The avx512 GEMM slots alone; allow_bf16dp = false forces the widening BF16 kernel even on CPUs with
+ * AVX512-BF16 (tests compare both paths). */
+AMPCI_HIDDEN void ampci_fill_avx512_gemm(struct ampc_kernels *k, bool allow_bf16dp);
 
 /* The table for a level (AUTO = the process's chosen level); levels above the CPU's best are lowered. */
 AMPCI_HIDDEN const struct ampc_kernels *ampci_kernels(ampc_isa isa);
