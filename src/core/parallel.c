@@ -2,7 +2,8 @@
  * depend only on (n, grain); threads take chunks in any order, so a function whose output for a chunk
  * depends only on that chunk gives the same bits whatever the thread count or timing. A call made from
  * inside a running chunk (nested parallelism) runs serially on the calling thread instead of
- * deadlocking. */
+ * deadlocking. Waking a sleeping thread costs tens of microseconds on a VM, as much as a small op, so
+ * idle workers (and the caller waiting for them) spin for a short while before they block. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -10,6 +11,14 @@
 
 #include <pthread.h>
 #include <sched.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+#define SPIN_ROUNDS 20000   /* about 50-100 us of pause instructions */
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -19,9 +28,10 @@ struct ampci_pool {
     pthread_mutex_t mu;
     pthread_cond_t cv_work, cv_done;
     pthread_mutex_t run_lock;  /* one job at a time per pool */
-    uint64_t generation;
+    atomic_uint_fast64_t generation;
     bool stop;
-    int finished;              /* workers done with the current generation */
+    atomic_int finished;       /* workers done with the current generation */
+    int sleepers;              /* workers blocked on cv_work (under mu) */
     /* the current job */
     ampc_parallel_fn fn;
     void *arg;
@@ -58,20 +68,39 @@ static void take_chunks(ampci_pool *p) {
     tl_in_parallel--;
 }
 
+/* Spins until the pool's generation differs from seen (true) or the spin budget runs out (false). */
+static bool spin_for_work(ampci_pool *p, uint64_t seen) {
+    for (int i = 0; i < SPIN_ROUNDS; i++) {
+        if (atomic_load_explicit(&p->generation, memory_order_acquire) != seen) return true;
+        CPU_RELAX();
+    }
+    return false;
+}
+
 static void *worker_main(void *vp) {
     ampci_pool *p = vp;
     uint64_t seen = 0;
-    pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->stop && p->generation == seen) pthread_cond_wait(&p->cv_work, &p->mu);
+        if (!spin_for_work(p, seen)) {
+            pthread_mutex_lock(&p->mu);
+            while (!p->stop && atomic_load(&p->generation) == seen) {
+                p->sleepers++;
+                pthread_cond_wait(&p->cv_work, &p->mu);
+                p->sleepers--;
+            }
+            bool stop = p->stop;
+            pthread_mutex_unlock(&p->mu);
+            if (stop) break;
+        }
+        seen = atomic_load_explicit(&p->generation, memory_order_acquire);
         if (p->stop) break;
-        seen = p->generation;
-        pthread_mutex_unlock(&p->mu);
         take_chunks(p);
-        pthread_mutex_lock(&p->mu);
-        if (++p->finished == p->threads - 1) pthread_cond_signal(&p->cv_done);
+        if (atomic_fetch_add(&p->finished, 1) + 1 == p->threads - 1) {
+            pthread_mutex_lock(&p->mu);   /* the caller may be blocked waiting for this */
+            pthread_cond_signal(&p->cv_done);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
-    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
@@ -107,6 +136,7 @@ void ampci_pool_free(ampci_pool *p) {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
     p->stop = true;
+    atomic_fetch_add(&p->generation, 1);   /* wakes spinning workers too */
     pthread_cond_broadcast(&p->cv_work);
     pthread_mutex_unlock(&p->mu);
     for (int i = 0; i < p->threads - 1 && p->workers; i++) pthread_join(p->workers[i], NULL);
@@ -138,20 +168,23 @@ void ampci_pool_run(ampci_pool *p, int64_t n, int64_t grain, ampc_parallel_fn fn
         return;
     }
     pthread_mutex_lock(&p->run_lock);
-    pthread_mutex_lock(&p->mu);
     p->fn = fn, p->arg = arg, p->n = n, p->grain = grain, p->nchunks = nchunks;
     atomic_store(&p->next, 0);
-    p->finished = 0;
-    p->generation++;
-    pthread_cond_broadcast(&p->cv_work);
+    atomic_store(&p->finished, 0);
+    pthread_mutex_lock(&p->mu);
+    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);   /* publishes the job fields */
+    if (p->sleepers) pthread_cond_broadcast(&p->cv_work);
     pthread_mutex_unlock(&p->mu);
 
     take_chunks(p);
 
     /* Wait for every worker to leave this job before the job fields can be reused. */
-    pthread_mutex_lock(&p->mu);
-    while (p->finished < p->threads - 1) pthread_cond_wait(&p->cv_done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < SPIN_ROUNDS && atomic_load(&p->finished) < p->threads - 1; i++) CPU_RELAX();
+    if (atomic_load(&p->finished) < p->threads - 1) {
+        pthread_mutex_lock(&p->mu);
+        while (atomic_load(&p->finished) < p->threads - 1) pthread_cond_wait(&p->cv_done, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+    }
     pthread_mutex_unlock(&p->run_lock);
 }
 

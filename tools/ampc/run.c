@@ -112,7 +112,7 @@ static int setup(run_state *s, const ampc_dataset *ds) {
     }
     if (ampc_model_new(s->ctx, &mc, &s->model) != AMPC_OK) return fail(s->prog, "model");
     ampc_optim_params op = {.kind = cfg->optimizer == 1 ? AMPC_OPTIM_SGD : AMPC_OPTIM_ADAMW, .lr = cfg->lr,
-                            .weight_decay = cfg->weight_decay, .momentum = cfg->momentum,
+                            .weight_decay = cfg->weight_decay, .momentum = cfg->momentum, .beta2 = cfg->beta2,
                             .master = (ampc_master_mode)cfg->master};
     if (ampc_optim_new(s->ctx, &op, &s->opt) != AMPC_OK || ampc_model_add_to_optim(s->model, s->opt) != AMPC_OK)
         return fail(s->prog, "optimizer");

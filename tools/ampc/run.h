@@ -28,6 +28,7 @@ typedef struct run_config {
     double lr;
     int optimizer;                  /* 0 adamw, 1 sgd */
     double weight_decay, momentum;
+    double beta2;                   /* AdamW */
     int lr_schedule;                /* 0 constant, 1 cosine (with warmup) */
     int64_t warmup;
     double clip;                    /* 0 = no clipping */

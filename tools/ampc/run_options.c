@@ -101,6 +101,8 @@ int run_options(run_config *cfg, cli_opt *o, int max) {
             .help = "optimizer"),
         OPT(.name = "weight-decay", .kind = CLI_DOUBLE, .out = &cfg->weight_decay, .dmin = 0, .dmax = 10, .defval = "0",
             .help = "weight decay (AdamW: decoupled; not on biases, norms, embeddings)"),
+        OPT(.name = "beta2", .kind = CLI_DOUBLE, .out = &cfg->beta2, .dmin = 0, .dmax = 0.999999,
+            .defval = "gpt 0.95, else 0.999", .help = "AdamW second-moment decay"),
         OPT(.name = "momentum", .kind = CLI_DOUBLE, .out = &cfg->momentum, .dmin = 0, .dmax = 0.9999, .defval = "0",
             .help = "SGD momentum"),
         OPT(.name = "lr-schedule", .kind = CLI_CHOICE, .out = &cfg->lr_schedule, .choices = schedules,
@@ -172,6 +174,8 @@ int run_finish_options(const char *prog, run_config *cfg, const cli_opt *opts, i
     if (!given(opts, nopts, seen, "lr")) cfg->lr = cfg->optimizer == 1 ? 0.1 : 1e-3;
     /* small char-level GPTs at lr 1e-3 hit loss spikes early on without it (in every precision) */
     if (!given(opts, nopts, seen, "clip") && m->kind == AMPC_MODEL_GPT) cfg->clip = 1.0;
+    /* GPT practice (GPT-3, nanoGPT): beta2 0.95; with 0.999 rarely-updated rows blow up in a single step */
+    if (!given(opts, nopts, seen, "beta2")) cfg->beta2 = m->kind == AMPC_MODEL_GPT ? 0.95 : 0.999;
     if (given(opts, nopts, seen, "steps") && given(opts, nopts, seen, "epochs")) {
         fprintf(stderr, "%s: --steps and --epochs both given; choose one\n", prog);
         return CLI_EXIT_USAGE;
