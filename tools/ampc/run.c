@@ -297,10 +297,13 @@ static void progress(const run_state *s, int64_t step, const step_result *r, dou
     if (cfg->quiet) return;
     bool tty = isatty(STDERR_FILENO);
     int64_t every = s->steps >= 10 ? s->steps / 10 : 1;
-    if (r->skipped)
-        fprintf(stderr, "%s%s step %lld: skipped, non-finite gradient in %s (loss scale %g -> %g)\n", tty ? "\r" : "",
-                cfg->label, (long long)step, r->inf_tensor[0] ? r->inf_tensor : "(unnamed)", r->scale,
-                ampc_grad_scaler_get_scale(s->scaler));
+    if (r->skipped) {   /* numbered like the progress lines (1-based); the JSONL's "step" is 0-based */
+        fprintf(stderr, "%s%s step %lld/%lld skipped: non-finite gradient in %s", tty ? "\r" : "", cfg->label,
+                (long long)step + 1, (long long)s->steps, r->inf_tensor[0] ? r->inf_tensor : "(unnamed)");
+        if (ampc_grad_scaler_enabled(s->scaler))
+            fprintf(stderr, " (loss scale %g -> %g)", r->scale, ampc_grad_scaler_get_scale(s->scaler));
+        fputc('\n', stderr);
+    }
     if (!tty && (step + 1) % every && step + 1 != s->steps) return;
     double eta = step + 1 < s->steps ? elapsed / (double)(step + 1) * (double)(s->steps - step - 1) : 0;
     fprintf(stderr, "%s%s step %lld/%lld loss %.4f scale %g %.0f %s ETA %d:%02d%s", tty ? "\r" : "", cfg->label,
@@ -317,7 +320,7 @@ static void log_final(FILE *log, const run_state *s, const run_output *out) {
     json_kstr(&w, "precision", s->cfg->label);
     json_kint(&w, "steps", out->r.n);
     json_knum(&w, "eval_loss", out->r.eval_loss);
-    if (!s->lm) json_knum(&w, "eval_accuracy", out->r.eval_accuracy);
+    if (!isnan(out->r.eval_accuracy)) json_knum(&w, "eval_accuracy", out->r.eval_accuracy);   /* classifiers */
     json_kint(&w, "skipped_steps", out->r.skipped_steps);
     json_knum(&w, "final_scale", out->r.final_scale);
     json_kint(&w, "peak_bytes", (int64_t)out->r.peak_bytes);
@@ -390,7 +393,7 @@ int run_training(const char *prog, const run_config *cfg, const ampc_dataset *ds
     out->r.eval_loss = e.loss, out->r.eval_accuracy = e.accuracy;
     if (!rc && log) log_final(log, &s, out);
     if (!rc && !cfg->quiet) {
-        if (s.lm) fprintf(stderr, "%s: eval loss %.4f\n", cfg->label, e.loss);
+        if (isnan(e.accuracy)) fprintf(stderr, "%s: eval loss %.4f\n", cfg->label, e.loss);
         else fprintf(stderr, "%s: eval loss %.4f, accuracy %.2f%%\n", cfg->label, e.loss, 100 * e.accuracy);
     }
     state_free(&s);

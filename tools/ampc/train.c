@@ -17,7 +17,7 @@ static void usage(FILE *f) {
                "Examples:\n"
                "  ampc train --layers 2 --d-model 128 --heads 4 --context 64 --steps 300\n"
                "  ampc train --model cnn --data fashion-mnist --precision fp16 --epochs 3 --log cnn.jsonl\n"
-               "  ampc train --data text:/usr/share/dict/words --precision bf16 --fp32-ops gelu\n\n");
+               "  ampc train --data text:book.txt --precision bf16 --fp32-ops gelu --steps 2000\n\n");
 }
 
 static void print_summary(const run_config *cfg, const run_output *o) {
