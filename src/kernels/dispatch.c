@@ -36,10 +36,28 @@ void ampci_kernels_fill_ref(struct ampc_kernels *k) {
     ampci_fill_ref_optim(k);
 }
 
+static const char *const g_slot_names[AMPCI_SLOT_COUNT] = {
+    [AMPCI_SLOT_GEMM_F32] = "gemm_f32", [AMPCI_SLOT_GEMM_F16] = "gemm_f16", [AMPCI_SLOT_GEMM_BF16] = "gemm_bf16",
+    [AMPCI_SLOT_GEMM_F32_BF16X1] = "gemm_f32_bf16x1", [AMPCI_SLOT_GEMM_F32_BF16X3] = "gemm_f32_bf16x3",
+    [AMPCI_SLOT_UNARY] = "unary", [AMPCI_SLOT_BINARY] = "binary", [AMPCI_SLOT_SOFTMAX] = "softmax",
+    [AMPCI_SLOT_LAYERNORM] = "layernorm", [AMPCI_SLOT_XENT] = "cross_entropy",
+    [AMPCI_SLOT_EMBEDDING_BW] = "embedding_bw", [AMPCI_SLOT_IM2COL] = "im2col", [AMPCI_SLOT_COL2IM] = "col2im",
+    [AMPCI_SLOT_MAXPOOL] = "maxpool", [AMPCI_SLOT_ATTENTION] = "attention", [AMPCI_SLOT_SGD] = "sgd",
+    [AMPCI_SLOT_ADAMW] = "adamw", [AMPCI_SLOT_UNSCALE] = "unscale", [AMPCI_SLOT_SUMSQ] = "sumsq",
+};
+
+const char *ampci_slot_name(ampci_slot slot) {
+    return slot >= 0 && slot < AMPCI_SLOT_COUNT ? g_slot_names[slot] : "?";
+}
+
 static void fill(struct ampc_kernels *k, ampc_isa level) {
     k->isa = level;
     ampci_kernels_fill_ref(k);
     if (level >= AMPC_ISA_AVX512 && ampc_cpu()->best >= AMPC_ISA_AVX512) ampci_fill_avx512(k);
+    if (level >= AMPC_ISA_AMX && ampc_cpu()->best >= AMPC_ISA_AMX && ampci_fill_amx) ampci_fill_amx(k);
+    k->impl[AMPCI_SLOT_GEMM_F32] = k->gemm_name[AMPC_DTYPE_F32];
+    k->impl[AMPCI_SLOT_GEMM_F16] = k->gemm_name[AMPC_DTYPE_F16];
+    k->impl[AMPCI_SLOT_GEMM_BF16] = k->gemm_name[AMPC_DTYPE_BF16];
     for (size_t i = 0; i < g_nimpls; i++) {
         const ampci_cvt_impl *im = &g_impls[i];
         if (im->level > level || !ampci_cvt_impl_usable(im)) continue;

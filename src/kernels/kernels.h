@@ -156,8 +156,21 @@ typedef bool (*ampc_k_unscale_fn)(void *g, int64_t n, float inv);
 /* Sum of squares of n values of the slot's dtype, in double (the global grad norm). */
 typedef double (*ampc_k_sumsq_fn)(const void *g, int64_t n);
 
+/* Slots listed by `ampc info` (each kernel family's fill function names what it installs). */
+typedef enum ampci_slot {
+    AMPCI_SLOT_GEMM_F32 = 0, AMPCI_SLOT_GEMM_F16, AMPCI_SLOT_GEMM_BF16,
+    AMPCI_SLOT_GEMM_F32_BF16X1, AMPCI_SLOT_GEMM_F32_BF16X3,
+    AMPCI_SLOT_UNARY, AMPCI_SLOT_BINARY, AMPCI_SLOT_SOFTMAX, AMPCI_SLOT_LAYERNORM, AMPCI_SLOT_XENT,
+    AMPCI_SLOT_EMBEDDING_BW, AMPCI_SLOT_IM2COL, AMPCI_SLOT_COL2IM, AMPCI_SLOT_MAXPOOL, AMPCI_SLOT_ATTENTION,
+    AMPCI_SLOT_SGD, AMPCI_SLOT_ADAMW, AMPCI_SLOT_UNSCALE, AMPCI_SLOT_SUMSQ,
+    AMPCI_SLOT_COUNT
+} ampci_slot;
+/* "gemm_f32", "softmax", ...: the name `ampc info` shows for a slot. */
+AMPCI_HIDDEN const char *ampci_slot_name(ampci_slot slot);
+
 struct ampc_kernels {
     ampc_isa isa;
+    const char *impl[AMPCI_SLOT_COUNT];    /* the implementation installed in each slot ("ampc_k_..."); NULL: none */
     ampc_k_cvt_fn cvt[AMPC_DTYPE_COUNT][AMPC_DTYPE_COUNT];   /* [dst][src]; NULL: generic path */
     const char *cvt_name[AMPC_DTYPE_COUNT][AMPC_DTYPE_COUNT];
     ampc_k_unary_fn unary[AMPCI_UNARY_COUNT];
@@ -165,6 +178,10 @@ struct ampc_kernels {
     ampc_k_binary_fn binary[AMPCI_BINARY_COUNT];
     ampc_k_gemm_fn gemm[AMPC_DTYPE_COUNT];                   /* by the dtype of a and b: F32, F16, BF16 */
     const char *gemm_name[AMPC_DTYPE_COUNT];
+    /* F32 GEMMs allowed to run on BF16 hardware (ampc_set_fp32_matmul_precision): x1 = one BF16 pass
+     * (HIGH... MEDIUM), x3 = a*b as ahi*bhi + ahi*blo + alo*bhi with a = ahi + alo split exactly into BF16
+     * parts (HIGH). NULL where that would not be faster than the F32 slot: the op layer then runs F32. */
+    ampc_k_gemm_fn gemm_f32_bf16x1, gemm_f32_bf16x3;
     ampc_k_softmax_fn softmax;
     ampc_k_softmax_bw_fn softmax_bw;
     ampc_k_layernorm_fn layernorm;
@@ -180,7 +197,6 @@ struct ampc_kernels {
     ampc_k_maxpool_bw_fn maxpool_bw;
     ampc_k_attention_fn attention;
     ampc_k_attention_bw_fn attention_bw;
-    const char *attention_name;
     /* ---- optimizer and scaler ---- */
     ampc_k_sgd_fn sgd;
     ampc_k_adamw_fn adamw;
@@ -199,6 +215,14 @@ AMPCI_HIDDEN void ampci_fill_ref_optim(struct ampc_kernels *k);
 /* ISA folders override compute slots for their level (called after the ref fill, only when the level is
  * allowed and its CPU features are usable; a folder checks finer features such as AVX512-BF16 itself). */
 AMPCI_HIDDEN void ampci_fill_avx512(struct ampc_kernels *k);
+/* The families of the avx512 folder (fill_avx512.c calls them in this order), and the amx folder. Weak
+ * while the folders are being written: a family not linked in leaves the lower level's kernels. */
+AMPCI_HIDDEN void ampci_fill_avx512_eltwise(struct ampc_kernels *k) __attribute__((weak));
+AMPCI_HIDDEN void ampci_fill_avx512_attention(struct ampc_kernels *k) __attribute__((weak));
+AMPCI_HIDDEN void ampci_fill_amx(struct ampc_kernels *k) __attribute__((weak));
+/* The reference for the split F32 GEMMs (passes 1 or 3, see gemm_f32_bf16x1/x3): a test oracle, not a
+ * slot (the ref level runs F32 GEMMs in F32 whatever the precision setting). */
+AMPCI_HIDDEN ampc_status ampci_gemm_f32_split_ref(ampc_ctx *ctx, const ampci_gemm *g, int passes);
 /* The avx512 GEMM slots alone; allow_bf16dp = false forces the widening BF16 kernel even on CPUs with
  * AVX512-BF16 (tests compare both paths). */
 AMPCI_HIDDEN void ampci_fill_avx512_gemm(struct ampc_kernels *k, bool allow_bf16dp);

@@ -657,5 +657,3 @@ void ampci_fill_avx512_gemm(struct ampc_kernels *k, bool allow_bf16dp) {
         k->gemm_name[AMPC_DTYPE_BF16] = "ampc_k_gemm_bf16f32__avx512";
     }
 }
-
-void ampci_fill_avx512(struct ampc_kernels *k) { ampci_fill_avx512_gemm(k, true); }

@@ -170,5 +170,5 @@ static ampc_status attention_bw_ref(ampc_ctx *ctx, const ampci_attn *a, const fl
 void ampci_fill_ref_attention(struct ampc_kernels *k) {
     k->attention = attention_ref;
     k->attention_bw = attention_bw_ref;
-    k->attention_name = "ampc_k_attention__ref";
+    k->impl[AMPCI_SLOT_ATTENTION] = "ampc_k_attention__ref";
 }

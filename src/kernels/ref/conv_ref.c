@@ -99,5 +99,8 @@ void ampci_fill_ref_conv(struct ampc_kernels *k) {
     k->col2im = col2im;
     k->maxpool = maxpool;
     k->maxpool_bw = maxpool_bw;
+    k->impl[AMPCI_SLOT_IM2COL] = "ampc_k_im2col__ref";
+    k->impl[AMPCI_SLOT_COL2IM] = "ampc_k_col2im_f32__ref";
+    k->impl[AMPCI_SLOT_MAXPOOL] = "ampc_k_maxpool_f32__ref";
     ampci_fill_ref_attention(k);
 }

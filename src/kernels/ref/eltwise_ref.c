@@ -89,4 +89,6 @@ void ampci_fill_ref_eltwise(struct ampc_kernels *k) {
     static const ampc_k_binary_fn bin[AMPCI_BINARY_COUNT] = {add_f, sub_f, mul_f, div_f};
     for (int i = 0; i < AMPCI_UNARY_COUNT; i++) k->unary[i] = fwd[i], k->unary_bw[i] = bwd[i];
     for (int i = 0; i < AMPCI_BINARY_COUNT; i++) k->binary[i] = bin[i];
+    k->impl[AMPCI_SLOT_UNARY] = "ampc_k_unary_f32__ref";
+    k->impl[AMPCI_SLOT_BINARY] = "ampc_k_binary_f32__ref";
 }

@@ -6,6 +6,8 @@
 #include "../../numerics/half.h"
 #include "../kernels.h"
 
+#include <math.h>
+
 #define ROWS_PER_TASK 16
 
 /* Element i of a row of dtype dt, as F32. */
@@ -88,4 +90,39 @@ void ampci_fill_ref_gemm(struct ampc_kernels *k) {
     k->gemm_name[AMPC_DTYPE_F32] = "ampc_k_gemm_f32f32__ref";
     k->gemm_name[AMPC_DTYPE_F16] = "ampc_k_gemm_f16f32__ref";
     k->gemm_name[AMPC_DTYPE_BF16] = "ampc_k_gemm_bf16f32__ref";
+}
+
+/* ---- the split F32 GEMM reference (a test oracle for gemm_f32_bf16x1/x3, not a slot) ---- */
+
+/* x = hi + lo exactly when |x| is within BF16's range: hi = x rounded to BF16, lo = the rest rounded to
+ * BF16 (so hi + lo keeps 16 of F32's 24 significand bits). Infinite or NaN hi: lo = 0, so inf and NaN
+ * pass through hi alone. */
+static void split_bf16(float x, float *hi, float *lo) {
+    *hi = ampci_f32_from_bits(ampci_bf16_to_f32_bits(ampc_bf16_from_f32(x)));
+    float r = x - *hi;
+    *lo = isfinite(*hi) ? ampci_f32_from_bits(ampci_bf16_to_f32_bits(ampc_bf16_from_f32(r))) : 0.0f;
+}
+
+ampc_status ampci_gemm_f32_split_ref(ampc_ctx *ctx, const ampci_gemm *g, int passes) {
+    size_t bytes = (size_t)((g->M + g->N) * g->K) * sizeof(float);
+    float *at = ampci_alloc(ctx, bytes ? bytes : 1, "gemm (split ref) operands");
+    if (!at) return AMPC_STATUS_OOM;
+    float *bt = at + g->M * g->K;
+    unpack(AMPC_DTYPE_F32, g->a, g->ta ? 1 : g->lda, g->ta ? g->lda : 1, g->M, g->K, at);
+    unpack(AMPC_DTYPE_F32, g->b, g->tb ? g->ldb : 1, g->tb ? 1 : g->ldb, g->N, g->K, bt);
+    for (int64_t m = 0; m < g->M; m++)
+        for (int64_t n = 0; n < g->N; n++) {
+            double s = 0;   /* every partial product is exact in F32; only this sum rounds, once */
+            for (int64_t k = 0; k < g->K; k++) {
+                float ah, al, bh, bl;
+                split_bf16(at[m * g->K + k], &ah, &al);
+                split_bf16(bt[n * g->K + k], &bh, &bl);
+                s += (double)(ah * bh);
+                if (passes == 3) s += (double)(ah * bl) + (double)(al * bh);
+            }
+            float *c = g->c + m * g->ldc + n;
+            *c = g->beta == 0.0f ? (float)s : g->beta * *c + (float)s;
+        }
+    ampci_free(ctx, at, bytes ? bytes : 1);
+    return AMPC_OK;
 }

@@ -55,4 +55,6 @@ void ampci_fill_ref_nn(struct ampc_kernels *k) {
     k->xent = xent_rows;
     k->xent_bw = xent_rows_bw;
     k->embedding_bw = embedding_bw;
+    k->impl[AMPCI_SLOT_XENT] = "ampc_k_xent_f32__ref";
+    k->impl[AMPCI_SLOT_EMBEDDING_BW] = "ampc_k_embedding_bw_f32__ref";
 }

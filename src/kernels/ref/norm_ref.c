@@ -92,4 +92,6 @@ void ampci_fill_ref_norm(struct ampc_kernels *k) {
     k->softmax_bw = softmax_rows_bw;
     k->layernorm = layernorm_rows;
     k->layernorm_bw = layernorm_rows_bw;
+    k->impl[AMPCI_SLOT_SOFTMAX] = "ampc_k_softmax_f32__ref";
+    k->impl[AMPCI_SLOT_LAYERNORM] = "ampc_k_layernorm_f32__ref";
 }

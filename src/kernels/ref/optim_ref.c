@@ -95,4 +95,8 @@ void ampci_fill_ref_optim(struct ampc_kernels *k) {
     k->sumsq[AMPC_DTYPE_F32] = sumsq_f32;
     k->sumsq[AMPC_DTYPE_F16] = sumsq_f16;
     k->sumsq[AMPC_DTYPE_BF16] = sumsq_bf16;
+    k->impl[AMPCI_SLOT_SGD] = "ampc_k_sgd_f32__ref";
+    k->impl[AMPCI_SLOT_ADAMW] = "ampc_k_adamw_f32__ref";
+    k->impl[AMPCI_SLOT_UNSCALE] = "ampc_k_unscale__ref";
+    k->impl[AMPCI_SLOT_SUMSQ] = "ampc_k_sumsq__ref";
 }
