@@ -259,7 +259,8 @@ AMPC_API ampc_isa ampc_ctx_isa(const ampc_ctx *ctx);
 AMPC_API ampc_status ampc_ctx_set_threads(ampc_ctx *ctx, int n);
 AMPC_API int ampc_ctx_threads(const ampc_ctx *ctx);
 /* Ends a training step: releases every arena tensor (op outputs, views, temporaries) at once. Owned
- * tensors survive. The arena keeps its memory, merged into one chunk, for the next step. */
+ * tensors survive. The arena and the step heap keep their memory for the next step, so a steady-state
+ * step allocates nothing from the system. */
 AMPC_API void ampc_ctx_step_end(ampc_ctx *ctx);
 
 typedef struct ampc_memory_usage {
@@ -268,6 +269,12 @@ typedef struct ampc_memory_usage {
     size_t arena_reserved;      /* bytes held by the step arena (part of live_bytes) */
     size_t arena_used;          /* bytes handed out by the arena this step */
     size_t arena_high_water;    /* largest arena_used seen in one step */
+    /* The step heap: large step buffers (tensor data and scratch of 16 KiB or more) live there, in size
+     * classes, so that a gradient the backward pass no longer needs is released at once instead of at
+     * step end. Reserved bytes stay held (for reuse) across steps. */
+    size_t heap_reserved;       /* bytes held by the step heap (part of live_bytes) */
+    size_t heap_used;           /* bytes of it in use now */
+    size_t heap_high_water;     /* largest heap_used seen */
     uint64_t allocations;       /* allocator calls so far */
 } ampc_memory_usage;
 

@@ -181,6 +181,30 @@ static void test_free_before_backward(void **state) {
     assert_true(after.live_bytes < before.live_bytes);   /* the tensor and its gradient are gone now */
 }
 
+/* The backward walk holds about one gradient at a time, not one per op: a chain of L ops on S-byte
+ * tensors adds a few S to the forward's memory, not L * S. */
+static void test_backward_releases_gradients(void **state) {
+    (void)state;
+    enum { L = 24 };
+    const int64_t shape[2] = {128, 256};   /* 128 KiB in F32 */
+    const size_t S = 128 * 256 * sizeof(float);
+    ampc_tensor *x = ampc_tensor_normal(g_ctx, AMPC_DTYPE_F32, 2, shape, 0, 1);
+    ASSERT_OK(ampc_tensor_set_requires_grad(x, true));
+    ampc_tensor *h = x;
+    for (int i = 0; i < L; i++) h = ampc_tanh(g_ctx, ampc_mul_scalar(g_ctx, h, 0.9));
+    ampc_tensor *loss = ampc_sum(g_ctx, h, NULL, 0, false);
+    ampc_memory_usage fwd, bwd;
+    ASSERT_OK(ampc_memory_stats(g_ctx, &fwd));
+    ASSERT_OK(ampc_backward(g_ctx, loss));
+    ASSERT_OK(ampc_memory_stats(g_ctx, &bwd));
+    assert_non_null(ampc_tensor_grad(x));
+    size_t extra = bwd.heap_high_water - (fwd.heap_high_water > fwd.heap_used ? fwd.heap_high_water : fwd.heap_used);
+    assert_true(extra <= 6 * S);
+    /* the forward's tensors stay (they are the caller's until step end), plus x's gradient */
+    assert_true(bwd.heap_used >= fwd.heap_used + S && bwd.heap_used <= fwd.heap_used + S + S / 8 + 128);
+    ampc_ctx_step_end(g_ctx);
+}
+
 static void test_step_end_releases(void **state) {
     (void)state;
     ampc_tensor *w = ampc_tensor_new(g_ctx, AMPC_DTYPE_F32, 2, (int64_t[]){64, 64});
@@ -284,6 +308,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_backward_errors, end_step),
         cmocka_unit_test_teardown(test_modified_in_place, end_step),
         cmocka_unit_test_teardown(test_free_before_backward, end_step),
+        cmocka_unit_test_teardown(test_backward_releases_gradients, end_step),
         cmocka_unit_test_teardown(test_step_end_releases, end_step),
         cmocka_unit_test(test_mlp_learns_xor),
     };

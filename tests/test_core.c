@@ -1,6 +1,7 @@
 /* test_core.c: errors and status codes, accounted allocation, the growable step arena, the Philox RNG
  * (known-answer vectors from Random123, distribution checks, thread independence), parallel_for
- * (coverage, determinism, nesting) and the CPU probe's consistency rules. */
+ * (coverage, determinism, nesting), the step heap (size classes, reuse, generations) and the CPU probe's
+ * consistency rules. */
 #include "test_util.h"
 
 #include "core/core.h"
@@ -120,6 +121,72 @@ static void test_arena_grows_and_merges(void **state) {
     }
     ampc_ctx_free(ctx);
     assert_int_equal(c.live, 0);
+}
+
+/* ---- step heap ---- */
+
+static size_t heap_used(ampc_ctx *ctx) {
+    ampc_memory_usage m;
+    assert_int_equal(ampc_memory_stats(ctx, &m), AMPC_OK);
+    return m.heap_used;
+}
+
+static void test_step_heap(void **state) {
+    (void)state;
+    counting c = {0};
+    ampc_allocator al = {count_alloc, count_free, &c};
+    ampc_ctx *ctx;
+    ASSERT_OK(ampc_ctx_new(&(ampc_ctx_params){.threads = 1, .allocator = &al}, &ctx));
+    const size_t big = 100000;
+    /* small requests stay in the arena; large ones come from the heap, 64-byte aligned */
+    assert_non_null(ampci_step_alloc(ctx, AMPCI_HEAP_MIN - 1, "small"));
+    assert_int_equal(heap_used(ctx), 0);
+    void *a = ampci_step_alloc(ctx, big, "a");
+    assert_non_null(a);
+    assert_true(((uintptr_t)a & 63) == 0);
+    size_t one = heap_used(ctx);
+    assert_true(one >= big && one < big + big / 8 + 128);   /* size classes waste at most 1/8 */
+    /* an explicit free gives the block back; the next request of that size reuses it */
+    ampci_step_free(ctx, a);
+    assert_int_equal(heap_used(ctx), 0);
+    size_t calls = c.calls;
+    assert_ptr_equal(ampci_step_alloc(ctx, big, "a again"), a);
+    assert_int_equal(c.calls, calls);
+    /* a free block up to twice the size serves a smaller request; a smaller one does not */
+    ampci_step_free(ctx, a);
+    assert_ptr_equal(ampci_step_alloc(ctx, big / 2 + 64, "half"), a);
+    ampci_step_free(ctx, a);
+    assert_ptr_not_equal(ampci_step_alloc(ctx, big / 3, "third"), a);
+    /* forward buffers (made outside a generation) never die by unref */
+    void *f = ampci_step_alloc(ctx, big, "forward");
+    size_t before = heap_used(ctx);
+    ampci_step_ref(ctx, f);
+    ampci_step_unref(ctx, f);
+    assert_int_equal(heap_used(ctx), before);
+    /* a generation: unreferenced buffers die at the sweep, referenced ones at their last unref, and an
+     * unref to zero inside a later generation hands the buffer to that generation's sweep */
+    ampci_step_gen_begin(ctx);
+    void *t1 = ampci_step_alloc(ctx, big, "t1"), *t2 = ampci_step_alloc(ctx, big, "t2");
+    ampci_step_ref(ctx, t2);
+    ampci_step_free(ctx, t1);   /* inside a generation: left to the sweep */
+    assert_true(heap_used(ctx) >= before + 2 * big);
+    ampci_step_gen_sweep(ctx);
+    size_t after_sweep = heap_used(ctx);
+    assert_true(after_sweep >= before + big && after_sweep < before + 2 * big);
+    ampci_step_gen_begin(ctx);
+    ampci_step_unref(ctx, t2);
+    assert_int_equal(heap_used(ctx), after_sweep);
+    ampci_step_gen_sweep(ctx);
+    assert_int_equal(heap_used(ctx), before);
+    /* step end: everything back to the free lists, memory kept, and the same step allocates nothing */
+    ampc_ctx_step_end(ctx);
+    assert_int_equal(heap_used(ctx), 0);
+    calls = c.calls;
+    for (int i = 0; i < 3; i++) assert_non_null(ampci_step_alloc(ctx, big, "again"));
+    assert_int_equal(c.calls, calls);
+    ampc_ctx_free(ctx);
+    assert_int_equal(c.live, 0);
+    assert_int_equal(c.calls, c.frees);
 }
 
 /* ---- RNG ---- */
@@ -304,6 +371,7 @@ int main(void) {
         cmocka_unit_test(test_errors_thread_local),
         cmocka_unit_test(test_memory_accounting),
         cmocka_unit_test(test_arena_grows_and_merges),
+        cmocka_unit_test(test_step_heap),
         cmocka_unit_test(test_philox_known_answers),
         cmocka_unit_test(test_rng_distributions),
         cmocka_unit_test(test_rng_fill_independent_of_threads),

@@ -282,6 +282,10 @@ bool ampci_op_enter(ampc_ctx *ctx, ampci_op op, const ampc_tensor **in, int n) {
     case AMPC_CAST_LOWER: to = r->dtype; break;
     case AMPC_CAST_PROMOTE:
         if (!promote_target(ctx, op, r, in, n, &to)) return false;
+        /* The binary elementwise ops already widen mixed F32/16-bit inputs to F32 exactly and round the
+         * 16-bit input's gradient back once, as a cast's backward would: the same bits without a
+         * materialised F32 copy of the 16-bit input (one activation per residual add). */
+        if (to == AMPC_DTYPE_F32 && op >= AMPCI_OP_ADD && op <= AMPCI_OP_DIV) n = 0;
         break;
     case AMPC_CAST_FP32_OUTPUT:   /* only the first input, and only when it is eligible */
         n = eligible(in[0]) ? 1 : 0;

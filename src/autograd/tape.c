@@ -2,7 +2,10 @@
  * dtype, as in PyTorch (an F32 leaf collects F32; a BF16 activation's gradient is BF16); sums of several
  * contributions are formed in F32 and rounded once. Node gradients are never modified in place, so a
  * backward function may hand the same tensor to several inputs. A backward walk marks the nodes it can
- * reach, runs them newest first, and releases them: a second walk over the same graph is refused. */
+ * reach, runs them newest first, and releases them: a second walk over the same graph is refused.
+ * Memory: each node's backward runs in a step-heap generation (core/step_heap.c); a node's pending
+ * gradient holds a reference to its buffer, so at the end of each node everything it made that no
+ * pending gradient needs is released, and the walk holds about one layer of gradients at a time. */
 #include "autograd.h"
 
 #include "../amp/amp.h"
@@ -61,6 +64,15 @@ static void add_into(ampc_tensor *dst, const ampc_tensor *src) {
     }
 }
 
+/* References on the step buffer behind a gradient (arena and heap storage only; owned storage has its
+ * own count). */
+static void grad_ref(ampc_tensor *g) {
+    if (g && g->storage->arena) ampci_step_ref(g->ctx, g->storage->data);
+}
+static void grad_unref(ampc_tensor *g) {
+    if (g && g->storage->arena) ampci_step_unref(g->ctx, g->storage->data);
+}
+
 static ampc_status accumulate_leaf(ampc_tensor *t, const ampc_tensor *g) {
     if (t->grad) {
         add_into(t->grad, g);
@@ -72,6 +84,7 @@ static ampc_status accumulate_leaf(ampc_tensor *t, const ampc_tensor *g) {
                       : t->owned   ? ampc_tensor_new(t->ctx, t->dtype, t->ndim, t->shape)
                                    : ampci_tensor_arena(fn, t->ctx, t->dtype, t->ndim, t->shape);
     if (!gr) return ampc_last_status();
+    if (!t->owned) grad_ref(gr);   /* an arena leaf's gradient lives until step end: never unreferenced */
     ampc_convert(ampci_tensor_ptr(gr), t->dtype, ampci_tensor_ptr(g), g->dtype, (size_t)ampci_numel(t));
     gr->storage->version++;
     t->grad = gr;
@@ -93,6 +106,8 @@ ampc_status ampci_grad_accumulate(ampc_tensor *t, const ampc_tensor *g) {
         if (sum) add_into(sum, g);
     }
     if (!sum) return ampc_last_status();
+    grad_ref(sum);
+    grad_unref(n->grad);
     n->grad = sum;
     return AMPC_OK;
 }
@@ -143,7 +158,10 @@ static ampc_status walk(ampc_ctx *ctx) {
         if (!g) continue;   /* reachable, but no gradient flowed into it */
         ampc_status s = check_versions(n);
         ctx->cur_backward = n->op;
+        ampci_step_gen_begin(ctx);
         if (s == AMPC_OK) s = n->backward(n, g);
+        grad_unref(g);
+        ampci_step_gen_sweep(ctx);
         ctx->cur_backward = NULL;
         if (s != AMPC_OK) return s;
     }

@@ -51,6 +51,19 @@ typedef struct ampci_arena {
     size_t next_chunk;              /* size of the next first chunk: last step's high water (merging) */
 } ampci_arena;
 
+/* ---- step heap (step_heap.c): large step buffers with early release ---- */
+#define AMPCI_HEAP_MIN ((size_t)16 << 10)   /* smaller requests go to the arena */
+#define AMPCI_HEAP_CLASSES (48 * 8)
+struct ampci_heap_block;
+typedef struct ampci_heap {
+    struct ampci_heap_block *all;                         /* every block held */
+    struct ampci_heap_block *free[AMPCI_HEAP_CLASSES];    /* per size class */
+    struct ampci_heap_block *gen;                         /* the open generation's blocks */
+    uint64_t gen_id;
+    bool gen_open;
+    size_t reserved, used, high_water;                    /* bytes incl. headers */
+} ampci_heap;
+
 /* ---- thread pool ---- */
 typedef struct ampci_pool ampci_pool;
 AMPCI_HIDDEN ampc_status ampci_pool_new(int threads, ampci_pool **out);
@@ -68,6 +81,7 @@ struct ampc_ctx {
     atomic_size_t live, peak;
     atomic_uint_least64_t allocations;
     ampci_arena arena;
+    ampci_heap heap;
     ampci_pool *pool;
     ampc_rng rng;
     ampc_isa isa;
@@ -99,6 +113,21 @@ AMPCI_HIDDEN void *ampci_arena_alloc(ampc_ctx *ctx, size_t size, const char *wha
 AMPCI_HIDDEN ampc_status ampci_arena_on_reset(ampc_ctx *ctx, void (*fn)(void *), void *arg);
 AMPCI_HIDDEN void ampci_arena_reset(ampc_ctx *ctx);
 AMPCI_HIDDEN void ampci_arena_release(ampc_ctx *ctx);
+/* A step buffer (64-byte aligned), valid until ampc_ctx_step_end unless released earlier: from the step
+ * heap when size >= AMPCI_HEAP_MIN, else from the arena (then free/ref/unref do nothing). */
+AMPCI_HIDDEN void *ampci_step_alloc(ampc_ctx *ctx, size_t size, const char *what);
+/* Gives p back now (p unreferenced; the caller promises nothing uses it any more). */
+AMPCI_HIDDEN void ampci_step_free(ampc_ctx *ctx, void *p);
+/* References keep a transient buffer alive past its generation's sweep; the last unref releases it.
+ * Buffers made outside a generation are never released by unref (only by ampci_step_free). */
+AMPCI_HIDDEN void ampci_step_ref(ampc_ctx *ctx, void *p);
+AMPCI_HIDDEN void ampci_step_unref(ampc_ctx *ctx, void *p);
+/* A generation: step buffers made until the sweep are transient; the sweep releases those without
+ * references. Generations do not nest (the autograd walk opens one per node). */
+AMPCI_HIDDEN void ampci_step_gen_begin(ampc_ctx *ctx);
+AMPCI_HIDDEN void ampci_step_gen_sweep(ampc_ctx *ctx);
+AMPCI_HIDDEN void ampci_heap_reset(ampc_ctx *ctx);     /* step end: every block back to the free lists */
+AMPCI_HIDDEN void ampci_heap_release(ampc_ctx *ctx);   /* context end */
 
 /* Elements [begin, end) of the fill ampc_rng_uniform/normal(rng, ...) would make, without advancing
  * rng: out[0] is element `begin`. Lets a fill be split over threads with identical bits. */

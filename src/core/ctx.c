@@ -72,6 +72,7 @@ void ampc_ctx_free(ampc_ctx *ctx) {
     if (!ctx) return;
     ampci_amp_release(ctx);
     ampci_arena_release(ctx);
+    ampci_heap_release(ctx);
     ampci_pool_free(ctx->pool);
     free(ctx);
 }
@@ -101,5 +102,6 @@ void ampc_ctx_step_end(ampc_ctx *ctx) {
     ctx->tape = NULL;   /* the nodes live in the arena */
     ampci_amp_step_end(ctx);
     ampci_arena_reset(ctx);
+    ampci_heap_reset(ctx);
     ctx->step_id++;
 }

@@ -42,6 +42,9 @@ ampc_status ampc_memory_stats(const ampc_ctx *ctx, ampc_memory_usage *out) {
     out->arena_reserved = ctx->arena.reserved;
     out->arena_used = ctx->arena.used;
     out->arena_high_water = ctx->arena.high_water;
+    out->heap_reserved = ctx->heap.reserved;
+    out->heap_used = ctx->heap.used;
+    out->heap_high_water = ctx->heap.high_water;
     return AMPC_OK;
 }
 

@@ -52,8 +52,12 @@ const float *ampci_as_f32(const char *op, const ampc_tensor *t) {
     return buf;
 }
 
+void ampci_as_f32_done(const ampc_tensor *t, const float *f) {
+    if (f && f != (const float *)ampci_tensor_ptr(t)) ampci_step_free(t->ctx, (void *)f);
+}
+
 float *ampci_scratch(ampc_ctx *ctx, const char *op, int64_t n) {
-    return ampci_arena_alloc(ctx, (size_t)(n > 0 ? n : 1) * sizeof(float), op);
+    return ampci_step_alloc(ctx, (size_t)(n > 0 ? n : 1) * sizeof(float), op);
 }
 
 float *ampci_zeros(ampc_ctx *ctx, const char *op, int64_t n) {
@@ -70,6 +74,7 @@ ampc_tensor *ampci_result(const char *op, ampc_ctx *ctx, ampc_dtype dtype, int n
     } else {
         t = ampci_tensor_arena(op, ctx, dtype, ndim, shape);
         if (t) ampci_convert_with(ctx->kernels, ampci_tensor_ptr(t), dtype, buf, AMPC_DTYPE_F32, (size_t)ampci_numel(t));
+        ampci_step_free(ctx, buf);   /* the F32 values are dead once rounded */
     }
     return t && ampci_check_output(ctx, t) ? t : NULL;
 }

@@ -57,6 +57,7 @@ ampc_tensor *ampc_dropout(ampc_ctx *ctx, const ampc_tensor *x, double p, bool tr
     dropout_job j = {&sv, ampci_scratch(ctx, op, cnt), ampci_as_f32(op, x)};
     if (!j.out || !j.in) return NULL;
     ampci_parallel(ctx, cnt, dropout_range, &j);
+    ampci_as_f32_done(x, j.in);
     ctx->rng.counter += ((uint64_t)cnt + 3) / 4;   /* as ampc_rng_uniform(ctx rng, ..., cnt) would */
     ampc_tensor *out = ampci_result(op, ctx, x->dtype, x->ndim, x->shape, j.out);
     if (out && ampci_wants_grad(ctx, &x, 1)) {

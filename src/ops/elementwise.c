@@ -49,6 +49,7 @@ static ampc_tensor *unary(ampc_ctx *ctx, const char *op, ampci_op id, const ampc
     if (!y) return NULL;
     unary_job j = {ctx->kernels->unary[kind], NULL, y, xf, NULL, NULL};
     ampci_parallel(ctx, n, unary_range, &j);
+    ampci_as_f32_done(x, xf);
     ampc_tensor *out = ampci_result(op, ctx, x->dtype, x->ndim, x->shape, y);
     if (out && ampci_wants_grad(ctx, &x, 1)) {
         ampci_node *node = ampci_record(ctx, op, out, &x, 1, unary_backward, 1u | AMPCI_SAVES_OUT, sizeof(unary_saved));
@@ -129,6 +130,7 @@ static ampc_tensor *scalar_op(ampc_ctx *ctx, const char *op, ampci_op id, const 
     if (!y) return NULL;
     scalar_job j = {kind, (float)s, y, xf};
     ampci_parallel(ctx, n, scalar_range, &j);
+    ampci_as_f32_done(x, xf);
     ampc_tensor *out = ampci_result(op, ctx, x->dtype, x->ndim, x->shape, y);
     if (out && ampci_wants_grad(ctx, &x, 1)) {
         ampci_node *node = ampci_record(ctx, op, out, &x, 1, scalar_backward, 0, sizeof(scalar_saved));
@@ -271,6 +273,8 @@ static ampc_tensor *binary(ampc_ctx *ctx, const char *op, ampci_op id, const amp
     float *z = bf ? ampci_scratch(ctx, op, bc.n) : NULL;
     if (!z) return NULL;
     binary_bcast(ctx, kind, &bc, af, bf, z, ampci_numel(a), ampci_numel(b));
+    ampci_as_f32_done(a, af);
+    ampci_as_f32_done(b, bf);
     ampc_tensor *out = ampci_result(op, ctx, ampci_promote(a->dtype, b->dtype), bc.ndim, bc.shape, z);
     const ampc_tensor *in[2] = {a, b};
     if (out && ampci_wants_grad(ctx, in, 2)) {

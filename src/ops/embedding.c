@@ -165,6 +165,7 @@ ampc_tensor *ampc_positional_encoding(ampc_ctx *ctx, const ampc_tensor *x) {
     pe_job j = {ampci_scratch(ctx, op, numel), ampci_as_f32(op, x), pe_table(ctx, op, T, D), T * D};
     if (!j.y || !j.x || !j.pe) return NULL;
     if (numel) ampci_parallel(ctx, numel, pe_range, &j);
+    ampci_as_f32_done(x, j.x);
     ampc_tensor *out = ampci_result(op, ctx, x->dtype, x->ndim, x->shape, j.y);
     if (out && ampci_wants_grad(ctx, &x, 1)) {
         if (!ampci_record(ctx, op, out, &x, 1, pe_backward, 0, 0)) return NULL;

@@ -213,6 +213,7 @@ ampc_tensor *ampc_layer_norm(ampc_ctx *ctx, const ampc_tensor *x, const ampc_ten
     j.b = b ? ampci_as_f32(op, b) : NULL;
     if (!j.out || !j.mean || !j.rstd || !j.x || (w && !j.w) || (b && !j.b)) return NULL;
     ampc_parallel_for(ctx, rows, row_grain(cols), layernorm_chunk, &j);
+    ampci_as_f32_done(x, j.x);
     ampc_tensor *out = ampci_result(op, ctx, x->dtype, x->ndim, x->shape, j.out);
     const ampc_tensor *in[3] = {x, w, b};
     if (out && ampci_wants_grad(ctx, in, 3)) {

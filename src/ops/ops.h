@@ -21,10 +21,14 @@ AMPCI_HIDDEN bool ampci_same_dtype(const char *op, const ampc_tensor *a, const c
 
 /* t's elements, row-major, as F32: t's own data when it is F32 and contiguous, else an arena copy. */
 AMPCI_HIDDEN const float *ampci_as_f32(const char *op, const ampc_tensor *t);
+/* The op is done with f, an ampci_as_f32(t) result: a copy is given back to the step heap at once (t's
+ * own data is left alone). f may be NULL. */
+AMPCI_HIDDEN void ampci_as_f32_done(const ampc_tensor *t, const float *f);
 /* n floats of uninitialised (or zeroed) arena scratch. */
 AMPCI_HIDDEN float *ampci_scratch(ampc_ctx *ctx, const char *op, int64_t n);
 AMPCI_HIDDEN float *ampci_zeros(ampc_ctx *ctx, const char *op, int64_t n);
-/* A contiguous arena tensor of dtype holding buf's values (buf itself for F32, else a rounded copy). */
+/* A contiguous arena tensor of dtype holding buf's values (buf itself for F32, else a rounded copy, and
+ * then buf is released: the caller must not keep it). */
 AMPCI_HIDDEN ampc_tensor *ampci_result(const char *op, ampc_ctx *ctx, ampc_dtype dtype, int ndim,
                                        const int64_t *shape, float *buf);
 /* Hands an F32 gradient (t's shape, row-major, arena memory) to t. */

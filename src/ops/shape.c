@@ -28,7 +28,8 @@ static ampc_tensor *record1(ampc_ctx *ctx, const char *op, ampc_tensor *out, con
 /* The gradient reaches the input unchanged in values: reshape, view, contiguous, cast. */
 static ampc_status same_values_backward(ampci_node *n, const ampc_tensor *g) {
     ampc_tensor *in = n->in[0];
-    ampc_tensor *w = ampci_tensor_wrap(n->op, n->ctx, g->dtype, in->ndim, in->shape, ampci_tensor_ptr(g));
+    /* a view, not a wrap of the data: it shares g's storage, so g's step buffer stays referenced */
+    ampc_tensor *w = ampci_view(n->op, g, in->ndim, in->shape);
     return w ? ampci_grad_accumulate(in, w) : ampc_last_status();
 }
 

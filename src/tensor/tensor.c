@@ -78,7 +78,7 @@ ampc_tensor *ampci_tensor_arena(const char *fn, ampc_ctx *ctx, ampc_dtype dtype,
     if (bytes < 0) return NULL;
     ampc_tensor *t = ampci_arena_alloc(ctx, sizeof *t, fn);
     ampci_storage *s = t ? ampci_arena_alloc(ctx, sizeof *s, fn) : NULL;
-    unsigned char *data = s ? ampci_arena_alloc(ctx, (size_t)bytes, fn) : NULL;
+    unsigned char *data = s ? ampci_step_alloc(ctx, (size_t)bytes, fn) : NULL;
     return data ? init_tensor(t, s, ctx, data, (size_t)bytes, false, dtype, ndim, shape) : NULL;
 }
 
