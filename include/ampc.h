@@ -577,6 +577,33 @@ typedef struct ampc_autocast_stats {
 } ampc_autocast_stats;
 AMPC_API ampc_status ampc_autocast_stats_get(const ampc_ctx *ctx, ampc_autocast_stats *out);
 
+/* The tutorials' TF32 switch, CPU edition (torch.set_float32_matmul_precision, and as a scoped override
+ * like torch.backends.mudnn.flags). It governs F32 x F32 GEMMs (linear, matmul, bmm, conv2d) outside
+ * autocast's lower-precision ops, and it is a permission, not an order: a level without a faster way
+ * keeps F32 FMAs.
+ *   HIGHEST  F32 products and sums (the default).
+ *   HIGH     may split each operand exactly into BF16 parts, a = ahi + alo, and sum ahi*bhi + ahi*blo +
+ *            alo*bhi in F32 (three BF16 passes on AMX): each product keeps 16 of F32's 24 significand
+ *            bits, relative error per product <= about 2^-15 plus the dropped alo*blo (<= 2^-16); sums F32.
+ *   MEDIUM   may also use one BF16 pass (ahi*bhi: operands rounded to BF16, 8 significand bits, relative
+ *            error per product <= 2^-8, about TF32's 2^-11 x 8), F32 sums; used where faster (AVX512-BF16,
+ *            AMX).
+ * Values beyond BF16's largest finite (about 3.39e38) become infinite in the split modes. */
+typedef enum ampc_fp32_precision {
+    AMPC_FP32_HIGHEST = 0,
+    AMPC_FP32_HIGH,
+    AMPC_FP32_MEDIUM,
+    AMPC_FP32_PRECISION_COUNT
+} ampc_fp32_precision;
+
+AMPC_API ampc_status ampc_set_fp32_matmul_precision(ampc_ctx *ctx, ampc_fp32_precision p);
+AMPC_API ampc_fp32_precision ampc_get_fp32_matmul_precision(const ampc_ctx *ctx);
+/* A scoped override (nestable, up to 8 deep): push sets the precision until the matching pop. */
+AMPC_API ampc_status ampc_fp32_matmul_precision_push(ampc_ctx *ctx, ampc_fp32_precision p);
+AMPC_API ampc_status ampc_fp32_matmul_precision_pop(ampc_ctx *ctx);
+AMPC_API const char *ampc_fp32_precision_name(ampc_fp32_precision p);   /* "highest", "high", "medium" */
+AMPC_API ampc_status ampc_fp32_precision_parse(const char *name, ampc_fp32_precision *out);
+
 /* ------------------------------------------------------------------------------------------------
  * Names for diagnostics: a scope path ("blocks.3.attn") that anomaly reports and overflow reports use.
  * ---------------------------------------------------------------------------------------------- */

@@ -2,8 +2,13 @@
  * table (PyTorch's test_autocast_* out-of-place checks), bitwise equality with manually pre-cast inputs,
  * nesting and FP32 islands, ignored types (F64, integers), banned ops, the promote rule, the weight-cast
  * cache (one cast per weight per region, invalidated by in-place updates, no memory growth over 1000
- * regions) and anomaly mode. */
+ * regions), anomaly mode and the FP32 matmul precision switch. */
 #include "test_util.h"
+
+#include "core/core.h"
+#include "kernels/kernels.h"
+
+#include <math.h>
 
 TU_CONTEXT(9, 2)
 
@@ -244,6 +249,85 @@ static void test_anomaly_mode(void **state) {
     assert_false(ampc_all_finite(ampc_exp(g_ctx, x)));
 }
 
+/* ---- the FP32 matmul precision switch ---- */
+
+static void test_fp32_precision_api(void **state) {
+    (void)state;
+    assert_int_equal(ampc_get_fp32_matmul_precision(g_ctx), AMPC_FP32_HIGHEST);
+    ASSERT_OK(ampc_set_fp32_matmul_precision(g_ctx, AMPC_FP32_MEDIUM));
+    ASSERT_OK(ampc_fp32_matmul_precision_push(g_ctx, AMPC_FP32_HIGH));
+    assert_int_equal(ampc_get_fp32_matmul_precision(g_ctx), AMPC_FP32_HIGH);
+    ASSERT_OK(ampc_set_fp32_matmul_precision(g_ctx, AMPC_FP32_HIGHEST));   /* inside the override: until pop */
+    assert_int_equal(ampc_get_fp32_matmul_precision(g_ctx), AMPC_FP32_HIGHEST);
+    ASSERT_OK(ampc_fp32_matmul_precision_pop(g_ctx));
+    assert_int_equal(ampc_get_fp32_matmul_precision(g_ctx), AMPC_FP32_MEDIUM);
+    assert_int_equal(ampc_fp32_matmul_precision_pop(g_ctx), AMPC_STATUS_STATE);
+    assert_non_null(strstr(ampc_last_error(), "no override"));
+    int pushed = 0;
+    while (ampc_fp32_matmul_precision_push(g_ctx, AMPC_FP32_HIGH) == AMPC_OK) pushed++;
+    assert_int_equal(pushed, 8);
+    assert_non_null(strstr(ampc_last_error(), "at most 8"));
+    while (ampc_fp32_matmul_precision_pop(g_ctx) == AMPC_OK) {
+    }
+    assert_int_equal(ampc_set_fp32_matmul_precision(g_ctx, (ampc_fp32_precision)7), AMPC_STATUS_INVALID_ARG);
+    assert_int_equal(ampc_set_fp32_matmul_precision(NULL, AMPC_FP32_HIGH), AMPC_STATUS_INVALID_ARG);
+    ampc_fp32_precision p;
+    ASSERT_OK(ampc_fp32_precision_parse("medium", &p));
+    assert_int_equal(p, AMPC_FP32_MEDIUM);
+    assert_string_equal(ampc_fp32_precision_name(AMPC_FP32_HIGH), "high");
+    assert_int_equal(ampc_fp32_precision_parse("tf32", &p), AMPC_STATUS_INVALID_ARG);
+    assert_non_null(strstr(ampc_last_error(), "'tf32': expected highest, high or medium"));
+    ASSERT_OK(ampc_set_fp32_matmul_precision(g_ctx, AMPC_FP32_HIGHEST));
+}
+
+/* max |got - want| / (u * K * sum |a||b| row-col bound) over c (M, N): how many F32 unit roundoffs of the
+ * summation the difference is, relative to the worst-case magnitude of each dot product. */
+static double rel_err(const float *got, const float *want, const float *a, const float *b, int64_t M, int64_t N,
+                      int64_t K) {
+    double worst = 0;
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            double mag = 0;
+            for (int64_t k = 0; k < K; k++) mag += fabs((double)a[m * K + k] * b[k * N + n]);
+            double e = fabs((double)got[m * N + n] - want[m * N + n]) / (mag * 0x1p-24 * (double)K);
+            if (e > worst) worst = e;
+        }
+    return worst;
+}
+
+/* Under each setting a matmul gives either the F32 result (no faster kernel on this CPU: bit for bit) or
+ * the split reference's result within F32 summation error. */
+static void test_fp32_precision_numerics(void **state) {
+    (void)state;
+    enum { M = 37, N = 45, K = 96 };
+    ampc_tensor *a = R(AMPC_DTYPE_F32, M, K), *b = R(AMPC_DTYPE_F32, K, N);
+    const float *pa = ampc_tensor_data(a), *pb = ampc_tensor_data(b);
+    ampc_tensor *exact = ampc_matmul(g_ctx, a, b, 0);
+    assert_non_null(exact);
+    static const ampc_fp32_precision modes[2] = {AMPC_FP32_HIGH, AMPC_FP32_MEDIUM};
+    for (int i = 0; i < 2; i++) {
+        ASSERT_OK(ampc_fp32_matmul_precision_push(g_ctx, modes[i]));
+        ampc_tensor *c = ampc_matmul(g_ctx, a, b, 0);
+        ASSERT_OK(ampc_fp32_matmul_precision_pop(g_ctx));
+        assert_non_null(c);
+        const struct ampc_kernels *k = g_ctx->kernels;
+        ampc_k_gemm_fn fn = modes[i] == AMPC_FP32_MEDIUM && k->gemm_f32_bf16x1 ? k->gemm_f32_bf16x1 : k->gemm_f32_bf16x3;
+        int passes = fn == k->gemm_f32_bf16x1 ? 1 : 3;
+        if (!fn) {
+            assert_memory_equal(ampc_tensor_data(c), ampc_tensor_data(exact), sizeof(float) * M * N);
+            continue;
+        }
+        float want[M * N];
+        ampci_gemm g = {M, N, K, pa, K, false, pb, N, false, want, N, 0.0f};
+        ASSERT_OK(ampci_gemm_f32_split_ref(g_ctx, &g, passes));
+        double e = rel_err(ampc_tensor_data(c), want, pa, pb, M, N, K);
+        if (e > 1.0) FAILF("%s (%d BF16 passes): %.3g F32 roundoffs from the split reference", ampc_fp32_precision_name(modes[i]), passes, e);
+        /* and it really is a different computation: one pass loses most of F32's bits */
+        double e32 = rel_err(ampc_tensor_data(c), ampc_tensor_data(exact), pa, pb, M, N, K);
+        if (passes == 1 && e32 < 2.0) FAILF("medium: %.3g roundoffs from F32: not a BF16 pass?", e32);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_tutorial_table_dtypes, end_step),
@@ -254,6 +338,8 @@ int main(void) {
         cmocka_unit_test_teardown(test_bitwise_equal_to_manual_casts, end_step),
         cmocka_unit_test_teardown(test_weight_cast_cache, end_step),
         cmocka_unit_test_teardown(test_anomaly_mode, end_step),
+        cmocka_unit_test_teardown(test_fp32_precision_api, end_step),
+        cmocka_unit_test_teardown(test_fp32_precision_numerics, end_step),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -95,6 +95,8 @@ struct ampc_ctx {
     /* amp (src/amp): autocast state (NULL until first used), diagnostics */
     struct ampci_autocast *autocast;
     bool check_finite;
+    int fp32_prec[9];                      /* ampc_fp32_precision: [0] the global setting, then overrides */
+    int fp32_depth;
     const char *cur_op;                    /* the op running now, for anomaly messages */
     const char *cur_backward;              /* the node whose backward is running */
     const ampc_tensor *cur_in[4];

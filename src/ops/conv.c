@@ -119,7 +119,7 @@ static ampc_status conv_grad_x(ampci_node *n, const conv_saved *sv, const void *
     for (int64_t i = 0; i < g->N; i++) {   /* gcol_n (OHW, CKK) = gY_n^T (OHW, O) W (O, CKK) */
         ampci_gemm m = {ohw, ckk, sv->O, (const unsigned char *)gy + (size_t)(i * sv->O * ohw) * es, ohw, true,
                         sv->w, ckk, false, gcol + i * ohw * ckk, ckk, 0.0f};
-        ampc_status s = ctx->kernels->gemm[dt](ctx, &m);
+        ampc_status s = ampci_gemm_fn(ctx, dt)(ctx, &m);
         if (s != AMPC_OK) return s;
     }
     conv_job j = {.g = g, .col2im = ctx->kernels->col2im, .gx = gx, .gcol = gcol};
@@ -138,7 +138,7 @@ static ampc_status conv_grad_w(ampci_node *n, const conv_saved *sv, const void *
     for (int64_t i = 0; i < g->N; i++) {   /* gW (O, CKK) += gY_n (O, OHW) col_n (OHW, CKK), image order */
         ampci_gemm m = {sv->O, ckk, ohw, (const unsigned char *)gy + (size_t)(i * sv->O * ohw) * es, ohw, false,
                         col + (size_t)(i * ohw * ckk) * es, ckk, false, gw, ckk, i ? 1.0f : 0.0f};
-        ampc_status s = ctx->kernels->gemm[dt](ctx, &m);
+        ampc_status s = ampci_gemm_fn(ctx, dt)(ctx, &m);
         if (s != AMPC_OK) return s;
     }
     return ampci_accumulate_f32(n->op, n->in[1], gw);
@@ -216,7 +216,7 @@ ampc_tensor *ampc_conv2d(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor 
     float *yt = col ? ampci_scratch(ctx, op, rows * sv.O) : NULL, *y = yt ? ampci_scratch(ctx, op, rows * sv.O) : NULL;
     if (!y) return NULL;
     ampci_gemm m = {rows, sv.O, ckk, col, ckk, false, sv.w, ckk, true, yt, sv.O, 0.0f};   /* yt = col W^T */
-    if (ctx->kernels->gemm[dt](ctx, &m) != AMPC_OK) return NULL;
+    if (ampci_gemm_fn(ctx, dt)(ctx, &m) != AMPC_OK) return NULL;
     bias_job bj = {y, yt, b ? ampci_as_f32(op, b) : NULL, sv.O, g->OH * g->OW};
     if (b && !bj.b) return NULL;
     ampc_parallel_for(ctx, g->N * sv.O, grain_of(bj.ohw), bias_planes, &bj);

@@ -38,7 +38,7 @@ static ampc_status gemm_batched(ampc_ctx *ctx, ampc_dtype dt, int64_t M, int64_t
                             (const unsigned char *)a->p + (size_t)(i * a->bs[0] + j * a->bs[1]) * es, a->ld, a->t,
                             (const unsigned char *)b->p + (size_t)(i * b->bs[0] + j * b->bs[1]) * es, b->ld, b->t,
                             c + i * cbs[0] + j * cbs[1], N, again ? 1.0f : 0.0f};
-            ampc_status s = ctx->kernels->gemm[dt](ctx, &g);
+            ampc_status s = ampci_gemm_fn(ctx, dt)(ctx, &g);
             if (s != AMPC_OK) return s;
         }
     return AMPC_OK;

@@ -198,6 +198,7 @@ usage_error "'fp8'" "--precision; accepted: fp32, bf16, fp16" -- train --precisi
 usage_error "'fp32,bf32'" "fp32, bf16, fp16" -- compare --precisions fp32,bf32
 usage_error "'softmaks'" "softmax" -- train --fp32-ops softmaks
 usage_error "'rnn'" "gpt, mlp, cnn, simple" -- train --model rnn
+usage_error "'tf32'" "--fp32-matmul; accepted: highest, high, medium" -- train --fp32-matmul tf32
 usage_error "'0'" "--steps; expected an integer" -- train --steps 0
 usage_error "--steps and --epochs" "choose one" -- train --steps 3 --epochs 1
 usage_error "'images'" "builtin" -- train --data images

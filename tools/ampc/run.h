@@ -23,6 +23,7 @@ typedef struct run_config {
     const char *fp32_ops[RUN_MAX_FP32_OPS];
     int n_fp32_ops;
     int amp_table;                  /* ampc_autocast_table */
+    int fp32_matmul;                /* ampc_fp32_precision */
     int64_t steps, epochs;          /* exactly one > 0 after defaults */
     int64_t batch;
     double lr;

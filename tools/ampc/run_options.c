@@ -14,6 +14,7 @@ const char *const precision_names[PREC_COUNT + 1] = {"fp32", "bf16", "fp16", NUL
 static const char *const model_names[] = {"gpt", "mlp", "cnn", "simple", NULL};
 static const char *const scaler_modes[] = {"auto", "on", "off", NULL};
 static const char *const tables[] = {"tutorial", "pytorch-cpu", "pytorch-cuda", NULL};
+static const char *const fp32_precisions[] = {"highest", "high", "medium", NULL};   /* ampc_fp32_precision */
 static const char *const optimizers[] = {"adamw", "sgd", NULL};
 static const char *const schedules[] = {"constant", "cosine", NULL};
 static const char *const dtypes[] = {"f32", "bf16", "f16", NULL};
@@ -90,6 +91,8 @@ int run_options(run_config *cfg, cli_opt *o, int max) {
             .accepts = "comma-separated op names", .help = "ops forced to FP32 under autocast (e.g. softmax,gelu)"),
         OPT(.name = "amp-table", .kind = CLI_CHOICE, .out = &cfg->amp_table, .choices = tables, .defval = "tutorial",
             .help = "autocast op policies"),
+        OPT(.name = "fp32-matmul", .kind = CLI_CHOICE, .out = &cfg->fp32_matmul, .choices = fp32_precisions,
+            .defval = "highest", .help = "FP32 GEMMs: high/medium allow BF16x3/BF16 passes where faster (TF32 switch)"),
         OPT(.name = "steps", .kind = CLI_INT, .out = &cfg->steps, .imin = 1, .imax = INT64_MAX / 2,
             .defval = "300 (text) / 1 epoch (images)", .help = "optimizer steps"),
         OPT(.name = "epochs", .kind = CLI_INT, .out = &cfg->epochs, .imin = 1, .imax = 100000, .help = "epochs instead of steps"),
