@@ -158,6 +158,11 @@ AMPC_API ampc_status ampc_convert(void *dst, ampc_dtype dst_dtype, const void *s
 /* Name of the kernel ampc_convert runs for this dtype pair in this process ("ampc_k_cvt_f16f32__avx512"),
  * "memcpy" for equal dtypes, "generic" for pairs without a dedicated kernel, NULL for invalid dtypes. */
 AMPC_API const char *ampc_convert_kernel_name(ampc_dtype dst_dtype, ampc_dtype src_dtype);
+/* The compute kernels of the process's chosen level, slot by slot (for `ampc info`), i in [0, count):
+ * the slot ("gemm_f32", "softmax", "attention", ...) and the kernel in it ("ampc_k_gemm_f32f32__avx512",
+ * or "-" for an optional slot this CPU leaves empty, such as the split F32 GEMMs). NULL past the end. */
+AMPC_API const char *ampc_kernel_slot_name(int i);
+AMPC_API const char *ampc_kernel_slot_impl(int i);
 
 /* ------------------------------------------------------------------------------------------------
  * CPU features and kernel levels

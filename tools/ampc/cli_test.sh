@@ -138,7 +138,8 @@ usage_error "'foo'" "--json, --threads, --mib, --help" -- bench convert foo
 run info
 expect_rc 0
 expect_lines "$ERR" 0
-for text in "CPUID" "usable" "XCR0" "AMX permission" "kernel level" "GEMM" "conversion" "elementwise"; do
+for text in "CPUID" "usable" "XCR0" "AMX permission" "kernel level" "GEMM" "conversion" "elementwise" \
+            "compute kernels" "gemm_bf16" "attention" "adamw"; do
     expect_has "$OUT" "$text"
 done
 run info --json
@@ -146,7 +147,7 @@ expect_rc 0
 expect_lines "$ERR" 0
 expect_json "$OUT"
 for key in '"features"' '"cpuid"' '"usable"' '"xcr0"' '"amx_permission"' '"kernel_level"' '"support"' \
-           '"online_cpus"' '"conversion_kernels"'; do
+           '"online_cpus"' '"conversion_kernels"' '"compute_kernels"' '"slot": "softmax"'; do
     expect_has "$OUT" "$key"
 done
 run AMPC_ISA=ref info --json
@@ -154,6 +155,7 @@ expect_rc 0
 expect_json "$OUT"
 expect_has "$OUT" '"chosen": "ref"'
 expect_has "$OUT" '"ampc_isa_env": "ref"'
+expect_has "$OUT" '"kernel": "ampc_k_softmax_f32__ref"'   # the cap reaches the compute kernels too
 
 # ---- formats ----
 run formats

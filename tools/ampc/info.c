@@ -232,6 +232,8 @@ static void print_levels(const info *in) {
     for (size_t i = 0; i < NPAIRS; i++)
         printf("  %-4s -> %-4s  %s\n", ampc_dtype_name(cvt_pairs[i][0]), ampc_dtype_name(cvt_pairs[i][1]),
                cvt_kernel(i));
+    printf("\ncompute kernels\n");
+    for (int i = 0; ampc_kernel_slot_name(i); i++) printf("  %-16s %s\n", ampc_kernel_slot_name(i), ampc_kernel_slot_impl(i));
 }
 
 static void print_grid(const info *in) {
@@ -348,6 +350,16 @@ static void json_levels(json_writer *w, const info *in) {
         json_kstr(w, "src", ampc_dtype_name(cvt_pairs[i][0]));
         json_kstr(w, "dst", ampc_dtype_name(cvt_pairs[i][1]));
         json_kstr(w, "kernel", cvt_kernel(i));
+        json_obj_end(w);
+    }
+    json_arr_end(w);
+    json_key(w, "compute_kernels");
+    json_arr_begin(w);
+    for (int i = 0; ampc_kernel_slot_name(i); i++) {
+        json_obj_begin(w);
+        json_kstr(w, "slot", ampc_kernel_slot_name(i));
+        const char *impl = ampc_kernel_slot_impl(i);
+        json_kstr(w, "kernel", impl[0] == '-' ? NULL : impl);
         json_obj_end(w);
     }
     json_arr_end(w);
