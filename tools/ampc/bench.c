@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "json.h"
 
+#include "bench_cli.h"
 #include "bench_convert.h"
 
 #include <inttypes.h>
@@ -22,6 +23,8 @@ static int run_convert(int argc, char **argv);
 
 static const bench_kind kinds[] = {
     {"convert", run_convert, "F32/F16/BF16 conversion kernels against memcpy bandwidth"},
+    {"gemm", bench_gemm_main, "GEMM kernels: GFLOP/s and the fraction of this machine's measured peak"},
+    {"step", bench_step_main, "whole training steps: ms per step, throughput, peak memory per precision"},
 };
 #define NKINDS (sizeof kinds / sizeof kinds[0])
 

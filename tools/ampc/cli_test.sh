@@ -97,7 +97,7 @@ expect_lines "$OUT" 1
 checks=$((checks + 1))
 grep -q -E '^ampc [0-9]+\.[0-9]+\.[0-9]+$' "$OUT" || fail "ampc --version: '$(cat "$OUT")'"
 
-for cmd in train compare info formats bench "bench convert"; do
+for cmd in train compare info formats bench "bench convert" "bench gemm" "bench step"; do
     run $cmd --help
     expect_rc 0
     expect_has "$OUT" "Usage: ampc $cmd"
@@ -121,9 +121,11 @@ usage_error "--json" "'--json=1'" -- info --json=1
 usage_error "'extra'" "--json, --help" -- info extra
 usage_error "'--bogus'" "--json, --help" -- formats --bogus
 usage_error "'-x'" "--json, --help" -- formats -x
-usage_error "missing benchmark kind" "convert" -- bench
-usage_error "'gemm'" "expected one of: convert" -- bench gemm
-usage_error "'convrt'" "expected one of: convert" -- bench convrt
+usage_error "missing benchmark kind" "convert, gemm, step" -- bench
+usage_error "'gemmm'" "expected one of: convert, gemm, step" -- bench gemmm
+usage_error "'convrt'" "expected one of: convert, gemm, step" -- bench convrt
+usage_error "'128'" "--max; expected an integer in 256..8192" -- bench gemm --max 128
+usage_error "--epochs" "--steps" -- bench step --epochs 1
 usage_error "'--json'" "convert" -- bench --json
 usage_error "'--jsn'" "--json, --threads, --mib, --help" -- bench convert --jsn
 usage_error "'0'" "--threads; expected an integer in 1..1024" -- bench convert --threads 0
@@ -269,6 +271,29 @@ run compare $TINY --quiet --report "$TMP/afile"
 expect_rc 1
 expect_lines "$ERR" 1
 expect_has "$ERR" "afile"
+
+# ---- bench gemm and step (small sizes: the plumbing and the JSON contract, not the speed) ----
+run bench gemm --max 256 --no-gpt --json
+expect_rc 0
+expect_lines "$ERR" 0
+expect_json "$OUT" --lines
+n=$(lines "$OUT")
+checks=$((checks + 1))
+[ "$n" -ge 3 ] || fail "$LAST: $n JSON lines, expected one per GEMM slot (at least F32, BF16, F16)"
+for key in '"kind":"gemm"' '"dtype":' '"m":256,"n":256,"k":256' '"threads":1,' '"gflops":' '"peak_fraction":' \
+           '"matches_ref":true'; do
+    checks=$((checks + 1))
+    k=$(grep -c -F -e "$key" "$OUT")
+    [ "$k" -eq "$n" ] || fail "$LAST: $key in $k of $n lines"
+done
+# shellcheck disable=SC2086
+run bench step $TINY --untimed 1 --precisions fp32,bf16 --json
+expect_rc 0
+expect_json "$OUT" --lines
+expect_lines "$OUT" 2
+for key in '"kind":"step"' '"precision":"bf16"' '"ms_per_step":' '"tokens_per_s":' '"peak_bytes":' '"steps":6'; do
+    expect_has "$OUT" "$key"
+done
 
 # ---- an invalid AMPC_ISA stops every command ----
 for cmd in info "info --json" formats "bench convert --mib 1"; do

@@ -13,31 +13,6 @@
 
 #define MAX_OPTS 64
 
-typedef struct prec_list {
-    int n;
-    precision p[PREC_COUNT];
-} prec_list;
-
-static bool parse_precisions(const char *v, void *out, char *why, size_t why_size) {
-    prec_list *l = out;
-    char buf[64];
-    snprintf(buf, sizeof buf, "%s", v);
-    l->n = 0;
-    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        int k = -1;
-        for (int i = 0; i < PREC_COUNT; i++)
-            if (strcmp(tok, precision_names[i]) == 0) k = i;
-        bool dup = false;
-        for (int i = 0; i < l->n; i++) dup |= l->p[i] == (precision)k;
-        if (k < 0 || dup) {
-            snprintf(why, why_size, "a comma-separated list of distinct fp32, bf16, fp16");
-            return false;
-        }
-        l->p[l->n++] = (precision)k;
-    }
-    return l->n > 0;
-}
-
 static void usage(FILE *f) {
     fprintf(f, "Usage: ampc compare [options]\n\n"
                "Trains the same model from the same seed, initial weights and batches in each precision and\n"
@@ -110,7 +85,7 @@ int cmd_compare(int argc, char **argv) {
     const char *dir = NULL;
     cli_opt opts[MAX_OPTS];
     int n = run_options(&cfg, opts, MAX_OPTS - 2);
-    opts[n++] = (cli_opt){.name = "precisions", .kind = CLI_CUSTOM, .out = &pl, .parse = parse_precisions,
+    opts[n++] = (cli_opt){.name = "precisions", .kind = CLI_CUSTOM, .out = &pl, .parse = run_parse_precisions,
                           .metavar = "LIST", .accepts = "a comma-separated list of fp32, bf16, fp16",
                           .defval = "fp32,bf16,fp16", .help = "the precisions to run, in order"};
     opts[n++] = (cli_opt){.name = "report", .kind = CLI_STRING, .out = &dir, .metavar = "DIR",

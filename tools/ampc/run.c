@@ -338,7 +338,8 @@ static int alloc_series(run_output *out, int64_t n) {
     out->loss = calloc((size_t)n, sizeof *out->loss);
     out->scale = calloc((size_t)n, sizeof *out->scale);
     out->skipped = calloc((size_t)n, sizeof *out->skipped);
-    return out->loss && out->scale && out->skipped ? 0 : -1;
+    out->step_seconds = calloc((size_t)n, sizeof *out->step_seconds);
+    return out->loss && out->scale && out->skipped && out->step_seconds ? 0 : -1;
 }
 
 static void summarise(run_output *out, const run_state *s, double seconds) {
@@ -359,10 +360,13 @@ static void summarise(run_output *out, const run_state *s, double seconds) {
 
 static int loop(run_state *s, FILE *log, run_output *out) {
     double t0 = now();
+    out->per_step = s->per_step;
     for (int64_t step = 0; step < s->steps; step++) {
         step_result r;
+        double ts = now();
         int rc = train_step(s, step, &r);
         if (rc) return rc;
+        out->step_seconds[step] = now() - ts;
         out->loss[step] = r.loss, out->scale[step] = r.scale, out->skipped[step] = r.skipped;
         out->r.skipped_steps += r.skipped;
         out->r.n = step + 1;
@@ -391,10 +395,10 @@ int run_training(const char *prog, const run_config *cfg, const ampc_dataset *ds
     out->r.loss = out->loss, out->r.scale = out->scale, out->r.skipped = out->skipped;
     if (!rc) rc = loop(&s, log, out);
     eval_result e = {NAN, NAN};
-    if (!rc) rc = evaluate(&s, &e);
+    if (!rc && !cfg->no_eval) rc = evaluate(&s, &e);
     out->r.eval_loss = e.loss, out->r.eval_accuracy = e.accuracy;
     if (!rc && log) log_final(log, &s, out);
-    if (!rc && !cfg->quiet) {
+    if (!rc && !cfg->quiet && !cfg->no_eval) {
         if (isnan(e.accuracy)) fprintf(stderr, "%s: eval loss %.4f\n", cfg->label, e.loss);
         else fprintf(stderr, "%s: eval loss %.4f, accuracy %.2f%%\n", cfg->label, e.loss, 100 * e.accuracy);
     }
@@ -403,6 +407,6 @@ int run_training(const char *prog, const run_config *cfg, const ampc_dataset *ds
 }
 
 void run_output_free(run_output *out) {
-    free(out->loss), free(out->scale), free(out->skipped);
+    free(out->loss), free(out->scale), free(out->skipped), free(out->step_seconds);
     memset(out, 0, sizeof *out);
 }

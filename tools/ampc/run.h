@@ -38,6 +38,7 @@ typedef struct run_config {
     int64_t eval_every, eval_batches;
     bool quiet;
     bool check_finite;              /* anomaly mode */
+    bool no_eval;                   /* skip the final evaluation (benchmarks) */
     int master;                     /* ampc_master_mode (for low-precision parameters) */
     const char *label;              /* printed on progress lines */
     /* raw option values, turned into the fields above by run_finish_options */
@@ -47,6 +48,14 @@ typedef struct run_config {
         int64_t hidden[AMPC_MODEL_MAX_HIDDEN];
     } cli;
 } run_config;
+
+/* A --precisions list ("fp32,bf16,fp16"): compare and bench step. */
+typedef struct prec_list {
+    int n;
+    precision p[PREC_COUNT];
+} prec_list;
+/* CLI_CUSTOM parser for a prec_list (distinct names, at least one). */
+bool run_parse_precisions(const char *v, void *out, char *why, size_t why_size);
 
 /* The options train and compare share (defined in run_options.c). Each points into the config. */
 int run_options(run_config *cfg, cli_opt *opts, int max);
@@ -60,6 +69,8 @@ typedef struct run_output {
     run_result r;                   /* the report's view (label, series, summary) */
     double *loss, *scale;           /* owned series, r points at them */
     bool *skipped;
+    double *step_seconds;           /* wall time of each step (owned) */
+    int64_t per_step;               /* samples or tokens of one step */
 } run_output;
 
 /* Runs one training run on ds, writing JSONL to log (may be NULL). 0 on success; 1 after printing a

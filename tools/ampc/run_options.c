@@ -211,3 +211,23 @@ void run_describe_model(const ampc_model_config *c, char *buf, size_t size) {
     default: snprintf(buf, size, "simple (5-4-3)"); break;
     }
 }
+
+bool run_parse_precisions(const char *v, void *out, char *why, size_t why_size) {
+    prec_list *l = out;
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", v);
+    l->n = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        int k = -1;
+        for (int i = 0; i < PREC_COUNT; i++)
+            if (strcmp(tok, precision_names[i]) == 0) k = i;
+        bool dup = false;
+        for (int i = 0; i < l->n; i++) dup |= l->p[i] == (precision)k;
+        if (k < 0 || dup) {
+            snprintf(why, why_size, "a comma-separated list of distinct fp32, bf16, fp16");
+            return false;
+        }
+        l->p[l->n++] = (precision)k;
+    }
+    return l->n > 0;
+}

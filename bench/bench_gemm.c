@@ -1,0 +1,146 @@
+/* bench_gemm.c: times the GEMM slots of the kernel table directly (not through ampc_matmul, so neither
+ * the op layer's output conversion nor its allocation is counted) on squares and on the GEMMs of one
+ * training step of the default GPT (6 layers, d 384, 4x MLP, vocab 256, batch 8 x context 256 = 2048
+ * tokens): the four forward projections and the LM head, plus a weight-gradient shape (a transposed).
+ * Operands are normal random values (no subnormals or specials: those take exact slow paths by design
+ * and are the tests' business). Before timing, each kernel is checked on a small odd shape against the
+ * reference (ref GEMM, or the split reference for the split F32 kernels). */
+#include "bench_gemm.h"
+
+#include "kernels/kernels.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct shape {
+    const char *name;
+    int64_t m, n, k;
+    bool ta;
+} shape;
+
+/* The GEMMs of the default GPT's step (tokens x in -> out), from ampc_model_config's defaults. */
+static const shape gpt_shapes[] = {
+    {"gpt qkv", 2048, 1152, 384, false},   {"gpt proj", 2048, 384, 384, false},
+    {"gpt fc", 2048, 1536, 384, false},    {"gpt fc2", 2048, 384, 1536, false},
+    {"gpt lm head", 2048, 256, 384, false}, {"gpt fc dW", 1536, 384, 2048, true},
+};
+
+typedef struct slot {
+    ampci_slot id;
+    ampc_dtype dtype;
+    ampc_k_gemm_fn fn;
+    int split;   /* 0, or the BF16 passes of a split F32 kernel */
+} slot;
+
+static int slots_of(const struct ampc_kernels *k, slot *out) {
+    int n = 0;
+    out[n++] = (slot){AMPCI_SLOT_GEMM_F32, AMPC_DTYPE_F32, k->gemm[AMPC_DTYPE_F32], 0};
+    out[n++] = (slot){AMPCI_SLOT_GEMM_BF16, AMPC_DTYPE_BF16, k->gemm[AMPC_DTYPE_BF16], 0};
+    out[n++] = (slot){AMPCI_SLOT_GEMM_F16, AMPC_DTYPE_F16, k->gemm[AMPC_DTYPE_F16], 0};
+    if (k->gemm_f32_bf16x1) out[n++] = (slot){AMPCI_SLOT_GEMM_F32_BF16X1, AMPC_DTYPE_F32, k->gemm_f32_bf16x1, 1};
+    if (k->gemm_f32_bf16x3) out[n++] = (slot){AMPCI_SLOT_GEMM_F32_BF16X3, AMPC_DTYPE_F32, k->gemm_f32_bf16x3, 3};
+    return n;
+}
+
+/* n normal values in dtype (through F32, rounded once). */
+static void *operand(ampc_ctx *ctx, ampc_dtype dt, int64_t n, uint64_t stream) {
+    float *f = malloc((size_t)n * sizeof *f);
+    void *p = bench_alloc((size_t)n * ampc_dtype_size(dt));
+    if (!f || !p) return free(f), bench_free(p), NULL;
+    ampc_rng r = *ampc_ctx_rng(ctx);
+    r.stream = stream;
+    ampc_rng_normal(&r, f, n, 0.0f, 1.0f);
+    ampc_convert(p, dt, f, AMPC_DTYPE_F32, (size_t)n);
+    free(f);
+    return p;
+}
+
+/* The kernel's result on a 67 x 45 x 129 product agrees with the reference within twice the F32
+ * summation bound K u sum|a||b| (products are exact in every kernel; only sums round). */
+static bool check(ampc_ctx *ctx, const slot *s) {
+    enum { M = 67, N = 45, K = 129 };
+    void *a = operand(ctx, s->dtype, M * K, 101), *b = operand(ctx, s->dtype, K * N, 102);
+    float *c = malloc(sizeof(float) * M * N), *r = malloc(sizeof(float) * M * N);
+    float *fa = malloc(sizeof(float) * M * K), *fb = malloc(sizeof(float) * K * N);
+    bool ok = a && b && c && r && fa && fb;
+    ampci_gemm g = {M, N, K, a, K, false, b, N, false, c, N, 0.0f}, gr = g;
+    gr.c = r;
+    ok = ok && s->fn(ctx, &g) == AMPC_OK;
+    ok = ok && (s->split ? ampci_gemm_f32_split_ref(ctx, &gr, s->split)
+                         : ampci_kernels(AMPC_ISA_REF)->gemm[s->dtype](ctx, &gr)) == AMPC_OK;
+    if (ok) {
+        ampc_convert(fa, AMPC_DTYPE_F32, a, s->dtype, M * K);
+        ampc_convert(fb, AMPC_DTYPE_F32, b, s->dtype, K * N);
+    }
+    for (int64_t i = 0; ok && i < M * N; i++) {
+        double mag = 0;
+        for (int64_t k = 0; k < K; k++) mag += fabs((double)fa[i / N * K + k] * fb[k * N + i % N]);
+        ok = fabs((double)c[i] - r[i]) <= 2.0 * K * 0x1p-24 * mag;
+    }
+    bench_free(a), bench_free(b), free(c), free(r), free(fa), free(fb);
+    return ok;
+}
+
+typedef struct gemm_job {
+    ampc_ctx *ctx;
+    ampc_k_gemm_fn fn;
+    ampci_gemm g;
+} gemm_job;
+
+static void gemm_once(void *arg) {
+    gemm_job *j = arg;
+    j->fn(j->ctx, &j->g);
+}
+
+static ampc_status time_one(ampc_ctx *ctx, const slot *s, const shape *sh, bench_gemm_row *row) {
+    void *a = operand(ctx, s->dtype, sh->m * sh->k, 1), *b = operand(ctx, s->dtype, sh->k * sh->n, 2);
+    float *c = bench_alloc((size_t)(sh->m * sh->n) * sizeof(float));
+    if (!a || !b || !c) return bench_free(a), bench_free(b), bench_free(c), AMPC_STATUS_OOM;
+    gemm_job j = {ctx, s->fn, {sh->m, sh->n, sh->k, a, sh->ta ? sh->m : sh->k, sh->ta, b, sh->n, false, c, sh->n, 0.0f}};
+    row->t = bench_time(gemm_once, &j, &(bench_repeat){.min_runs = 3, .min_seconds = 0.2});
+    row->gflops = 2.0 * (double)sh->m * (double)sh->n * (double)sh->k / row->t.median_s / 1e9;
+    bench_free(a), bench_free(b), bench_free(c);
+    return AMPC_OK;
+}
+
+ampc_status bench_gemm_run(const bench_gemm_params *p, bench_gemm_report *out) {
+    memset(out, 0, sizeof *out);
+    ampc_status st = bench_peak_measure(p->threads, &out->peaks);
+    ampc_ctx *ctx;
+    if (st != AMPC_OK || (st = ampc_ctx_new(&(ampc_ctx_params){.threads = p->threads, .seed = 7}, &ctx)) != AMPC_OK)
+        return st;
+    const struct ampc_kernels *k = ampci_kernels(AMPC_ISA_AUTO);
+    out->level = k->isa;
+    shape shapes[16];
+    int nsh = 0;
+    for (int64_t s = 256; s <= (p->max_square ? p->max_square : 2048); s *= 2) shapes[nsh++] = (shape){"square", s, s, s, false};
+    for (size_t i = 0; !p->no_gpt && i < sizeof gpt_shapes / sizeof gpt_shapes[0]; i++) shapes[nsh++] = gpt_shapes[i];
+    slot slots[5];
+    int ns = slots_of(k, slots);
+    out->rows = calloc((size_t)(ns * nsh), sizeof *out->rows);
+    if (!out->rows) return ampc_ctx_free(ctx), AMPC_STATUS_OOM;
+    for (int i = 0; i < ns && st == AMPC_OK; i++) {
+        bool ok = check(ctx, &slots[i]);
+        for (int s = 0; s < nsh && st == AMPC_OK; s++) {
+            bench_gemm_row *r = &out->rows[out->nrows];
+            const shape *sh = &shapes[s];
+            *r = (bench_gemm_row){.slot = ampci_slot_name(slots[i].id), .kernel = k->impl[slots[i].id],
+                                  .dtype = slots[i].dtype, .shape = sh->name, .m = sh->m, .n = sh->n, .k = sh->k,
+                                  .ta = sh->ta, .threads = ampc_ctx_threads(ctx), .matches_ref = ok};
+            if (p->progress) p->progress(p->user, (int)out->nrows, ns * nsh, r->kernel);
+            if ((st = time_one(ctx, &slots[i], sh, r)) != AMPC_OK) break;
+            r->peak_gflops = bench_peak_for(&out->peaks, r->kernel, &r->peak_kind);
+            r->peak_fraction = r->peak_gflops > 0 ? r->gflops / r->peak_gflops : 0;
+            out->nrows++;
+        }
+    }
+    ampc_ctx_free(ctx);
+    return st;
+}
+
+void bench_gemm_report_free(bench_gemm_report *r) {
+    free(r->rows);
+    r->rows = NULL;
+    r->nrows = 0;
+}

@@ -1,0 +1,43 @@
+/* bench_gemm.h: GFLOP/s of the GEMM kernels ampc runs on this machine (every GEMM slot of the chosen
+ * kernel level, including the split F32 ones the TF32 switch uses), on squares and on the shapes of a
+ * GPT training step, as a fraction of the measured peak of the unit each kernel runs on. */
+#ifndef AMPC_BENCH_GEMM_H
+#define AMPC_BENCH_GEMM_H
+
+#include "bench_peak.h"
+#include "bench_util.h"
+
+typedef struct bench_gemm_row {
+    const char *slot;        /* "gemm_bf16", "gemm_f32_bf16x1", ... */
+    const char *kernel;      /* "ampc_k_gemm_bf16f32__amx" */
+    ampc_dtype dtype;        /* of the operands */
+    const char *shape;       /* "square", "gpt qkv", "gpt fc dW", ... */
+    int64_t m, n, k;
+    bool ta;                 /* a stored transposed (weight-gradient shapes) */
+    int threads;
+    bench_timing t;
+    double gflops;           /* 2 m n k / median time */
+    const char *peak_kind;   /* "amx", "bf16dp", "fma32" */
+    double peak_gflops, peak_fraction;
+    bool matches_ref;        /* the kernel's result on a small odd shape agrees with ref (see bench_gemm.c) */
+} bench_gemm_row;
+
+typedef struct bench_gemm_params {
+    int threads;                 /* 0 = all CPUs */
+    int64_t max_square;          /* squares 256, 512, ... up to this; 0 = 2048 */
+    bool no_gpt;                 /* leave out the GPT shapes */
+    void (*progress)(void *user, int done, int total, const char *what);
+    void *user;
+} bench_gemm_params;
+
+typedef struct bench_gemm_report {
+    bench_peaks peaks;
+    ampc_isa level;
+    bench_gemm_row *rows;        /* malloc'd */
+    size_t nrows;
+} bench_gemm_report;
+
+ampc_status bench_gemm_run(const bench_gemm_params *p, bench_gemm_report *out);
+void bench_gemm_report_free(bench_gemm_report *r);
+
+#endif

@@ -1,0 +1,130 @@
+/* bench_step.c: `ampc bench step`: the wall time of whole training steps (zero_grad, forward, loss,
+ * backward, unscale and clipping, optimizer step) through the same run engine as `ampc train`, so the
+ * figure is what a user's run gets. Warm-up steps (first-touch memory, thread start) are run and
+ * dropped; the figure is the median of the timed steps. No evaluation is run. */
+#include "bench_cli.h"
+#include "cli.h"
+#include "json.h"
+#include "run.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_OPTS 64
+
+static void usage(FILE *f) {
+    fprintf(f, "Usage: ampc bench step [train options] [--precisions LIST] [--untimed W] [--json]\n\n"
+               "Times training steps of a model in each precision: W untimed warm-up steps, then --steps timed\n"
+               "ones (default 5); prints the median ms per step, tokens or samples per second and peak memory.\n"
+               "Defaults as `ampc train`, except batch 8 for gpt (the PyTorch anchor's configuration).\n\n"
+               "Examples:\n"
+               "  ampc bench step\n"
+               "  ampc bench step --model cnn --data fashion-mnist --batch 128 --json\n\n");
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct step_figures {
+    double ms, ms_min, per_s;
+    size_t peak;
+} step_figures;
+
+static step_figures figures(const run_output *o, int64_t warmup) {
+    int64_t n = o->r.n - warmup;
+    double *t = malloc((size_t)n * sizeof *t);
+    step_figures f = {0};
+    if (!t) return f;
+    memcpy(t, o->step_seconds + warmup, (size_t)n * sizeof *t);
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    double med = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    f = (step_figures){1e3 * med, 1e3 * t[0], (double)o->per_step / med, o->r.peak_bytes};
+    free(t);
+    return f;
+}
+
+static void print_json(const run_config *cfg, const char *label, const step_figures *f, int64_t steps, int64_t warmup,
+                       bool lm) {
+    json_writer w;
+    json_init(&w, stdout, false);
+    json_obj_begin(&w);
+    json_kstr(&w, "kind", "step");
+    json_kstr(&w, "model", ampc_model_kind_name(cfg->model.kind));
+    json_kstr(&w, "precision", label);
+    json_kint(&w, "batch", cfg->batch);
+    json_kint(&w, "threads", cfg->threads);
+    json_kint(&w, "steps", steps);
+    json_kint(&w, "warmup", warmup);
+    json_knum(&w, "ms_per_step", f->ms);
+    json_knum(&w, "ms_min", f->ms_min);
+    json_knum(&w, lm ? "tokens_per_s" : "samples_per_s", f->per_s);
+    json_kint(&w, "peak_bytes", (int64_t)f->peak);
+    json_obj_end(&w);
+    json_finish(&w);
+}
+
+static int run_all(const char *prog, run_config *cfg, const prec_list *pl, int64_t warmup, bool json) {
+    ampc_dataset *ds = NULL;
+    int rc = run_open_data(prog, cfg, &ds);
+    char desc[128];
+    run_describe_model(&cfg->model, desc, sizeof desc);
+    step_figures base = {0};
+    for (int i = 0; i < pl->n && !rc; i++) {
+        cfg->prec = pl->p[i];
+        cfg->label = precision_names[pl->p[i]];
+        run_output out;
+        if ((rc = run_training(prog, cfg, ds, NULL, &out))) break;
+        step_figures f = figures(&out, warmup);
+        bool lm = strcmp(out.r.throughput_unit, "tokens/s") == 0;
+        if (i == 0) base = f;
+        if (json) print_json(cfg, cfg->label, &f, cfg->steps - warmup, warmup, lm);
+        else {
+            if (i == 0) printf("%s, batch %lld, %d threads: median of %lld steps after %lld warm-up\n\n"
+                               "precision  ms/step   min ms  %11s  peak MiB  vs %s\n", desc, (long long)cfg->batch,
+                               cfg->threads, (long long)(cfg->steps - warmup), (long long)warmup,
+                               out.r.throughput_unit, cfg->label);
+            printf("%-9s %8.1f %8.1f %12.0f %9.1f  %.2fx\n", cfg->label, f.ms, f.ms_min, f.per_s,
+                   (double)f.peak / 1048576.0, base.ms / f.ms);
+        }
+        run_output_free(&out);
+    }
+    ampc_dataset_free(ds);
+    return rc;
+}
+
+int bench_step_main(int argc, char **argv) {
+    const char *prog = "ampc bench step";
+    run_config cfg = {0};
+    prec_list pl = {3, {PREC_FP32, PREC_BF16, PREC_FP16}};
+    int64_t warmup = 2;
+    bool json = false;
+    cli_opt opts[MAX_OPTS];
+    int n = run_options(&cfg, opts, MAX_OPTS - 3);
+    opts[n++] = (cli_opt){.name = "precisions", .kind = CLI_CUSTOM, .out = &pl, .parse = run_parse_precisions,
+                          .metavar = "LIST", .accepts = "a comma-separated list of fp32, bf16, fp16",
+                          .defval = "fp32,bf16,fp16", .help = "the precisions to time, in order"};
+    opts[n++] = (cli_opt){.name = "untimed", .kind = CLI_INT, .out = &warmup, .imin = 0, .imax = 1000, .defval = "2",
+                          .help = "untimed steps first"};
+    opts[n++] = (cli_opt){.name = "json", .kind = CLI_FLAG, .out = &json, .help = "one JSON object per precision"};
+    bool seen[MAX_OPTS] = {false};
+    cli_parse_out po = {.seen = seen};
+    int rc = cli_parse_or_exit(prog, usage, opts, (size_t)n, argc, argv, 0, NULL, &po);
+    bool steps_given = false, batch_given = false;
+    for (int i = 0; i < n; i++) {
+        steps_given |= seen[i] && strcmp(opts[i].name, "steps") == 0;
+        batch_given |= seen[i] && strcmp(opts[i].name, "batch") == 0;
+    }
+    if (rc < 0) rc = run_finish_options(prog, &cfg, opts, n, seen);
+    if (rc >= 0) return rc;
+    if (cfg.epochs) {
+        fprintf(stderr, "%s: --epochs is not for benchmarks; give --steps\n", prog);
+        return CLI_EXIT_USAGE;
+    }
+    if (!batch_given && cfg.model.kind == AMPC_MODEL_GPT) cfg.batch = 8;
+    cfg.steps = (steps_given ? cfg.steps : 5) + warmup;
+    cfg.quiet = cfg.no_eval = true;
+    if (!cfg.threads) cfg.threads = ampc_cpu()->online_cpus;
+    return run_all(prog, &cfg, &pl, warmup, json);
+}
