@@ -54,7 +54,7 @@ static void fill(struct ampc_kernels *k, ampc_isa level) {
     k->isa = level;
     ampci_kernels_fill_ref(k);
     if (level >= AMPC_ISA_AVX512 && ampc_cpu()->best >= AMPC_ISA_AVX512) ampci_fill_avx512(k);
-    if (level >= AMPC_ISA_AMX && ampc_cpu()->best >= AMPC_ISA_AMX && ampci_fill_amx) ampci_fill_amx(k);
+    if (level >= AMPC_ISA_AMX && ampc_cpu()->best >= AMPC_ISA_AMX) ampci_fill_amx(k);
     k->impl[AMPCI_SLOT_GEMM_F32] = k->gemm_name[AMPC_DTYPE_F32];
     k->impl[AMPCI_SLOT_GEMM_F16] = k->gemm_name[AMPC_DTYPE_F16];
     k->impl[AMPCI_SLOT_GEMM_BF16] = k->gemm_name[AMPC_DTYPE_BF16];

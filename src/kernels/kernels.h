@@ -215,11 +215,16 @@ AMPCI_HIDDEN void ampci_fill_ref_optim(struct ampc_kernels *k);
 /* ISA folders override compute slots for their level (called after the ref fill, only when the level is
  * allowed and its CPU features are usable; a folder checks finer features such as AVX512-BF16 itself). */
 AMPCI_HIDDEN void ampci_fill_avx512(struct ampc_kernels *k);
-/* The families of the avx512 folder (fill_avx512.c calls them in this order), and the amx folder. Weak
- * while the folders are being written: a family not linked in leaves the lower level's kernels. */
-AMPCI_HIDDEN void ampci_fill_avx512_eltwise(struct ampc_kernels *k) __attribute__((weak));
-AMPCI_HIDDEN void ampci_fill_avx512_attention(struct ampc_kernels *k) __attribute__((weak));
-AMPCI_HIDDEN void ampci_fill_amx(struct ampc_kernels *k) __attribute__((weak));
+/* The families of the avx512 folder (fill_avx512.c calls them in this order), and the amx folder. */
+AMPCI_HIDDEN void ampci_fill_avx512_eltwise(struct ampc_kernels *k) __attribute__((weak));   /* in progress */
+AMPCI_HIDDEN void ampci_fill_avx512_attention(struct ampc_kernels *k);
+/* The attention slots alone; allow_bf16dp = false forces the widening BF16 path (tests), and the
+ * kernel's vector exp (y, x: (n)) for its accuracy test. */
+AMPCI_HIDDEN void ampci_fill_avx512_attention_ex(struct ampc_kernels *k, bool allow_bf16dp);
+AMPCI_HIDDEN void ampci_attn_exp_avx512(float *y, const float *x, int64_t n);
+AMPCI_HIDDEN void ampci_fill_amx(struct ampc_kernels *k);
+/* The amx GEMM slots alone (ampci_fill_amx calls it). */
+AMPCI_HIDDEN void ampci_fill_amx_gemm(struct ampc_kernels *k);
 /* The reference for the split F32 GEMMs (passes 1 or 3, see gemm_f32_bf16x1/x3): a test oracle, not a
  * slot (the ref level runs F32 GEMMs in F32 whatever the precision setting). */
 AMPCI_HIDDEN ampc_status ampci_gemm_f32_split_ref(ampc_ctx *ctx, const ampci_gemm *g, int passes);

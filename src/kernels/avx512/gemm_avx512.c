@@ -18,6 +18,11 @@
  *         the pair (x[k], x[k+1]) of one row/column (odd K: the last pair is padded with +0 on both
  *         sides), and vdpbf16ps does two k-steps per instruction, 14 x 32 tile as for F32.
  *   BF16 without it (ampc_k_gemm_bf16f32__avx512): widened to F32 while packing, F32 micro-kernel.
+ *   F32 as one BF16 pass (ampc_k_gemm_f32_bf16x1__avx512bf16, gemm_f32_bf16x1, with AVX512_BF16): F32
+ *         operands rounded to BF16 (RNE, ampci_bf16_from_f32_bits: subnormals kept, so they reach the
+ *         subnormal fallback below) while packing into the vdpbf16ps layout, then the vdpbf16ps kernel;
+ *         about twice the F32 kernel's rate where vdpbf16ps runs at the FMA rate (installed only on CPUs
+ *         without AMX, see ampci_fill_avx512_gemm).
  *
  * Arithmetic. Each c element is one F32 accumulator updated in k order inside a K-block (one FMA per
  * k, or per pair for vdpbf16ps: a product of F32 values is rounded once, products of F16/BF16 values are
@@ -71,11 +76,24 @@
 #define AI __attribute__((always_inline)) static inline
 #define BF16_TARGET __attribute__((target("avx512bf16")))
 
-typedef enum kind { K_F32 = 0, K_F16, K_BF16W, K_BF16DP } kind;
+typedef enum kind { K_F32 = 0, K_F16, K_BF16W, K_BF16DP, K_F32BF16DP, K_COUNT } kind;
 
 /* ------------------------------------------------------------------------------------------------
  * Small helpers
  * ---------------------------------------------------------------------------------------------- */
+
+/* Kinds packed as BF16 pairs for vdpbf16ps (BF16 sources, or F32 sources rounded to BF16). */
+AI bool pair_kind(kind kd) { return kd == K_BF16DP || kd == K_F32BF16DP; }
+
+/* F32 lanes rounded to BF16 (in the low 16 bits), bit for bit ampci_bf16_from_f32_bits: RNE on the low
+ * 16 bits (subnormals kept, unlike vcvtneps2bf16, which reads them as 0), NaN quieted. */
+AI __m512i bf16_rne(__m512i x) {
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    return _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
+}
 
 AI __mmask16 m16(int64_t n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 AI __mmask32 m32(int64_t n) { return n >= 32 ? (__mmask32)0xffffffffu : n <= 0 ? 0 : (__mmask32)((1u << n) - 1); }
@@ -134,11 +152,25 @@ AI __m512 load_elems_f32(kind kd, const void *p, int64_t n) {
     }
 }
 
+/* Up to 16 consecutive elements from p (mask m) of a pair kind, as BF16 patterns in the low halves of 16
+ * words. */
+AI __m512i load_bf16_words(kind kd, const void *p, __mmask16 m) {
+    if (kd == K_F32BF16DP) return bf16_rne(_mm512_maskz_loadu_epi32(m, p));
+    return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
+}
+
+/* Up to 32 consecutive F32 values from p (n valid) rounded to BF16, as 32 16-bit lanes in order. */
+AI __m512i load_f32_as_bf16x32(const unsigned char *p, int64_t n) {
+    __m512i a = bf16_rne(_mm512_maskz_loadu_epi32(m16(n), p));
+    __m512i b = bf16_rne(_mm512_maskz_loadu_epi32(m16(n - 16), p + 64));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(a)), _mm512_cvtepi32_epi16(b), 1);
+}
+
 /* k-rows: element (k, x) at src[k * ld + x]; nsl slivers of width W side by side (sliver q holds columns
  * q W .. q W + W - 1, stored at dst + q * dstride), so each source row is read in one sweep. */
 AI void pack_krows(kind kd, const unsigned char *src, int64_t ld, size_t es, int64_t kc, int64_t nx, int W,
                    int64_t nsl, int64_t dstride, uint32_t *dst, bool *sub) {
-    if (kd != K_BF16DP) {
+    if (!pair_kind(kd)) {
         for (int64_t k = 0; k < kc; k++) {
             const unsigned char *row = src + (size_t)(k * ld) * es;
             for (int64_t q = 0; q < nsl; q++) {
@@ -153,16 +185,16 @@ AI void pack_krows(kind kd, const unsigned char *src, int64_t ld, size_t es, int
     }
     for (int64_t p = 0; 2 * p < kc; p++) {
         bool has1 = 2 * p + 1 < kc;
-        const uint16_t *r0 = (const uint16_t *)(src + (size_t)(2 * p * ld) * es);
-        const uint16_t *r1 = has1 ? (const uint16_t *)(src + (size_t)((2 * p + 1) * ld) * es) : r0;
+        const unsigned char *r0 = src + (size_t)(2 * p * ld) * es;
+        const unsigned char *r1 = has1 ? src + (size_t)((2 * p + 1) * ld) * es : r0;
         for (int64_t q = 0; q < nsl; q++) {
             __mmask32 s = 0;
 #pragma GCC unroll 2
             for (int x = 0; x < W; x += 16) {
                 int64_t c = q * W + x;
                 __mmask16 m = m16(nx - c);
-                __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r0 + c));
-                __m512i hi = has1 ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r1 + c)) : _mm512_setzero_si512();
+                __m512i lo = load_bf16_words(kd, r0 + (size_t)c * es, m);
+                __m512i hi = has1 ? load_bf16_words(kd, r1 + (size_t)c * es, m) : _mm512_setzero_si512();
                 __m512i w = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
                 s |= bf16_subnormal(w);
                 _mm512_mask_storeu_epi32(dst + q * dstride + p * W + x, m16(W - x), w);
@@ -175,8 +207,8 @@ AI void pack_krows(kind kd, const unsigned char *src, int64_t ld, size_t es, int
 /* x-rows: element (k, x) at src[x * ld + k]; 16 x-rows by 16 word-steps at a time, transposed. */
 AI void pack_xrows1(kind kd, const unsigned char *src, int64_t ld, size_t es, int64_t kc, int64_t nx, int W,
                     uint32_t *dst, bool *sub) {
-    int64_t kp = kd == K_BF16DP ? (kc + 1) / 2 : kc;
-    int epw = kd == K_BF16DP ? 2 : 1;   /* elements per word */
+    int64_t kp = pair_kind(kd) ? (kc + 1) / 2 : kc;
+    int epw = pair_kind(kd) ? 2 : 1;   /* elements per word */
     __mmask32 s = 0;
     for (int x0 = 0; x0 < W; x0 += 16) {
         for (int64_t t0 = 0; t0 < kp; t0 += 16) {
@@ -189,8 +221,8 @@ AI void pack_xrows1(kind kd, const unsigned char *src, int64_t ld, size_t es, in
                     continue;
                 }
                 const unsigned char *p = src + (size_t)((x0 + i) * ld + t0 * epw) * es;
-                if (kd == K_BF16DP) {
-                    __m512i w = _mm512_maskz_loadu_epi16(m32(ne), p);
+                if (pair_kind(kd)) {
+                    __m512i w = kd == K_F32BF16DP ? load_f32_as_bf16x32(p, ne) : _mm512_maskz_loadu_epi16(m32(ne), p);
                     s |= bf16_subnormal(w);
                     r[i] = _mm512_castsi512_ps(w);
                 } else {
@@ -234,10 +266,14 @@ DEF_PACK(K_BF16W, MR, bf16w_a)
 DEF_PACK(K_BF16W, NR, bf16w_b)
 DEF_PACK(K_BF16DP, MR, bf16dp_a)
 DEF_PACK(K_BF16DP, NR, bf16dp_b)
-static const pack_fn g_pack_k[4][2] = {{pack_k_f32_a, pack_k_f32_b}, {pack_k_f16_a, pack_k_f16_b},
-                                       {pack_k_bf16w_a, pack_k_bf16w_b}, {pack_k_bf16dp_a, pack_k_bf16dp_b}};
-static const pack_fn g_pack_x[4][2] = {{pack_x_f32_a, pack_x_f32_b}, {pack_x_f16_a, pack_x_f16_b},
-                                       {pack_x_bf16w_a, pack_x_bf16w_b}, {pack_x_bf16dp_a, pack_x_bf16dp_b}};
+DEF_PACK(K_F32BF16DP, MR, f32bf16dp_a)
+DEF_PACK(K_F32BF16DP, NR, f32bf16dp_b)
+static const pack_fn g_pack_k[K_COUNT][2] = {{pack_k_f32_a, pack_k_f32_b},       {pack_k_f16_a, pack_k_f16_b},
+                                             {pack_k_bf16w_a, pack_k_bf16w_b},   {pack_k_bf16dp_a, pack_k_bf16dp_b},
+                                             {pack_k_f32bf16dp_a, pack_k_f32bf16dp_b}};
+static const pack_fn g_pack_x[K_COUNT][2] = {{pack_x_f32_a, pack_x_f32_b},       {pack_x_f16_a, pack_x_f16_b},
+                                             {pack_x_bf16w_a, pack_x_bf16w_b},   {pack_x_bf16dp_a, pack_x_bf16dp_b},
+                                             {pack_x_f32bf16dp_a, pack_x_f32bf16dp_b}};
 
 /* ------------------------------------------------------------------------------------------------
  * Micro-kernels: c (mr x nr, ldc) op= a sliver (kp x MR words) times b sliver (kp x NR words).
@@ -460,7 +496,7 @@ typedef struct job {
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 AI int64_t block_kc(const job *j, int64_t pc) { return pc + 1 < j->nkb ? j->KC : j->g->K - pc * j->KC; }
-AI int64_t block_kp(const job *j, int64_t kc) { return j->kd == K_BF16DP ? (kc + 1) / 2 : kc; }
+AI int64_t block_kp(const job *j, int64_t kc) { return pair_kind(j->kd) ? (kc + 1) / 2 : kc; }
 
 /* Packs items [i0, i1) of op(b): item = (K-block pc, group of BGROUP slivers of the chunk). */
 static void pack_b_range(void *arg, int64_t i0, int64_t i1, int64_t chunk) {
@@ -536,10 +572,10 @@ static void compute_range(void *arg, int64_t t0, int64_t t1, int64_t chunk) {
                     bs = j->bp + (pc * j->kpf * j->nsl + s * kp) * NR;
                     bsub = j->bsub[pc * j->nsl + s];
                 }
-                bsub = bsub && j->kd == K_BF16DP;
+                bsub = bsub && pair_kind(j->kd);
                 for (int64_t sl = sl0; sl < sl1; sl++) {
                     int64_t r = sl * MR, mr = g->M - r < MR ? g->M - r : MR;
-                    const ukr_fn *tab = j->kd != K_BF16DP                  ? g_ukr_f32
+                    const ukr_fn *tab = !pair_kind(j->kd)                  ? g_ukr_f32
                                         : (bsub || asub[sl - sl0]) ? g_ukr_bf16x
                                                                    : g_ukr_bf16dp;
                     tab[mr](kp, abuf + (sl - sl0) * kp * MR, bs, g->c + r * g->ldc + col, g->ldc, mk0, mk1, mode,
@@ -561,8 +597,8 @@ static ampc_status gemm_avx512(ampc_ctx *ctx, const ampci_gemm *g, kind kd, cons
             }
         return AMPC_OK;
     }
-    job j = {.g = g, .kd = kd, .es = kd == K_F32 ? 4 : 2};
-    j.KC = kd == K_BF16DP ? KC_BF16 : KC_F32;
+    job j = {.g = g, .kd = kd, .es = kd == K_F32 || kd == K_F32BF16DP ? 4 : 2};
+    j.KC = pair_kind(kd) ? KC_BF16 : KC_F32;
     j.nkb = ceil_div(g->K, j.KC);
     j.kpf = block_kp(&j, g->K < j.KC ? g->K : j.KC);
     int64_t kp_total = (j.nkb - 1) * j.kpf + block_kp(&j, block_kc(&j, j.nkb - 1));   /* words over all of K */
@@ -580,7 +616,7 @@ static ampc_status gemm_avx512(ampc_ctx *ctx, const ampci_gemm *g, kind kd, cons
      * never changes the arithmetic. */
     double work = (double)g->M * (double)g->N * (double)g->K;
     int threads = ampc_ctx_threads(ctx);
-    bool serial = threads <= 1 || work < SERIAL_WORK * (kd == K_BF16DP ? 2 : 1);   /* vdpbf16ps: twice the rate */
+    bool serial = threads <= 1 || work < SERIAL_WORK * (pair_kind(kd) ? 2 : 1);   /* vdpbf16ps: twice the rate */
     j.msl = ceil_div(g->M, MR);
     j.mb = ceil_div(j.msl, MS_MAX);
     int64_t nb = ceil_div(nsl_chunk, NS_MAX);
@@ -641,17 +677,31 @@ static ampc_status gemm_bf16w(ampc_ctx *ctx, const ampci_gemm *g) {
 static ampc_status gemm_bf16dp(ampc_ctx *ctx, const ampci_gemm *g) {
     return gemm_avx512(ctx, g, K_BF16DP, "gemm (avx512bf16) packed operands");
 }
+static ampc_status gemm_f32bf16dp(ampc_ctx *ctx, const ampci_gemm *g) {
+    return gemm_avx512(ctx, g, K_F32BF16DP, "gemm (avx512bf16 f32 as bf16x1) packed operands");
+}
 
-/* Fills the GEMM slots; the BF16 slot takes vdpbf16ps only when allow_bf16dp and the CPU has it (tests
- * reach the widening BF16 kernel on such CPUs through allow_bf16dp = false). */
+/* Fills the GEMM slots; the BF16 slot (and gemm_f32_bf16x1) take vdpbf16ps only when allow_bf16dp and the
+ * CPU has it (tests reach the widening BF16 kernel on such CPUs through allow_bf16dp = false). */
 void ampci_fill_avx512_gemm(struct ampc_kernels *k, bool allow_bf16dp) {
     k->gemm[AMPC_DTYPE_F32] = gemm_f32;
     k->gemm_name[AMPC_DTYPE_F32] = "ampc_k_gemm_f32f32__avx512";
     k->gemm[AMPC_DTYPE_F16] = gemm_f16;
     k->gemm_name[AMPC_DTYPE_F16] = "ampc_k_gemm_f16f32__avx512";
+    k->gemm_f32_bf16x1 = k->gemm_f32_bf16x3 = NULL;
+    k->impl[AMPCI_SLOT_GEMM_F32_BF16X1] = k->impl[AMPCI_SLOT_GEMM_F32_BF16X3] = NULL;
     if (allow_bf16dp && ampc_cpu_has(AMPC_CPU_AVX512_BF16)) {
         k->gemm[AMPC_DTYPE_BF16] = gemm_bf16dp;
         k->gemm_name[AMPC_DTYPE_BF16] = "ampc_k_gemm_bf16f32__avx512bf16";
+        /* F32 as one BF16 pass: vdpbf16ps does two k-steps per instruction, about twice the F32 kernel
+         * where it runs at the FMA rate (AMD Zen 4/5). Not on CPUs with AMX: there vdpbf16ps runs at half
+         * the FMA rate (reference/machine-peaks.md: 114 vs 232 GFLOP/s per core), and this level only
+         * runs when AMX is capped or denied. Three passes (gemm_f32_bf16x3) would do 3 times the work of
+         * one, slower than F32 FMAs everywhere: that slot stays NULL at this level (the op layer runs F32). */
+        if (!ampc_cpu()->cpuid[AMPC_CPU_AMX_BF16]) {
+            k->gemm_f32_bf16x1 = gemm_f32bf16dp;
+            k->impl[AMPCI_SLOT_GEMM_F32_BF16X1] = "ampc_k_gemm_f32_bf16x1__avx512bf16";
+        }
     } else {
         k->gemm[AMPC_DTYPE_BF16] = gemm_bf16w;
         k->gemm_name[AMPC_DTYPE_BF16] = "ampc_k_gemm_bf16f32__avx512";

@@ -118,7 +118,8 @@ ampc_status ampci_gemm_f32_split_ref(ampc_ctx *ctx, const ampci_gemm *g, int pas
                 split_bf16(at[m * g->K + k], &ah, &al);
                 split_bf16(bt[n * g->K + k], &bh, &bl);
                 s += (double)(ah * bh);
-                if (passes == 3) s += (double)(ah * bl) + (double)(al * bh);
+                /* with an infinite or NaN hi the cross terms would add inf * 0 = NaN to an inf product */
+                if (passes == 3 && isfinite(ah) && isfinite(bh)) s += (double)(ah * bl) + (double)(al * bh);
             }
             float *c = g->c + m * g->ldc + n;
             *c = g->beta == 0.0f ? (float)s : g->beta * *c + (float)s;

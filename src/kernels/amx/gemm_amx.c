@@ -1,0 +1,485 @@
+/* gemm_amx.c: AMX tile GEMMs, c (M, N) F32 = beta c + op(a) op(b), every multiply-add done by tdpbf16ps:
+ *   gemm[BF16]       ampc_k_gemm_bf16f32__amx          BF16 operands, one tile pass
+ *   gemm[F16]        ampc_k_gemm_f16f32__amx_bf16x3    each FP16 value split exactly into BF16 hi + lo
+ *   gemm_f32_bf16x1  ampc_k_gemm_f32_bf16x1__amx       F32 operands rounded to BF16 (hi only)
+ *   gemm_f32_bf16x3  ampc_k_gemm_f32_bf16x3__amx       F32 operands as hi + lo (16 of their 24 bits)
+ * The split is split_bf16 of gemm_ref.c: hi = x rounded to BF16 (RNE), lo = (x - hi) rounded to BF16,
+ * lo = 0 where hi is inf or NaN. Three-pass kernels compute a b as ahi bhi + ahi blo + alo bhi. The
+ * fourth product alo blo is dropped: it is below 2^-16 |a b| (|lo| <= 2^-8 |x|), under the F32
+ * accumulation error once K reaches a few hundred, and a fourth pass would cost a third more time.
+ *
+ * Structure (Goto/BLIS with tiles). Tiles are 16 x 16 F32 for C, 16 rows x 32 BF16 for A and 16 pair-rows
+ * x 16 columns for B (amx_pack.h). The micro-tile is 32 x 32 of C in 4 tile registers (tmm0-3), with
+ * two A tiles (tmm4-5: rows 0-15, 16-31) and two B tiles (tmm6-7: columns 0-15, 16-31): per k-step of 32
+ * K elements, 4 tile loads feed 4 tdpbf16ps (three-pass: 10 loads, 12 tdpbf16ps). Edge micro-tiles use
+ * one A or one B tile (16 rows or columns) out of the same fixed configuration; every pack is zero-padded
+ * to whole tiles. op(b) is packed once per call (column chunks of at most 8 MiB packed, in parallel).
+ * The C chunk is cut into tasks of at most 256 rows x 512 columns; a task, for each K-block of KC
+ * elements (512 for one part, 256 for hi + lo: a 32-column B sliver is 32 KiB, to stay in a 48 KiB L1
+ * while the task's A block, 256 KiB, streams from L2), packs its A block, then for each 32-column B
+ * sliver, for each 32-row A sliver, runs the micro-kernel. Between K-blocks the accumulators go to a
+ * per-task F32 buffer in tile layout (stored and reloaded exactly), so every c element is ONE chain of
+ * tdpbf16ps over all of K in k order, whatever KC, the task cut or the thread count. After the last
+ * K-block, c = acc (beta 0: old c, NaN included, never read) or c = beta * c + acc (multiply, then add).
+ * The blocking sizes are estimates for a Sapphire Rapids core (48 KiB L1D, 2 MiB L2), not measured:
+ * the machine this was written on has no AMX.
+ *
+ * Arithmetic of tdpbf16ps (Intel SDM): for each c element, the 16 even and the 16 odd products of a
+ * k-step each go through a chain of FP32 FMAs from +0 (one rounding per FMA, RNE), then
+ * c = c + (even + odd). Inputs are DAZ (BF16 and F32 subnormals read as 0), results FTZ (below 2^-126
+ * they become 0), MXCSR is ignored. Products of BF16 values are exact in F32.
+ *
+ * Special values. The tile path never sees a BF16 subnormal: packing flags every 16-row (A) or 16-column
+ * (B) panel of a K-block that holds one (or, for three-pass kernels, an inf/NaN hi), and a micro-tile
+ * that meets a flagged panel computes that K-block with plain IEEE FMAs instead (ukr_exact: same values,
+ * no DAZ/FTZ, lo cross products skipped where a hi is inf/NaN, so inf * 1 = inf). Why: DAZ would make a
+ * subnormal count as 0 and inf * subnormal a NaN, unlike the ref and avx512 kernels; such inputs are rare
+ * (BF16 values below 2^-126; F32 inputs below ~2^-103, whose lo part is a BF16 subnormal), so the slow
+ * path costs nothing in practice. FP16 inputs never produce one (every FP16 value and part is a multiple
+ * of 2^-24). What remains is FTZ of tiny sums on the tile path: every value there is a multiple of 2^-48
+ * for F16 inputs, so it never happens for them; for BF16/F32 inputs each flush changes a result by less
+ * than 2^-126 (at most 34 flushes per tile instruction).
+ *
+ * Error bounds (for one c element; u = 2^-24, gamma_n = n u / (1 - n u); S = sum_k |a_k| |b_k| of the
+ * exact inputs; D = |beta c| + 1.02 S; I = P ceil(K / 32) tile instructions with P = 1 or 3 passes;
+ * finite inputs, no overflow, no flushed sums (add (34 I + 1) 2^-126 for those); for F32 inputs, nonzero
+ * values of magnitude >= 2^-118):
+ *   every kernel, vs the exact sum of the terms it multiplies:  <= gamma_{18+I} D
+ *     (a product passes through <= 16 FMA roundings, the even + odd add, the add into c, I - 1 later adds
+ *     into c, and the final beta step)
+ *   BF16 (P = 1), vs exact products:                   gamma_{18+I} D
+ *   F16 bf16x3 (P = 3), vs exact FP16 products (a GPU tensor core's products):
+ *                                                      2^-16 S + gamma_{18+I} D
+ *   F32 bf16x1 (P = 1), vs the exact F32 product:      2^-7 (1 + 2^-9) S + gamma_{18+I} D   (TF32-like)
+ *   F32 bf16x3 (P = 3), vs the exact F32 product:      3.02 * 2^-16 S + gamma_{18+I} D      (about FP32)
+ * E.g. K = 4096: F16 2^-16 S + 2.4e-5 D; an FP32 GEMM with any summation order has gamma_K = 2.4e-4.
+ *
+ * Threads: B packing and the tasks go through ampc_parallel_for; a task takes one of `threads` scratch
+ * slots (claimed with an atomic flag). Tile state is per thread: each chunk function loads the tile
+ * configuration on the thread that runs it and releases it at the end. Scratch: one ampci_alloc per call.
+ *
+ * The tile instructions go through amx_tile.h: tests/test_amx.c includes this file with
+ * AMPCI_AMX_EMULATE defined and runs the same code on an emulation of the instructions. */
+#include "../kernels.h"
+#include "amx_pack.h"
+#include "amx_tile.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#define KC_ONE 512    /* K elements per block, one-part kinds */
+#define KC_TWO 256    /* two-part kinds (hi + lo tiles) */
+#define MS_MAX 16     /* row groups (16 rows) per task: 256 rows */
+#define NS_MAX 32     /* column groups per task: 512 columns */
+#define BGROUP 4      /* column groups per B packing item */
+
+/* Knobs that never change the arithmetic; the emulated build lets tests lower them to reach the column
+ * chunk and thread paths with small problems. */
+#ifdef AMPCI_AMX_EMULATE
+#define AMX_KNOB static
+#else
+#define AMX_KNOB static const
+#endif
+/* packed op(b) per column chunk, bytes */
+AMX_KNOB size_t g_bpack_max_bytes = (size_t)8 << 20;
+/* multiply-adds (times passes) below which one thread does everything: one ampc_parallel_for costs
+ * ~45 us, the time of 2^25 multiply-adds at half the AMX peak */
+AMX_KNOB double g_serial_work = 33554432.0;
+
+/* ------------------------------------------------------------------------------------------------
+ * Micro-kernels: a 32 x 32 (or 16-row / 16-column edge) block of C over kt k-steps of packed tiles.
+ * a0, a1: the A tiles of the two row groups; b0, b1: the B tiles of the two column groups (tile (t, part)
+ * at (t * parts + part) * TWORDS). The accumulators come from cin (tile layout: C tile (gg, hh) at
+ * (2 gg + hh) * 256 floats, rows 64 bytes apart) or start at zero (cin NULL), and go to cout.
+ * ---------------------------------------------------------------------------------------------- */
+
+#define CT 256   /* floats per C tile */
+
+/* The four tdpbf16ps of a k-step: C(gg, hh) += A(gg) B(hh). */
+#define DP4(ng, nh)                                                                                           \
+    do {                                                                                                      \
+        AMX_DPBF16(0, 4, 6);                                                                                  \
+        if (nh == 2) AMX_DPBF16(1, 4, 7);                                                                     \
+        if (ng == 2) AMX_DPBF16(2, 5, 6);                                                                     \
+        if (ng == 2 && nh == 2) AMX_DPBF16(3, 5, 7);                                                          \
+    } while (0)
+
+AI void load_a(const int ng, const uint16_t *a0, const uint16_t *a1, size_t at) {
+    AMX_LOAD(4, a0 + at, 64);
+    if (ng == 2) AMX_LOAD(5, a1 + at, 64);
+}
+AI void load_b(const int nh, const uint16_t *b0, const uint16_t *b1, size_t at) {
+    AMX_LOAD(6, b0 + at, 64);
+    if (nh == 2) AMX_LOAD(7, b1 + at, 64);
+}
+
+AI void ukr_body(const int ng, const int nh, const int passes, int64_t kt, const uint16_t *a0, const uint16_t *a1,
+                 const uint16_t *b0, const uint16_t *b1, const float *cin, float *cout) {
+    const int parts = passes == 3 ? 2 : 1;
+    if (cin) {
+        AMX_LOAD(0, cin, 64);
+        if (nh == 2) AMX_LOAD(1, cin + CT, 64);
+        if (ng == 2) AMX_LOAD(2, cin + 2 * CT, 64);
+        if (ng == 2 && nh == 2) AMX_LOAD(3, cin + 3 * CT, 64);
+    } else {
+        AMX_ZERO(0);
+        if (nh == 2) AMX_ZERO(1);
+        if (ng == 2) AMX_ZERO(2);
+        if (ng == 2 && nh == 2) AMX_ZERO(3);
+    }
+    for (int64_t t = 0; t < kt; t++) {
+        size_t hi = (size_t)(t * parts) * TWORDS, lo = hi + TWORDS;
+        load_a(ng, a0, a1, hi);
+        load_b(nh, b0, b1, hi);
+        DP4(ng, nh);          /* hi * hi */
+        if (passes == 3) {
+            load_b(nh, b0, b1, lo);
+            DP4(ng, nh);      /* hi * lo */
+            load_a(ng, a0, a1, lo);
+            load_b(nh, b0, b1, hi);
+            DP4(ng, nh);      /* lo * hi */
+        }
+    }
+    AMX_STORE(0, cout, 64);
+    if (nh == 2) AMX_STORE(1, cout + CT, 64);
+    if (ng == 2) AMX_STORE(2, cout + 2 * CT, 64);
+    if (ng == 2 && nh == 2) AMX_STORE(3, cout + 3 * CT, 64);
+}
+
+typedef void (*ukr_fn)(int64_t kt, const uint16_t *a0, const uint16_t *a1, const uint16_t *b0, const uint16_t *b1,
+                       const float *cin, float *cout);
+#define DEF_UKR(NG, NH, P)                                                                                    \
+    static void ukr_##NG##NH##_##P(int64_t kt, const uint16_t *a0, const uint16_t *a1, const uint16_t *b0,     \
+                                   const uint16_t *b1, const float *cin, float *cout) {                       \
+        ukr_body(NG, NH, P, kt, a0, a1, b0, b1, cin, cout);                                                    \
+    }
+DEF_UKR(1, 1, 1)
+DEF_UKR(1, 2, 1)
+DEF_UKR(2, 1, 1)
+DEF_UKR(2, 2, 1)
+DEF_UKR(1, 1, 3)
+DEF_UKR(1, 2, 3)
+DEF_UKR(2, 1, 3)
+DEF_UKR(2, 2, 3)
+/* [passes == 3][ng - 1][nh - 1] */
+static const ukr_fn g_ukr[2][2][2] = {{{ukr_11_1, ukr_12_1}, {ukr_21_1, ukr_22_1}},
+                                      {{ukr_11_3, ukr_12_3}, {ukr_21_3, ukr_22_3}}};
+
+AI float bf16_value(uint16_t h) { return ampci_f32_from_bits((uint32_t)h << 16); }
+
+/* The same block with IEEE FMAs in k order, for K-blocks whose panels hold special values (see the
+ * header): no DAZ, no FTZ, and where a hi is inf or NaN its lo cross products are skipped. */
+static void ukr_exact(int ng, int nh, int passes, int64_t kt, const uint16_t *const a[2], const uint16_t *const b[2],
+                      const float *cin, float *cout) {
+    const size_t parts = passes == 3 ? 2 : 1;
+    for (int gg = 0; gg < ng; gg++)
+        for (int hh = 0; hh < nh; hh++)
+            for (int r = 0; r < TROWS; r++)
+                for (int n = 0; n < TROWS; n++) {
+                    size_t at = (size_t)(2 * gg + hh) * CT + (size_t)(r * TROWS + n);
+                    float acc = cin ? cin[at] : 0.0f;
+                    for (int64_t t = 0; t < kt; t++) {
+                        const uint16_t *ar = a[gg] + (size_t)t * parts * TWORDS + r * TK;
+                        const uint16_t *bc = b[hh] + (size_t)t * parts * TWORDS + 2 * n;
+                        for (int e = 0; e < TK; e++) {
+                            size_t be = (size_t)(e / 2 * TK + (e & 1));
+                            float x = bf16_value(ar[e]), y = bf16_value(bc[be]);
+                            acc = fmaf(x, y, acc);
+                            if (passes == 3 && isfinite(x) && isfinite(y)) {
+                                acc = fmaf(x, bf16_value(bc[be + TWORDS]), acc);
+                                acc = fmaf(bf16_value(ar[e + TWORDS]), y, acc);
+                            }
+                        }
+                    }
+                    cout[at] = acc;
+                }
+}
+
+/* c rows r0.., columns c0.. from a finished block in tile layout: c = acc or beta c + acc. */
+static void write_out(const ampci_gemm *g, const float *acc, int64_t r0, int64_t c0, int ng, int nh) {
+    for (int gg = 0; gg < ng; gg++)
+        for (int r = 0; r < TROWS && r0 + gg * TROWS + r < g->M; r++) {
+            float *crow = g->c + (r0 + gg * TROWS + r) * g->ldc;
+            for (int hh = 0; hh < nh; hh++) {
+                const float *src = acc + (2 * gg + hh) * CT + r * TROWS;
+                int64_t col = c0 + hh * TROWS, n = g->N - col < TROWS ? g->N - col : TROWS;
+                float *c = crow + col;
+                if (g->beta == 0.0f) {
+                    for (int64_t x = 0; x < n; x++) c[x] = src[x];
+                } else {
+                    for (int64_t x = 0; x < n; x++) c[x] = g->beta * c[x] + src[x];
+                }
+            }
+        }
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * The driver
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef struct ajob {
+    const ampci_gemm *g;
+    akind kd;
+    int parts, passes;
+    int64_t KC, nkb, ktf;   /* K elements per block, blocks, k-steps per full block */
+    int64_t kt_total;       /* k-steps over all of K */
+    /* the current chunk of columns, from jc0: ngc column groups of packed op(b) */
+    int64_t jc0, ngc;
+    uint16_t *bp;           /* [pc][group][kt(pc)][parts][TWORDS] */
+    bool *bflag;            /* [pc][group]: the panel holds a special value */
+    /* tasks: mb x nb blocks of gs row groups by hs column groups */
+    int64_t ngr, gs, mb, hs, nb;
+    unsigned char *slots;   /* nslots scratch slots of slot_bytes: A block, A flags, C buffer */
+    size_t slot_bytes, a_bytes, f_bytes;
+    atomic_int *busy;
+    int nslots;
+} ajob;
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+AI int64_t block_kc(const ajob *j, int64_t pc) { return pc + 1 < j->nkb ? j->KC : j->g->K - pc * j->KC; }
+AI size_t group_words(const ajob *j, int64_t kt) { return (size_t)(kt * j->parts) * TWORDS; }
+
+/* Where the K-block pc of op(a) rows from row (or of op(b) columns from col) starts, as a pack source. */
+static pack_src src_a(const ajob *j, int64_t row, int64_t pc) {
+    const ampci_gemm *g = j->g;
+    int64_t k0 = pc * j->KC;
+    size_t es = kind_size(j->kd);
+    pack_src s = {(const unsigned char *)g->a, g->ta ? 1 : g->lda, g->ta ? g->lda : 1, min64(TROWS, g->M - row),
+                  block_kc(j, pc)};
+    s.base += (size_t)(row * s.sx + k0 * s.sk) * es;
+    return s;
+}
+static pack_src src_b(const ajob *j, int64_t col, int64_t pc) {
+    const ampci_gemm *g = j->g;
+    int64_t k0 = pc * j->KC;
+    size_t es = kind_size(j->kd);
+    pack_src s = {(const unsigned char *)g->b, g->tb ? g->ldb : 1, g->tb ? 1 : g->ldb, min64(TROWS, g->N - col),
+                  block_kc(j, pc)};
+    s.base += (size_t)(col * s.sx + k0 * s.sk) * es;
+    return s;
+}
+
+/* Packs items [i0, i1) of op(b): item = (K-block pc, BGROUP column groups of the chunk). */
+static void pack_b_range(void *arg, int64_t i0, int64_t i1, int64_t chunk) {
+    (void)chunk;
+    ajob *j = arg;
+    int64_t nitems = ceil_div(j->ngc, BGROUP);
+    for (int64_t it = i0; it < i1; it++) {
+        int64_t pc = it / nitems, h0 = it % nitems * BGROUP, h1 = min64(h0 + BGROUP, j->ngc);
+        int64_t kt = ceil_div(block_kc(j, pc), TK);
+        uint16_t *blk = j->bp + group_words(j, j->ktf) * (size_t)(pc * j->ngc);
+        for (int64_t h = h0; h < h1; h++) {
+            pack_src s = src_b(j, j->jc0 + h * TROWS, pc);
+            j->bflag[pc * j->ngc + h] = g_pack_group[j->kd][1](&s, kt, blk + group_words(j, kt) * (size_t)h);
+        }
+    }
+}
+
+static int take_slot(ajob *j) {
+    for (;;)
+        for (int i = 0; i < j->nslots; i++) {
+            int expect = 0;
+            if (atomic_load_explicit(&j->busy[i], memory_order_relaxed) == 0 &&
+                atomic_compare_exchange_strong(&j->busy[i], &expect, 1))
+                return i;
+        }
+}
+
+/* One micro-tile, rows from row and columns from col (ng, nh groups), over K-block pc of kt k-steps: the
+ * tile path, or the exact one when a panel is special. cb holds its accumulators between K-blocks (NULL
+ * with a single K-block); after the last one the block goes to c. */
+static void micro_tile(const ajob *j, int64_t pc, int64_t kt, const uint16_t *const a[2], int ng,
+                       const uint16_t *const b[2], int nh, bool special, float *cb, int64_t row, int64_t col) {
+    _Alignas(64) float last[4 * CT];
+    bool final = pc + 1 == j->nkb;
+    const float *cin = pc > 0 ? cb : NULL;
+    float *cout = final ? last : cb;
+    if (special)
+        ukr_exact(ng, nh, j->passes, kt, a, b, cin, cout);
+    else
+        g_ukr[j->passes == 3][ng - 1][nh - 1](kt, a[0], a[1], b[0], b[1], cin, cout);
+    if (final) write_out(j->g, last, row, col, ng, nh);
+}
+
+/* Task t: row groups [g0, g1) by column groups [h0, h1) of the chunk, all of K. For each K-block: pack the
+ * A block, then for each 32-column B sliver (L1), for each 32-row A sliver (L2), one micro-tile. */
+static void run_task(const ajob *j, int64_t t, uint16_t *ab, bool *aflag, float *cbuf) {
+    int64_t g0 = t / j->nb * j->gs, g1 = min64(g0 + j->gs, j->ngr);
+    int64_t h0 = t % j->nb * j->hs, h1 = min64(h0 + j->hs, j->ngc);
+    int64_t nmh = ceil_div(h1 - h0, 2);
+    for (int64_t pc = 0; pc < j->nkb; pc++) {
+        int64_t kt = ceil_div(block_kc(j, pc), TK);
+        size_t gw = group_words(j, kt);
+        for (int64_t gi = g0; gi < g1; gi++) {
+            pack_src s = src_a(j, gi * TROWS, pc);
+            aflag[gi - g0] = g_pack_group[j->kd][0](&s, kt, ab + gw * (size_t)(gi - g0));
+        }
+        const uint16_t *bblk = j->bp + group_words(j, j->ktf) * (size_t)(pc * j->ngc);
+        const bool *bfl = j->bflag + pc * j->ngc;
+        for (int64_t h = h0; h < h1; h += 2) {
+            int nh = h + 1 < h1 ? 2 : 1;
+            const uint16_t *b[2] = {bblk + gw * (size_t)h, bblk + gw * (size_t)(h + nh - 1)};
+            for (int64_t gi = g0; gi < g1; gi += 2) {
+                int ng = gi + 1 < g1 ? 2 : 1;
+                const uint16_t *a[2] = {ab + gw * (size_t)(gi - g0), ab + gw * (size_t)(gi - g0 + ng - 1)};
+                bool special = bfl[h] || bfl[h + nh - 1] || aflag[gi - g0] || aflag[gi - g0 + ng - 1];
+                float *cb = j->nkb > 1 ? cbuf + (size_t)((gi - g0) / 2 * nmh + (h - h0) / 2) * 4 * CT : NULL;
+                micro_tile(j, pc, kt, a, ng, b, nh, special, cb, gi * TROWS, j->jc0 + h * TROWS);
+            }
+        }
+    }
+}
+
+static void compute_range(void *arg, int64_t t0, int64_t t1, int64_t chunk) {
+    (void)chunk;
+    ajob *j = arg;
+    int slot = take_slot(j);
+    unsigned char *mem = j->slots + (size_t)slot * j->slot_bytes;
+    AMX_CONFIG();   /* tile state is per thread: configure it on the thread that runs these tasks */
+    for (int64_t t = t0; t < t1; t++)
+        run_task(j, t, (uint16_t *)mem, (bool *)(mem + j->a_bytes), (float *)(mem + j->a_bytes + j->f_bytes));
+    AMX_RELEASE();  /* back to the INIT state: context switches need not save 8 KiB of tiles */
+    atomic_store(&j->busy[slot], 0);
+}
+
+static size_t round64(size_t n) { return (n + 63) / 64 * 64; }
+
+/* Column chunks and the task cut: tiles of at most MS_MAX x NS_MAX groups; with threads, the count is
+ * raised to a multiple of the thread count, preferably by cutting M (each column cut packs A once more).
+ * Micro-tiles pair groups from a task's first one, so block sizes are kept even. None of this changes
+ * the arithmetic. Returns the column groups per chunk. */
+static int64_t plan(ajob *j, int threads, bool serial) {
+    const ampci_gemm *g = j->g;
+    int64_t ngc_all = ceil_div(g->N, TROWS);
+    size_t group_bytes = group_words(j, j->kt_total) * sizeof(uint16_t);
+    int64_t per_chunk = (int64_t)(g_bpack_max_bytes / group_bytes);
+    per_chunk = per_chunk < 2 ? 2 : per_chunk / 2 * 2;
+    int64_t nchunks = ceil_div(ngc_all, per_chunk);
+    int64_t ngc_chunk = ceil_div(ceil_div(ngc_all, nchunks), 2) * 2;
+    j->ngr = ceil_div(g->M, TROWS);
+    j->mb = ceil_div(j->ngr, MS_MAX);
+    int64_t nb = ceil_div(ngc_chunk, NS_MAX);
+    if (!serial) {
+        if (j->ngr >= 4 * threads)
+            j->mb = ceil_div(j->mb, threads) * threads;
+        else
+            nb = ceil_div(nb, threads) * threads;
+    }
+    j->gs = ceil_div(ceil_div(j->ngr, j->mb), 2) * 2;
+    j->mb = ceil_div(j->ngr, j->gs);
+    j->hs = ceil_div(ceil_div(ngc_chunk, nb), 2) * 2;
+    return ngc_chunk;
+}
+
+/* One allocation for the call's scratch: the packed op(b) chunk and its flags, then per slot an A block,
+ * its flags and (more than one K-block) a task's C buffer, then the slot flags. */
+static unsigned char *alloc_scratch(ampc_ctx *ctx, ajob *j, int64_t ngc_chunk, const char *what, size_t *bytes) {
+    size_t bwords = group_words(j, j->kt_total) * (size_t)ngc_chunk;
+    size_t bflags = round64((size_t)(j->nkb * ngc_chunk));
+    j->a_bytes = round64(group_words(j, j->ktf) * (size_t)j->gs * sizeof(uint16_t));
+    j->f_bytes = round64((size_t)j->gs);
+    size_t c_bytes = j->nkb > 1 ? (size_t)(j->gs / 2 * ceil_div(j->hs, 2)) * 4 * CT * sizeof(float) : 0;
+    j->slot_bytes = j->a_bytes + j->f_bytes + c_bytes;
+    *bytes = bwords * sizeof(uint16_t) + bflags + j->slot_bytes * (size_t)j->nslots +
+             (size_t)j->nslots * sizeof(atomic_int);
+    unsigned char *mem = ampci_alloc(ctx, *bytes, what);
+    if (!mem) return NULL;
+    j->bp = (uint16_t *)mem;
+    j->bflag = (bool *)(mem + bwords * sizeof(uint16_t));
+    j->slots = (unsigned char *)j->bflag + bflags;
+    j->busy = (atomic_int *)(j->slots + j->slot_bytes * (size_t)j->nslots);
+    for (int i = 0; i < j->nslots; i++) atomic_init(&j->busy[i], 0);
+    return mem;
+}
+
+/* K = 0: c = beta c + 0, as the ref kernel (beta 0 gives 0 over NaN). */
+static void scale_c(const ampci_gemm *g) {
+    for (int64_t i = 0; i < g->M; i++)
+        for (int64_t n = 0; n < g->N; n++) {
+            float *p = g->c + i * g->ldc + n;
+            *p = g->beta == 0.0f ? 0.0f : g->beta * *p + 0.0f;
+        }
+}
+
+static ampc_status gemm_amx(ampc_ctx *ctx, const ampci_gemm *g, akind kd, const char *what) {
+    if (g->M <= 0 || g->N <= 0) return AMPC_OK;
+    if (g->K <= 0) {
+        scale_c(g);
+        return AMPC_OK;
+    }
+    ajob j = {.g = g, .kd = kd, .parts = kind_parts(kd)};
+    j.passes = j.parts == 2 ? 3 : 1;
+    j.KC = j.parts == 2 ? KC_TWO : KC_ONE;
+    j.nkb = ceil_div(g->K, j.KC);
+    j.ktf = ceil_div(min64(g->K, j.KC), TK);
+    j.kt_total = (j.nkb - 1) * j.ktf + ceil_div(block_kc(&j, j.nkb - 1), TK);
+
+    int threads = ampc_ctx_threads(ctx);
+    double work = (double)g->M * (double)g->N * (double)g->K * j.passes;
+    bool serial = threads <= 1 || work < g_serial_work;
+    int64_t ngc_chunk = plan(&j, threads, serial);
+    int64_t ngc_all = ceil_div(g->N, TROWS);
+    int64_t ntasks_max = j.mb * ceil_div(ngc_chunk, j.hs);
+    j.nslots = serial ? 1 : (int)(threads < ntasks_max ? threads : ntasks_max);
+
+    size_t bytes;
+    unsigned char *mem = alloc_scratch(ctx, &j, ngc_chunk, what, &bytes);
+    if (!mem) return AMPC_STATUS_OOM;
+
+    for (int64_t g_begin = 0; g_begin < ngc_all; g_begin += ngc_chunk) {
+        j.jc0 = g_begin * TROWS;
+        j.ngc = min64(ngc_chunk, ngc_all - g_begin);
+        j.nb = ceil_div(j.ngc, j.hs);
+        int64_t npack = j.nkb * ceil_div(j.ngc, BGROUP), ntasks = j.mb * j.nb;
+        if (serial) {
+            pack_b_range(&j, 0, npack, 0);
+            compute_range(&j, 0, ntasks, 0);
+        } else {
+            ampc_parallel_for(ctx, npack, 1, pack_b_range, &j);
+            ampc_parallel_for(ctx, ntasks, 1, compute_range, &j);
+        }
+    }
+    ampci_free(ctx, mem, bytes);
+    return AMPC_OK;
+}
+
+static ampc_status gemm_bf16(ampc_ctx *ctx, const ampci_gemm *g) {
+    return gemm_amx(ctx, g, AK_BF16, "gemm (amx bf16) packed operands");
+}
+static ampc_status gemm_f16x3(ampc_ctx *ctx, const ampci_gemm *g) {
+    return gemm_amx(ctx, g, AK_F16X3, "gemm (amx f16 as bf16x3) packed operands");
+}
+static ampc_status gemm_f32x1(ampc_ctx *ctx, const ampci_gemm *g) {
+    return gemm_amx(ctx, g, AK_F32X1, "gemm (amx f32 as bf16x1) packed operands");
+}
+static ampc_status gemm_f32x3(ampc_ctx *ctx, const ampci_gemm *g) {
+    return gemm_amx(ctx, g, AK_F32X3, "gemm (amx f32 as bf16x3) packed operands");
+}
+
+/* The emulated build (tests/test_amx.c) gets its own name, so it links next to the library's. */
+#ifdef AMPCI_AMX_EMULATE
+#define AMX_FILL_GEMM static void ampci_fill_amx_gemm_emulated
+#else
+#define AMX_FILL_GEMM void ampci_fill_amx_gemm
+#endif
+
+/* The AMX GEMM slots. The F32 slot stays with the level below: F32 GEMMs use tiles only through the
+ * split slots, when the op layer allows it (ampc_set_fp32_matmul_precision). */
+AMX_FILL_GEMM(struct ampc_kernels *k) {
+    k->gemm[AMPC_DTYPE_BF16] = gemm_bf16;
+    k->gemm_name[AMPC_DTYPE_BF16] = "ampc_k_gemm_bf16f32__amx";
+    k->gemm[AMPC_DTYPE_F16] = gemm_f16x3;
+    k->gemm_name[AMPC_DTYPE_F16] = "ampc_k_gemm_f16f32__amx_bf16x3";
+    k->gemm_f32_bf16x1 = gemm_f32x1;
+    k->impl[AMPCI_SLOT_GEMM_F32_BF16X1] = "ampc_k_gemm_f32_bf16x1__amx";
+    k->gemm_f32_bf16x3 = gemm_f32x3;
+    k->impl[AMPCI_SLOT_GEMM_F32_BF16X3] = "ampc_k_gemm_f32_bf16x3__amx";
+}
+
+#ifndef AMPCI_AMX_EMULATE
+/* Called by the dispatcher for the AMX level only (AMX-TILE and AMX-BF16 usable, permission granted). */
+void ampci_fill_amx(struct ampc_kernels *k) { ampci_fill_amx_gemm(k); }
+#endif

@@ -1,0 +1,860 @@
+/* test_amx.c: the AMX GEMMs (kernels/amx/gemm_amx.c) through an emulation of the tile instructions, and
+ * the AVX-512 F32-as-one-BF16-pass GEMM. This file #includes gemm_amx.c with AMPCI_AMX_EMULATE defined:
+ * the same packing, blocking, threading and micro-kernel code runs with every tile instruction replaced
+ * by portable C that follows the Intel SDM pseudo-code (kernels/amx/amx_tile.h), so the whole kernel is
+ * checked on any x86-64. Where the CPU has AMX (with the tile permission), the library's native kernels
+ * run on every problem too and must give the emulation's bits (NaN payloads aside).
+ *
+ * Variants: BF16 (ref: gemm_ref BF16), F16 as BF16 x3 (ref: gemm_ref F16, exact products), F32 as BF16
+ * x1 and x3 (ref: ampci_gemm_f32_split_ref with 1 or 3 passes), and, on CPUs with AVX512_BF16 and no
+ * AMX, the avx512 level's gemm_f32_bf16x1 (ref: the split ref, 1 pass).
+ *
+ * Error bounds, per element (the derivation is at the top of gemm_amx.c): with u = 2^-24, gamma_n =
+ * n u / (1 - n u), S = sum_k |a_k b_k| (exact values), D = |beta c| + sum of |every product a kernel
+ * adds| (split parts included), d = the longest chain of roundings one product passes through in the
+ * kernel (AMX: 18 + P ceil(K / 32) for P passes; avx512: K + 3):
+ *   vs the ref kernel:       |c - ref| <= (gamma_d + gamma_ref) D + drop + F
+ *       gamma_ref = gamma_{K+2} for gemm_ref (test_gemm.c), gamma_2 + K 2^-53 for the split ref (one
+ *       rounding of a double sum); drop = 2^-16 S for F16 x3 against gemm_ref's exact products (the
+ *       dropped lo*lo), else 0; F = (34 P ceil(K / 32) + K + 2) 2^-126 for flushed tiny sums (FTZ).
+ *   vs the exact product:    |c - (beta c + sum a b)| <= split S + gamma_d D + K 2^-53 S + F
+ *       split = 0 (BF16), 2^-16 (F16 x3), 2^-7 (1 + 2^-9) (F32 x1), 3.02 2^-16 (F32 x3).
+ *   normwise vs ref: ||c - ref||_F <= 2 (sqrt(d) + sqrt(d_ref)) u ||D||_F + drop_F, the probabilistic
+ *       bound of Higham & Mary (lambda = 2 per kernel) as in test_gemm.c.
+ * The sweeps print the worst error / bound ratios. Non-finite results must match the expected pattern
+ * element by element (for the split F32 kernels: that of a true F32 GEMM, inf * 1 = inf).
+ *
+ * Coverage: M, N in {1, 15, 16, 17, 31, 32, 33, 48, 63, 65} x K in {1, 2, 3, 15, 31, 32, 33, 64, 65, 100}
+ * (a rotating subset), the task and K-block edges (255, 256, 257 rows; 511, 512, 513 columns; KC - 1, KC,
+ * KC + 1, 2 KC + 1 for KC = 512 and 256; 768 for the avx512 kernel), all four ta/tb layouts, beta 0 over
+ * a C full of NaN, beta 1 and -0.75, leading dimensions above the minimum (gaps hold NaN), operands that
+ * end at a guard page, several column chunks, 1 and 2 threads bit-identical, NaN/inf inputs, subnormal
+ * and tiny inputs (the exact path), the split bounds nearly reached, the emulated instructions' own
+ * semantics (SDM order, DAZ, FTZ with tininess after rounding, rows/colsb bounds), scratch OOM.
+ * AMPC_GEMM_BENCH=1 prints GFLOP/s of the native kernels; AMPC_TEST_FILTER=name runs matching tests. */
+#define _DEFAULT_SOURCE
+#include "test_util.h"
+
+#include "core/core.h"
+#include "kernels/kernels.h"
+
+#define AMPCI_AMX_EMULATE 1
+#include "kernels/amx/gemm_amx.c"
+
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+static ampc_ctx *g_ctx1, *g_ctx2;   /* 1 and 2 threads */
+static struct ampc_kernels g_ref;
+static bool g_native;               /* the CPU runs AMX: the native kernels are checked too */
+
+typedef enum refkind { REF_GEMM, REF_SPLIT1, REF_SPLIT3 } refkind;
+
+typedef struct variant {
+    const char *name;
+    ampc_dtype dt;
+    ampc_k_gemm_fn fn, native;   /* native: the library's AMX kernel, NULL without AMX */
+    int passes;
+    bool amx;                    /* AMX chain depth; false: the avx512 kernel */
+    refkind ref;
+    double split;                /* split error per |a b| vs the exact product */
+    double drop;                 /* error per |a b| vs the ref's products */
+} variant;
+static variant g_var[5];
+static int g_nvar;
+
+static int setup(void **state) {
+    (void)state;
+    if (ampc_ctx_new(&(ampc_ctx_params){.seed = 1, .threads = 1}, &g_ctx1) != AMPC_OK) return -1;
+    if (ampc_ctx_new(&(ampc_ctx_params){.seed = 1, .threads = 2}, &g_ctx2) != AMPC_OK) return -1;
+    ampci_fill_ref_gemm(&g_ref);
+    struct ampc_kernels ke = {0}, kn = {0}, kx = {0};
+    ampci_fill_amx_gemm_emulated(&ke);
+    ampci_fill_amx_gemm(&kn);   /* filling is safe anywhere; running needs AMX */
+    g_native = ampc_cpu()->best >= AMPC_ISA_AMX;
+    if (!g_native)
+        printf("  note: no usable AMX here (%s): the native-vs-emulated bit check is skipped\n",
+               ampc_cpu()->cpuid[AMPC_CPU_AMX_TILE] ? "tile permission or OS support missing" : "CPU has none");
+    g_var[g_nvar++] = (variant){ke.gemm_name[AMPC_DTYPE_BF16], AMPC_DTYPE_BF16, ke.gemm[AMPC_DTYPE_BF16],
+                                g_native ? kn.gemm[AMPC_DTYPE_BF16] : NULL, 1, true, REF_GEMM, 0, 0};
+    g_var[g_nvar++] = (variant){ke.gemm_name[AMPC_DTYPE_F16], AMPC_DTYPE_F16, ke.gemm[AMPC_DTYPE_F16],
+                                g_native ? kn.gemm[AMPC_DTYPE_F16] : NULL, 3, true, REF_GEMM, 0x1p-16, 0x1p-16};
+    g_var[g_nvar++] = (variant){ke.impl[AMPCI_SLOT_GEMM_F32_BF16X1], AMPC_DTYPE_F32, ke.gemm_f32_bf16x1,
+                                g_native ? kn.gemm_f32_bf16x1 : NULL, 1, true, REF_SPLIT1, 0x1p-7 * (1 + 0x1p-9), 0};
+    g_var[g_nvar++] = (variant){ke.impl[AMPCI_SLOT_GEMM_F32_BF16X3], AMPC_DTYPE_F32, ke.gemm_f32_bf16x3,
+                                g_native ? kn.gemm_f32_bf16x3 : NULL, 3, true, REF_SPLIT3, 3.02 * 0x1p-16, 0};
+    if (ampc_cpu()->best >= AMPC_ISA_AVX512) {
+        ampci_fill_ref_gemm(&kx);
+        ampci_fill_avx512_gemm(&kx, true);
+        if (kx.gemm_f32_bf16x1)
+            g_var[g_nvar++] = (variant){kx.impl[AMPCI_SLOT_GEMM_F32_BF16X1], AMPC_DTYPE_F32, kx.gemm_f32_bf16x1, NULL,
+                                        1, false, REF_SPLIT1, 0x1p-7 * (1 + 0x1p-9), 0};
+    }
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    ampc_ctx_free(g_ctx1);
+    ampc_ctx_free(g_ctx2);
+    return 0;
+}
+
+/* ---- operands (as in test_gemm.c) ---- */
+
+/* A stored matrix (rows, cols) with leading dimension ld, in dtype dt; f holds the same values as F32.
+ * The gap between cols and ld holds NaN. */
+typedef struct mat {
+    ampc_dtype dt;
+    int64_t rows, cols, ld;
+    void *p;
+    float *f;
+} mat;
+
+static uint64_t g_seed = 4242;
+
+static float rnd_uniform(void) { return (float)((double)(tu_rand(&g_seed) >> 11) * 0x1p-53 * 2.0 - 1.0); }
+
+static void mat_sync(mat *m) {
+    size_t n = (size_t)(m->rows * m->ld) + 1;
+    ASSERT_OK(ampc_convert(m->p, m->dt, m->f, AMPC_DTYPE_F32, n));
+    ASSERT_OK(ampc_convert(m->f, AMPC_DTYPE_F32, m->p, m->dt, n));   /* the values the kernels see */
+}
+
+static mat mat_new(ampc_dtype dt, int64_t rows, int64_t cols, int64_t ld) {
+    mat m = {dt, rows, cols, ld, NULL, NULL};
+    size_t n = (size_t)(rows * ld) + 1;
+    m.f = malloc(n * sizeof(float));
+    m.p = malloc(n * ampc_dtype_size(dt));
+    assert_non_null(m.f);
+    assert_non_null(m.p);
+    for (size_t i = 0; i < n; i++) m.f[i] = NAN;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) m.f[r * ld + c] = rnd_uniform();
+    mat_sync(&m);
+    return m;
+}
+
+static void mat_free(mat *m) {
+    free(m->p);
+    free(m->f);
+}
+
+/* One problem: op(a) (M, K), op(b) (K, N), c (M, N) with ldc, c0 its initial contents. */
+typedef struct prob {
+    int64_t M, N, K;
+    bool ta, tb;
+    float beta;
+    mat a, b;
+    int64_t ldc;
+    float *c0;
+} prob;
+
+static prob prob_new(ampc_dtype dt, int64_t M, int64_t N, int64_t K, bool ta, bool tb, float beta, int64_t pad) {
+    prob p = {M, N, K, ta, tb, beta, {0}, {0}, N + pad, NULL};
+    p.a = ta ? mat_new(dt, K, M, M + pad) : mat_new(dt, M, K, K + pad + 1);
+    p.b = tb ? mat_new(dt, N, K, K + pad + 2) : mat_new(dt, K, N, N + pad);
+    size_t nc = (size_t)(M * p.ldc) + 1;
+    p.c0 = malloc(nc * sizeof(float));
+    assert_non_null(p.c0);
+    /* beta 0 must never read c: fill it with NaN then */
+    for (size_t i = 0; i < nc; i++) p.c0[i] = beta == 0.0f ? NAN : rnd_uniform();
+    return p;
+}
+
+static void prob_free(prob *p) {
+    mat_free(&p->a);
+    mat_free(&p->b);
+    free(p->c0);
+}
+
+static float *run(ampc_ctx *ctx, ampc_k_gemm_fn fn, const prob *p) {
+    size_t nc = (size_t)(p->M * p->ldc) + 1;
+    float *c = malloc(nc * sizeof(float));
+    assert_non_null(c);
+    memcpy(c, p->c0, nc * sizeof(float));
+    ampci_gemm g = {p->M, p->N, p->K, p->a.p, p->a.ld, p->ta, p->b.p, p->b.ld, p->tb, c, p->ldc, p->beta};
+    ASSERT_OK(fn(ctx, &g));
+    return c;
+}
+
+static float *run_ref(const variant *v, const prob *p) {
+    if (v->ref == REF_GEMM) return run(g_ctx1, g_ref.gemm[v->dt], p);
+    size_t nc = (size_t)(p->M * p->ldc) + 1;
+    float *c = malloc(nc * sizeof(float));
+    assert_non_null(c);
+    memcpy(c, p->c0, nc * sizeof(float));
+    ampci_gemm g = {p->M, p->N, p->K, p->a.p, p->a.ld, p->ta, p->b.p, p->b.ld, p->tb, c, p->ldc, p->beta};
+    ASSERT_OK(ampci_gemm_f32_split_ref(g_ctx1, &g, v->ref == REF_SPLIT3 ? 3 : 1));
+    return c;
+}
+
+static double op_a(const prob *p, int64_t i, int64_t k) {
+    return p->ta ? p->a.f[k * p->a.ld + i] : p->a.f[i * p->a.ld + k];
+}
+static double op_b(const prob *p, int64_t k, int64_t j) {
+    return p->tb ? p->b.f[j * p->b.ld + k] : p->b.f[k * p->b.ld + j];
+}
+
+/* ---- error bounds (see the header) ---- */
+
+static double gamma_n(double n) { return n * 0x1p-24 / (1.0 - n * 0x1p-24); }
+
+/* hi and lo BF16 parts of x (split_bf16 of gemm_ref.c, through the public conversion) */
+static double bf16_of(float x) { return (double)tu_float((uint32_t)ampc_bf16_from_f32(x) << 16); }
+static void split(float x, double *hi, double *lo) {
+    *hi = bf16_of(x);
+    *lo = isfinite(*hi) ? bf16_of((float)(x - *hi)) : 0.0;
+}
+
+static double depth(const variant *v, int64_t K) {
+    return v->amx ? 18.0 + (double)(v->passes * ((K + 31) / 32)) : (double)K + 3.0;
+}
+static double depth_ref(const variant *v, int64_t K) { return v->ref == REF_GEMM ? (double)K + 2.0 : 2.0; }
+
+/* op(a) and op(b) as doubles, k-contiguous ((M, K) and (N, K)): the values, their hi parts and lo parts
+ * (split kernels; BF16 values are their own hi). */
+typedef struct opnds {
+    double *a, *ah, *al, *b, *bh, *bl;
+} opnds;
+
+static opnds opnds_new(const variant *v, const prob *p) {
+    size_t na = (size_t)(p->M * p->K), nb = (size_t)(p->N * p->K);
+    opnds o;
+    o.a = malloc(3 * (na + nb) * sizeof(double) + 1);
+    assert_non_null(o.a);
+    o.ah = o.a + na, o.al = o.ah + na, o.b = o.al + na, o.bh = o.b + nb, o.bl = o.bh + nb;
+    for (int64_t i = 0; i < p->M; i++)
+        for (int64_t k = 0; k < p->K; k++) {
+            size_t at = (size_t)(i * p->K + k);
+            o.a[at] = op_a(p, i, k);
+            if (v->dt == AMPC_DTYPE_BF16) o.ah[at] = o.a[at], o.al[at] = 0;
+            else split((float)o.a[at], &o.ah[at], &o.al[at]);
+        }
+    for (int64_t j = 0; j < p->N; j++)
+        for (int64_t k = 0; k < p->K; k++) {
+            size_t at = (size_t)(j * p->K + k);
+            o.b[at] = op_b(p, k, j);
+            if (v->dt == AMPC_DTYPE_BF16) o.bh[at] = o.b[at], o.bl[at] = 0;
+            else split((float)o.b[at], &o.bh[at], &o.bl[at]);
+        }
+    return o;
+}
+
+/* Per element: S = sum |a b|, D = |beta c| + sum of |products the kernel adds|, exact = beta c + sum a b. */
+static void element_sums(const variant *v, const prob *p, const opnds *o, int64_t i, int64_t j, double *S, double *D,
+                         double *exact) {
+    double c0 = p->beta != 0.0f ? (double)p->beta * p->c0[i * p->ldc + j] : 0.0;
+    const double *a = o->a + i * p->K, *ah = o->ah + i * p->K, *al = o->al + i * p->K;
+    const double *b = o->b + j * p->K, *bh = o->bh + j * p->K, *bl = o->bl + j * p->K;
+    double s = 0, d = 0, e = c0;
+    for (int64_t k = 0; k < p->K; k++) {
+        s += fabs(a[k] * b[k]);
+        e += a[k] * b[k];
+        d += fabs(ah[k] * bh[k]);
+        if (v->passes == 3) d += fabs(ah[k] * bl[k]) + fabs(al[k] * bh[k]);
+    }
+    *S = s, *exact = e;
+    *D = fabs(c0) + (d > s ? d : s);   /* the ref's own products, for its share of the bound */
+}
+
+/* Checks a kernel's c against the ref's and against the exact product; returns the worst of the
+ * elementwise and normwise error / bound ratios. Non-finite results: the pattern of `nonfinite`. */
+static double check(const variant *v, const prob *p, const float *c, const float *ref, const float *nonfinite,
+                    const char *what) {
+    const double u = 0x1p-24;
+    double gk = gamma_n(depth(v, p->K)), gr = gamma_n(depth_ref(v, p->K)) + (double)p->K * 0x1p-53;
+    double flush = (34.0 * v->passes * (double)((p->K + 31) / 32) + (double)p->K + 2) * 0x1p-126;
+    double worst = 0, err2 = 0, d2 = 0, s2 = 0;
+    opnds o = opnds_new(v, p);
+    for (int64_t i = 0; i < p->M; i++) {
+        for (int64_t j = 0; j < p->N; j++) {
+            float f = c[i * p->ldc + j], r = ref[i * p->ldc + j], want = nonfinite[i * p->ldc + j];
+            if (!isfinite(f) || !isfinite(want)) {
+                if (isnan(f) != isnan(want) || isinf(f) != isinf(want) || (isinf(want) && signbit(f) != signbit(want)))
+                    FAILF("%s: c[%lld, %lld] = %a, expected %a", what, (long long)i, (long long)j, f, want);
+                continue;
+            }
+            double S, D, exact;
+            element_sums(v, p, &o, i, j, &S, &D, &exact);
+            double e_ref = fabs((double)f - (double)r), b_ref = (gk + gr) * D + v->drop * S + flush;
+            double e_ex = fabs((double)f - exact), b_ex = v->split * S + gk * D + (double)p->K * 0x1p-53 * S + flush;
+            if (e_ref > b_ref)
+                FAILF("%s: c[%lld, %lld] = %a, ref %a: error %g above the bound %g", what, (long long)i, (long long)j,
+                      f, r, e_ref, b_ref);
+            if (e_ex > b_ex)
+                FAILF("%s: c[%lld, %lld] = %a, exact %a: error %g above the bound %g", what, (long long)i,
+                      (long long)j, f, exact, e_ex, b_ex);
+            if (b_ref > 0 && e_ref / b_ref > worst) worst = e_ref / b_ref;
+            if (b_ex > 0 && e_ex / b_ex > worst) worst = e_ex / b_ex;
+            err2 += e_ref * e_ref, d2 += D * D, s2 += S * S;
+        }
+        for (int64_t j = p->N; j < p->ldc; j++)
+            if (tu_bits(c[i * p->ldc + j]) != tu_bits(p->c0[i * p->ldc + j]))
+                FAILF("%s: c[%lld, %lld] beyond N was written", what, (long long)i, (long long)j);
+    }
+    free(o.a);
+    if (p->M > 0 && tu_bits(c[p->M * p->ldc]) != tu_bits(p->c0[p->M * p->ldc]))
+        FAILF("%s: c written past its last row", what);
+    double tol = 2 * (sqrt(depth(v, p->K)) + sqrt(depth_ref(v, p->K))) * u * sqrt(d2) + v->drop * sqrt(s2);
+    if (sqrt(err2) > tol) FAILF("%s: normwise error %g above the bound %g", what, sqrt(err2), tol);
+    return tol > 0 && sqrt(err2) / tol > worst ? sqrt(err2) / tol : worst;
+}
+
+/* The native kernel gives the emulation's bits (any NaN for a NaN). */
+static void same_bits(const prob *p, const float *x, const float *y, const char *what) {
+    for (int64_t i = 0; i < p->M; i++)
+        for (int64_t j = 0; j < p->N; j++) {
+            float a = x[i * p->ldc + j], b = y[i * p->ldc + j];
+            if (tu_bits(a) != tu_bits(b) && !(isnan(a) && isnan(b)))
+                FAILF("%s: c[%lld, %lld] = %a, %a in the other run", what, (long long)i, (long long)j, a, b);
+        }
+}
+
+static char g_what[256];
+
+static const char *describe(const variant *v, const prob *p, const char *extra);
+
+/* The native kernel must give the emulation's bits. When it does not, says how far apart they are and
+ * whether the native result still meets the error bounds (then the CPU's tdpbf16ps does not follow the
+ * SDM pseudo-code the emulation implements, and this check would have to become a tolerance). */
+static void native_vs_emulated(const variant *v, const prob *p, ampc_ctx *ctx, const float *emu, const float *ref,
+                               const float *nonfinite) {
+    float *n = run(ctx, v->native, p);
+    int64_t ndiff = 0, at = -1;
+    double worst = 0;
+    for (int64_t i = 0; i < p->M; i++)
+        for (int64_t j = 0; j < p->N; j++) {
+            float a = emu[i * p->ldc + j], b = n[i * p->ldc + j];
+            if (tu_bits(a) == tu_bits(b) || (isnan(a) && isnan(b))) continue;
+            double d = fabs((double)a - (double)b) / fmax(fabs((double)a), 0x1p-126);
+            if (ndiff++ == 0 || d > worst) worst = d, at = i * p->ldc + j;
+        }
+    if (ndiff) {
+        check(v, p, n, ref, nonfinite, describe(v, p, " (native)"));   /* fails if out of bounds */
+        FAILF("%s: native AMX differs from the emulation in %lld elements (worst relative difference %g: c[%lld, "
+              "%lld] = %a native, %a emulated), all within the error bounds: tdpbf16ps on this CPU does not follow "
+              "the SDM pseudo-code",
+              describe(v, p, ""), (long long)ndiff, worst, (long long)(at / p->ldc), (long long)(at % p->ldc),
+              n[at], emu[at]);
+    }
+    free(n);
+}
+
+static const char *describe(const variant *v, const prob *p, const char *extra) {
+    snprintf(g_what, sizeof g_what, "%s M=%lld N=%lld K=%lld ta=%d tb=%d beta=%g%s", v->name, (long long)p->M,
+             (long long)p->N, (long long)p->K, p->ta, p->tb, (double)p->beta, extra);
+    return g_what;
+}
+
+/* Runs the variant (and its native twin) on p and checks it; `nonfinite`: the expected non-finite
+ * pattern (NULL: the ref's). Returns the error ratio. */
+static double run_check(const variant *v, const prob *p, ampc_ctx *ctx, const float *nonfinite, const char *extra) {
+    float *r = run_ref(v, p), *c = run(ctx, v->fn, p);
+    double ratio = check(v, p, c, r, nonfinite ? nonfinite : r, describe(v, p, extra));
+    if (v->native) native_vs_emulated(v, p, ctx, c, r, nonfinite ? nonfinite : r);
+    free(c);
+    free(r);
+    return ratio;
+}
+
+/* combo: bit 0 ta, bit 1 tb, bit 2 beta != 0 (1 or, for odd pads, -0.75). */
+static double one(const variant *v, int64_t M, int64_t N, int64_t K, int combo, int64_t pad) {
+    float beta = (combo >> 2) & 1 ? (pad % 2 ? -0.75f : 1.0f) : 0.0f;
+    prob p = prob_new(v->dt, M, N, K, combo & 1, (combo >> 1) & 1, beta, pad);
+    double ratio = run_check(v, &p, g_ctx1, NULL, "");
+    prob_free(&p);
+    return ratio;
+}
+
+/* ---- tests ---- */
+
+/* The names each level installs; the AMX level only where AMX runs; x3 never at the avx512 level. */
+static void test_table(void **state) {
+    (void)state;
+    struct ampc_kernels ke = {0};
+    ampci_fill_amx_gemm_emulated(&ke);
+    assert_string_equal(ke.gemm_name[AMPC_DTYPE_BF16], "ampc_k_gemm_bf16f32__amx");
+    assert_string_equal(ke.gemm_name[AMPC_DTYPE_F16], "ampc_k_gemm_f16f32__amx_bf16x3");
+    assert_string_equal(ke.impl[AMPCI_SLOT_GEMM_F32_BF16X1], "ampc_k_gemm_f32_bf16x1__amx");
+    assert_string_equal(ke.impl[AMPCI_SLOT_GEMM_F32_BF16X3], "ampc_k_gemm_f32_bf16x3__amx");
+    assert_null(ke.gemm[AMPC_DTYPE_F32]);   /* F32 GEMMs reach tiles only through the split slots */
+    const ampc_cpu_info *cpu = ampc_cpu();
+    const struct ampc_kernels *amx = ampci_kernels(AMPC_ISA_AMX);
+    if (cpu->chosen >= AMPC_ISA_AMX) {
+        assert_string_equal(amx->gemm_name[AMPC_DTYPE_BF16], "ampc_k_gemm_bf16f32__amx");
+        assert_string_equal(amx->impl[AMPCI_SLOT_GEMM_BF16], "ampc_k_gemm_bf16f32__amx");
+        assert_string_equal(amx->impl[AMPCI_SLOT_GEMM_F16], "ampc_k_gemm_f16f32__amx_bf16x3");
+        assert_string_equal(amx->impl[AMPCI_SLOT_GEMM_F32_BF16X3], "ampc_k_gemm_f32_bf16x3__amx");
+        assert_non_null(amx->gemm_f32_bf16x3);
+    } else {
+        assert_null(strstr(amx->gemm_name[AMPC_DTYPE_BF16], "__amx"));
+    }
+    const struct ampc_kernels *k5 = ampci_kernels(AMPC_ISA_AVX512);
+    assert_null(k5->gemm_f32_bf16x3);
+    assert_null(k5->impl[AMPCI_SLOT_GEMM_F32_BF16X3]);
+    bool x1 = cpu->chosen >= AMPC_ISA_AVX512 && ampc_cpu_has(AMPC_CPU_AVX512_BF16) && !cpu->cpuid[AMPC_CPU_AMX_BF16];
+    if (x1) {
+        assert_non_null(k5->gemm_f32_bf16x1);
+        assert_string_equal(k5->impl[AMPCI_SLOT_GEMM_F32_BF16X1], "ampc_k_gemm_f32_bf16x1__avx512bf16");
+    } else {
+        assert_null(k5->gemm_f32_bf16x1);
+    }
+    assert_null(ampci_kernels(AMPC_ISA_REF)->gemm_f32_bf16x1);
+    assert_null(ampci_kernels(AMPC_ISA_REF)->gemm_f32_bf16x3);
+}
+
+/* ---- the emulated instructions themselves ---- */
+
+/* c (16 x 16 F32, rows 64 bytes apart) += a (16 x 32 BF16) b (16 pair-rows x 16 columns), one tdpbf16ps
+ * with the kernels' configuration. */
+static void emu_dp(const uint16_t *a, const uint16_t *b, float *c) {
+    AMX_CONFIG();
+    AMX_LOAD(0, c, 64);
+    AMX_LOAD(4, a, 64);
+    AMX_LOAD(6, b, 64);
+    AMX_DPBF16(0, 4, 6);
+    AMX_STORE(0, c, 64);
+    AMX_RELEASE();
+}
+
+/* c[0][0] after one tdpbf16ps from c00, with row 0 of a = ak[0..], column 0 pairs of b = bk[0..] (n of
+ * them, in K order: element e of the row meets element e of the column). */
+static float dp00(float c00, const uint16_t *ak, const uint16_t *bk, int n) {
+    uint16_t a[TWORDS] = {0}, b[TWORDS] = {0};
+    float c[CT] = {0};
+    c[0] = c00;
+    for (int e = 0; e < n; e++) {
+        a[e] = ak[e];
+        b[pos_b(1, 0, e)] = bk[e];
+    }
+    emu_dp(a, b, c);
+    return c[0];
+}
+
+static void test_emulation(void **state) {
+    (void)state;
+    /* SDM order: even and odd lanes summed first, then added to c: 1 + (2^-24 + 2^-24) = 1 + 2^-23 (an
+     * accumulation straight into c, as the intrinsics guide or vdpbf16ps do it, would give 1) */
+    uint16_t a1[2] = {0x3980, 0x3980}, b1[2] = {0x3980, 0x3980};   /* 2^-12 */
+    assert_true(dp00(1.0f, a1, b1, 2) == 1.0f + 0x1p-23f);
+    /* each lane is a chain of FMAs in K order: even products 1, 2^-24, 2^-24 give 1 (each tie to even) */
+    uint16_t a2[6] = {0x3f80, 0, 0x3980, 0, 0x3980, 0}, b2[6] = {0x3f80, 0, 0x3980, 0, 0x3980, 0};
+    assert_true(dp00(0.0f, a2, b2, 6) == 1.0f);
+    /* DAZ: a BF16 subnormal is 0, so 2^-133 * 2^100 = 0 and inf * 2^-133 = NaN */
+    uint16_t a3[1] = {0x0001}, b3[1] = {0x7180};
+    assert_true(dp00(0.0f, a3, b3, 1) == 0.0f);
+    uint16_t a4[1] = {0x7f80}, b4[1] = {0x0001};
+    assert_true(isnan(dp00(0.0f, a4, b4, 1)));
+    /* DAZ of the accumulator: a subnormal c counts as 0 */
+    uint16_t a5[1] = {0x3f80}, b5[1] = {0x3f80};
+    assert_true(dp00(0x1p-130f, a5, b5, 1) == 1.0f);
+    assert_true(dp00(0x1p-130f, a5, b5, 0) == 0.0f);
+    /* FTZ: 2^-70 * 2^-70 = 2^-140 becomes 0 */
+    uint16_t a6[1] = {0x1c80}, b6[1] = {0x1c80};
+    assert_true(dp00(0.0f, a6, b6, 1) == 0.0f);
+    /* tininess after rounding: 2^-126 - 1.5 2^-151 rounds (24 bits, unbounded exponent) below 2^-126, so
+     * it is flushed, although IEEE rounding into the subnormal range would give 2^-126; with 2^-152
+     * instead it rounds to 2^-126 and stays */
+    uint16_t a7[3] = {0x2000, 0, 0x9980}, b7[3] = {0x2000, 0, 0x1a40};   /* 2^-63 2^-63, -2^-76 1.5 2^-75 */
+    assert_true(dp00(0.0f, a7, b7, 3) == 0.0f);
+    uint16_t b8[3] = {0x2000, 0, 0x1980};                                   /* -2^-76 2^-76 */
+    assert_true(dp00(0.0f, a7, b8, 3) == 0x1p-126f);
+    assert_true(amx_emu_fma(-0x1p-76f, 0x1.8p-75f, 0x1p-126f) == 0.0f);
+    assert_true(amx_emu_fma(-0x1p-76f, 0x1p-76f, 0x1p-126f) == 0x1p-126f);
+    assert_true(signbit(amx_emu_fma(-0x1p-70f, 0x1p-70f, 0.0f)));   /* flushed to a zero of its sign */
+
+    /* rows and colsb bound everything: C 2 x 2, A 2 rows x 2 pairs, B 2 pair-rows x 2 columns, over memory
+     * full of ones; loads zero what is beyond, stores write only rows x colsb */
+    amx_tilecfg cfg = {.palette_id = 1, .colsb = {8, 8, 8}, .rows = {2, 2, 2}};
+    uint16_t ones[TWORDS];
+    for (int i = 0; i < TWORDS; i++) ones[i] = 0x3f80;
+    float c[CT];
+    for (int i = 0; i < CT; i++) c[i] = (i % 16 < 2 && i / 16 < 2) ? 0.0f : -7.0f;
+    amx_emu_loadconfig(&cfg);
+    AMX_LOAD(0, c, 64);
+    AMX_LOAD(1, ones, 64);
+    AMX_LOAD(2, ones, 64);
+    for (int r = 0; r < 16; r++)
+        for (int x = 0; x < 64; x++)
+            assert_int_equal(amx_emu.tile[1][r][x], r < 2 && x < 8 ? (x & 1 ? 0x3f : 0x80) : 0);
+    AMX_DPBF16(0, 1, 2);
+    AMX_STORE(0, c, 64);
+    AMX_RELEASE();
+    assert_int_equal(amx_emu.configured, 0);
+    for (int i = 0; i < CT; i++) assert_true(c[i] == ((i % 16 < 2 && i / 16 < 2) ? 4.0f : -7.0f));
+}
+
+/* ---- the kernels against the refs ---- */
+
+/* M, N x K over the size lists (a rotating subset of K per (M, N)); the layout and beta rotate so each of
+ * the 8 combinations meets every size class. */
+static void test_sizes(void **state) {
+    (void)state;
+    static const int64_t S[] = {1, 15, 16, 17, 31, 32, 33, 48, 63, 65};
+    static const int64_t Ks[] = {1, 2, 3, 15, 31, 32, 33, 64, 65, 100};
+    enum { NS = sizeof S / sizeof S[0], NK = sizeof Ks / sizeof Ks[0] };
+    for (int v = 0; v < g_nvar; v++) {
+        double worst = 0;
+        int idx = 0;
+        for (int im = 0; im < NS; im++)
+            for (int in = 0; in < NS; in++)
+                for (int r = 0; r < 2; r++, idx++) {
+                    int64_t K = Ks[(im * 3 + in * 7 + r * 5) % NK];
+                    double q = one(&g_var[v], S[im], S[in], K, (idx * 5 + im) & 7, 1 + idx % 13);
+                    if (q > worst) worst = q;
+                }
+        printf("  %-38s sizes: worst error / bound %.3f\n", g_var[v].name, worst);
+    }
+}
+
+/* Task and K-block edges: 256-row and 512-column tasks, KC (512; 256 for hi + lo kinds) +-1 and 2 KC + 1,
+ * every layout and both betas. */
+static void test_blocks(void **state) {
+    (void)state;
+    for (int v = 0; v < g_nvar; v++) {
+        const variant *var = &g_var[v];
+        int64_t KC = var->passes == 3 ? KC_TWO : KC_ONE;
+        if (!var->amx) KC = 768;   /* the avx512 kernel's K-block */
+        const int64_t shapes[][3] = {{255, 33, 40},  {256, 17, 40},    {257, 33, 40},      {17, 511, 40},
+                                     {16, 512, 40},  {17, 513, 40},    {33, 33, KC - 1},   {33, 17, KC},
+                                     {17, 33, KC + 1}, {33, 33, 2 * KC + 1}};
+        double worst = 0;
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int combo = 0; combo < 8; combo += (s % 2 ? 3 : 2)) {
+                double q = one(var, shapes[s][0], shapes[s][1], shapes[s][2], combo, 2 + combo);
+                if (q > worst) worst = q;
+            }
+        printf("  %-38s blocks: worst error / bound %.3f\n", var->name, worst);
+    }
+}
+
+/* 1 and 2 threads, tasks cut along M or N, several column chunks of packed op(b): the same bits, and the
+ * same bits as one chunk on one thread. The emulated build's knobs are lowered so small problems take
+ * these paths; the avx512 kernel runs shapes above its own serial limit. */
+static void test_threads(void **state) {
+    (void)state;
+    static const int64_t amx_shapes[][3] = {{300, 40, 70}, {40, 300, 90}, {70, 130, 600}, {33, 1000, 40}};
+    static const int64_t avx_shapes[][3] = {{250, 200, 700}, {97, 45, 8000}, {1000, 256, 512}};
+    size_t saved_bytes = g_bpack_max_bytes;
+    double saved_work = g_serial_work;
+    for (int v = 0; v < g_nvar; v++) {
+        const variant *var = &g_var[v];
+        size_t nshapes = var->amx ? 4 : 3;
+        for (size_t s = 0; s < nshapes; s++)
+            for (int combo = 0; combo < 8; combo += 3) {
+                const int64_t *sh = var->amx ? amx_shapes[s] : avx_shapes[s];
+                prob p = prob_new(var->dt, sh[0], sh[1], sh[2], combo & 1, (combo >> 1) & 1,
+                                  (combo >> 2) & 1 ? 1.0f : 0.0f, 3);
+                float *one_thread = run(g_ctx1, var->fn, &p);   /* default knobs: serial, one chunk */
+                g_serial_work = 0;
+                g_bpack_max_bytes = s == 3 ? 40000 : saved_bytes;   /* 33 x 1000: chunks of 4 to 18 groups */
+                float *f1 = run(g_ctx1, var->fn, &p), *f2 = run(g_ctx2, var->fn, &p);
+                g_serial_work = saved_work;
+                g_bpack_max_bytes = saved_bytes;
+                same_bits(&p, one_thread, f1, describe(var, &p, " (1 thread, chunks vs one chunk)"));
+                same_bits(&p, f1, f2, describe(var, &p, " (1 vs 2 threads)"));
+                if (combo == 0 && (var->amx || s == 0)) run_check(var, &p, g_ctx2, NULL, " (2 threads)");
+                free(one_thread);
+                free(f1);
+                free(f2);
+                prob_free(&p);
+            }
+    }
+    /* the calling thread's tile state is back to INIT after a threaded call */
+    assert_int_equal(amx_emu.configured, 0);
+}
+
+/* NaN in a, inf in b, NaN and inf in c (beta 1; beta 0 never reads c): the non-finite pattern is the
+ * ref's (for the split F32 kernels, a true F32 GEMM's: inf * 1 = inf, where the split ref's hi * lo cross
+ * products give inf * 0 = NaN). */
+static void test_nonfinite(void **state) {
+    (void)state;
+    for (int v = 0; v < g_nvar; v++)
+        for (int combo = 0; combo < 8; combo++) {
+            const variant *var = &g_var[v];
+            bool ta = combo & 1, tb = (combo >> 1) & 1;
+            float beta = (combo >> 2) & 1 ? 1.0f : 0.0f;
+            prob p = prob_new(var->dt, 40, 50, 300, ta, tb, beta, 2);
+            /* op(a)[3, 7] = NaN (signaling, payload in the low bits only: a conversion to BF16 that does not
+             * quiet it makes it inf), op(a)[20, 299] = NaN (the last K element), op(b)[100, 9] = +inf,
+             * op(b)[260, 40] = -inf, op(b)[261, 40] = +inf, op(b)[299, 41] = NaN */
+            p.a.f[ta ? 7 * p.a.ld + 3 : 3 * p.a.ld + 7] = tu_float(0x7f800001u);
+            p.a.f[ta ? 299 * p.a.ld + 20 : 20 * p.a.ld + 299] = NAN;
+            p.b.f[tb ? 9 * p.b.ld + 100 : 100 * p.b.ld + 9] = INFINITY;
+            p.b.f[tb ? 40 * p.b.ld + 260 : 260 * p.b.ld + 40] = -INFINITY;
+            p.b.f[tb ? 40 * p.b.ld + 261 : 261 * p.b.ld + 40] = INFINITY;
+            p.b.f[tb ? 41 * p.b.ld + 299 : 299 * p.b.ld + 41] = NAN;
+            mat_sync(&p.a);
+            mat_sync(&p.b);
+            if (beta != 0.0f) {
+                p.c0[5 * p.ldc + 5] = NAN;
+                p.c0[6 * p.ldc + 6] = INFINITY;
+            }
+            float *want = var->dt == AMPC_DTYPE_F32 ? run(g_ctx1, g_ref.gemm[AMPC_DTYPE_F32], &p) : NULL;
+            run_check(var, &p, g_ctx2, want, " (non-finite inputs)");
+            float *f = run(g_ctx2, var->fn, &p);
+            /* spelled out: rows 3 and 20 all NaN, column 41 all NaN, column 9 +-inf outside rows 3, 20 */
+            for (int64_t j = 0; j < p.N; j++) assert_true(isnan(f[3 * p.ldc + j]) && isnan(f[20 * p.ldc + j]));
+            for (int64_t i = 0; i < p.M; i++) assert_true(isnan(f[i * p.ldc + 41]));
+            assert_true(isinf(f[10 * p.ldc + 9]));
+            assert_true(beta == 0.0f ? isfinite(f[5 * p.ldc + 5]) : isnan(f[5 * p.ldc + 5]));
+            assert_true(beta == 0.0f ? isfinite(f[6 * p.ldc + 6]) : isinf(f[6 * p.ldc + 6]));
+            free(f);
+            free(want);
+            prob_free(&p);
+        }
+}
+
+/* K = 0 gives beta c (0 for beta 0, even over NaN); M = 0 or N = 0 writes nothing. */
+static void test_degenerate(void **state) {
+    (void)state;
+    for (int v = 0; v < g_nvar; v++) {
+        float c[6] = {1, 2, NAN, 4, 5, 6};
+        ampci_gemm g = {2, 3, 0, c, 1, false, c, 3, false, c, 3, 0.0f};
+        ASSERT_OK(g_var[v].fn(g_ctx2, &g));
+        for (int i = 0; i < 6; i++) assert_true(tu_bits(c[i]) == 0);
+        float d[6] = {1, 2, -3, 4, 5, 6};
+        g.c = d, g.beta = 1.0f;
+        ASSERT_OK(g_var[v].fn(g_ctx2, &g));
+        assert_true(d[2] == -3.0f && d[5] == 6.0f);
+        g.M = 0, g.K = 4;
+        ASSERT_OK(g_var[v].fn(g_ctx2, &g));
+        g.M = 2, g.N = 0;
+        ASSERT_OK(g_var[v].fn(g_ctx2, &g));
+        assert_true(d[0] == 1.0f && d[5] == 6.0f);
+    }
+}
+
+/* Values the tile path must not see take the exact path: BF16 subnormals count at their value (not 0),
+ * inf * subnormal = inf (not NaN); a tile without them flushes tiny sums (FTZ), one with them does not.
+ * F32 inputs whose hi or lo part is a BF16 subnormal likewise; FP16 subnormals are BF16 normals. */
+static void test_subnormal(void **state) {
+    (void)state;
+    for (int v = 0; v < g_nvar; v++) {
+        const variant *var = &g_var[v];
+        if (var->dt == AMPC_DTYPE_BF16) {
+            /* a (2, 5) x b (5, 3): row 0 of a = [2^-133, 0...], row 1 = [2^-70, 0...]; b row 0 = [2^100, inf,
+             * 2^-70] */
+            uint16_t a[2 * 5] = {0x0001, 0, 0, 0, 0, 0x1c80, 0, 0, 0, 0};
+            uint16_t b[5 * 3] = {0x7180, 0x7f80, 0x1c80};
+            float c[2 * 3];
+            ampci_gemm g = {2, 3, 5, a, 5, false, b, 3, false, c, 3, 0.0f};
+            ASSERT_OK(var->fn(g_ctx1, &g));
+            assert_true(c[0] == 0x1p-33f);
+            assert_true(isinf(c[1]) && c[1] > 0);
+            assert_true(c[2] == 0.0f && c[3] == 0x1p30f);
+            assert_true(c[5] == 0x1p-140f);   /* the block holds a subnormal: all of it exact */
+            a[0] = 0x3f80;                    /* none now: the tile path flushes 2^-140 */
+            ASSERT_OK(var->fn(g_ctx1, &g));
+            assert_true(c[0] == 0x1p100f && c[5] == 0.0f);
+        } else if (var->dt == AMPC_DTYPE_F32) {
+            /* a = [2^-130 (an F32 subnormal: hi is a BF16 subnormal), 2^-120 + 2^-130 (lo = 2^-130 is)] */
+            float a[2] = {0x1p-130f, 0x1p-120f + 0x1p-130f}, b[2] = {0x1p100f, 0x1p100f}, c[2];
+            ampci_gemm g = {2, 1, 1, a, 1, false, b, 1, false, c, 1, 0.0f};
+            ASSERT_OK(var->fn(g_ctx1, &g));
+            assert_true(c[0] == 0x1p-30f);
+            assert_true(c[1] == (var->passes == 3 ? 0x1p-20f + 0x1p-30f : 0x1p-20f));
+        } else {
+            /* FP16 subnormals: 2^-24 * 2^-24 = 2^-48, on the tile path */
+            uint16_t a[1] = {0x0001}, b[1] = {0x0001};
+            float c[1];
+            ampci_gemm g = {1, 1, 1, a, 1, false, b, 1, false, c, 1, 0.0f};
+            ASSERT_OK(var->fn(g_ctx1, &g));
+            assert_true(c[0] == 0x1p-48f);
+        }
+        /* tiny values scattered in a bigger problem: the refs' answers, 1 and 2 threads identical */
+        for (int combo = 0; combo < 4; combo++) {
+            prob p = prob_new(var->dt, 60, 70, 700, combo & 1, combo >> 1, 0.0f, 3);
+            float tiny = var->dt == AMPC_DTYPE_F16 ? 0x1p-24f : 0x1p-133f;
+            p.a.f[(combo & 1) ? 650 * p.a.ld + 31 : 31 * p.a.ld + 650] = -3 * tiny;
+            p.b.f[(combo >> 1) ? 33 * p.b.ld + 5 : 5 * p.b.ld + 33] = 85 * tiny;
+            p.a.f[(combo & 1) ? 650 * p.a.ld + 32 : 32 * p.a.ld + 650] = tiny;
+            float big = var->dt == AMPC_DTYPE_F16 ? 1024.0f : 0x1p123f;
+            p.b.f[(combo >> 1) ? 33 * p.b.ld + 650 : 650 * p.b.ld + 33] = big;
+            mat_sync(&p.a);
+            mat_sync(&p.b);
+            run_check(var, &p, g_ctx1, NULL, " (tiny inputs)");
+            float *f1 = run(g_ctx1, var->fn, &p), *f2 = run(g_ctx2, var->fn, &p);
+            same_bits(&p, f1, f2, describe(var, &p, " (tiny inputs, 1 vs 2 threads)"));
+            free(f1);
+            free(f2);
+            prob_free(&p);
+        }
+    }
+}
+
+/* The split bounds are nearly reached: F16 x3 drops exactly alo blo; F32 x1 loses up to 2^-7 |a b|. */
+static void test_split_bounds(void **state) {
+    (void)state;
+    for (int v = 0; v < g_nvar; v++) {
+        const variant *var = &g_var[v];
+        if (var->dt == AMPC_DTYPE_BF16 || (var->dt == AMPC_DTYPE_F32 && var->passes == 3)) continue;
+        /* F16: a = b = 1 + 3 2^-10 = hi 1 + lo 3 2^-10: each product loses lo lo = 9 2^-20, and the 64
+         * kept parts sum exactly. F32 x1: a = b = 1 + 2^-8 rounds (a tie) to hi = 1: loses 2^-7 + 2^-16. */
+        float x = var->dt == AMPC_DTYPE_F16 ? 1.0f + 3 * 0x1p-10f : 1.0f + 0x1p-8f;
+        double lost = var->dt == AMPC_DTYPE_F16 ? 9 * 0x1p-20 : 0x1p-7 + 0x1p-16;
+        prob p = prob_new(var->dt, 20, 20, 64, false, true, 0.0f, 1);
+        for (int64_t i = 0; i < 20; i++)
+            for (int64_t k = 0; k < 64; k++) p.a.f[i * p.a.ld + k] = p.b.f[i * p.b.ld + k] = x;
+        mat_sync(&p.a);
+        mat_sync(&p.b);
+        run_check(var, &p, g_ctx1, NULL, " (split bound)");
+        float *c = run(g_ctx1, var->fn, &p);
+        double exact = 64.0 * (double)x * (double)x;
+        if (fabs((double)c[0] - (exact - 64 * lost)) > 64 * 0x1p-24 * exact)
+            FAILF("%s: c = %a, expected %a (the exact %a less the dropped parts)", var->name, c[0], exact - 64 * lost,
+                  exact);
+        free(c);
+        prob_free(&p);
+    }
+}
+
+/* Operands with the minimum leading dimensions that end exactly where an inaccessible page begins: no
+ * kernel may read an element past the last one (the avx512 kernel's masked vector loads are invisible to
+ * ASan; the guard page sees them). c ends at a guard page too. */
+typedef struct guarded {
+    unsigned char *map;
+    size_t len;
+    void *p;   /* the object, ending at the guard page */
+} guarded;
+
+static guarded guarded_new(size_t bytes) {
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), body = (bytes + pg - 1) / pg * pg;
+    guarded g = {NULL, body + pg, NULL};
+    g.map = mmap(NULL, g.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(g.map != MAP_FAILED);
+    assert_int_equal(mprotect(g.map + body, pg, PROT_NONE), 0);
+    g.p = g.map + body - bytes;
+    return g;
+}
+
+static void test_guard_pages(void **state) {
+    (void)state;
+    static const int64_t shapes[][3] = {{1, 1, 1}, {13, 33, 17}, {29, 65, 3}, {15, 31, 769}, {17, 33, 513}};
+    for (int v = 0; v < g_nvar; v++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int combo = 0; combo < 4; combo++) {
+                const variant *var = &g_var[v];
+                int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+                bool ta = combo & 1, tb = (combo >> 1) & 1;
+                size_t es = ampc_dtype_size(var->dt);
+                guarded ga = guarded_new((size_t)(M * K) * es), gb = guarded_new((size_t)(K * N) * es);
+                guarded gc = guarded_new((size_t)(M * N) * sizeof(float));
+                float *tmp = malloc((size_t)(M * K + K * N) * sizeof(float));
+                assert_non_null(tmp);
+                for (int64_t i = 0; i < M * K + K * N; i++) tmp[i] = rnd_uniform();
+                ASSERT_OK(ampc_convert(ga.p, var->dt, tmp, AMPC_DTYPE_F32, (size_t)(M * K)));
+                ASSERT_OK(ampc_convert(gb.p, var->dt, tmp + M * K, AMPC_DTYPE_F32, (size_t)(K * N)));
+                float *c = gc.p, *cr = malloc((size_t)(M * N) * sizeof(float));
+                assert_non_null(cr);
+                ampci_gemm g = {M, N, K, ga.p, ta ? M : K, ta, gb.p, tb ? K : N, tb, c, N, 0.0f};
+                ASSERT_OK(var->fn(g_ctx2, &g));
+                g.c = cr;
+                if (var->ref == REF_GEMM) ASSERT_OK(g_ref.gemm[var->dt](g_ctx1, &g));
+                else ASSERT_OK(ampci_gemm_f32_split_ref(g_ctx1, &g, var->ref == REF_SPLIT3 ? 3 : 1));
+                for (int64_t i = 0; i < M * N; i++)
+                    if (fabsf(c[i] - cr[i]) > 1e-4f * (float)(K + 1))
+                        FAILF("%s M=%lld N=%lld K=%lld ta=%d tb=%d: c[%lld] = %g, ref %g", var->name, (long long)M,
+                              (long long)N, (long long)K, ta, tb, (long long)i, c[i], cr[i]);
+                free(tmp);
+                free(cr);
+                munmap(ga.map, ga.len);
+                munmap(gb.map, gb.len);
+                munmap(gc.map, gc.len);
+            }
+}
+
+/* The scratch allocation failing gives AMPC_STATUS_OOM with a message. */
+static void *fail_alloc(void *user, size_t size, size_t align) {
+    (void)user, (void)size, (void)align;
+    return NULL;
+}
+static void never_free(void *user, void *p, size_t size) { (void)user, (void)p, (void)size; }
+
+static void test_oom(void **state) {
+    (void)state;
+    ampc_ctx *ctx;
+    ASSERT_OK(ampc_ctx_new(&(ampc_ctx_params){.threads = 1}, &ctx));
+    ampc_allocator saved = ctx->alloc;
+    ctx->alloc = (ampc_allocator){fail_alloc, never_free, NULL};
+    for (int v = 0; v < g_nvar; v++) {
+        prob p = prob_new(g_var[v].dt, 20, 20, 20, false, false, 0.0f, 1);
+        float c[20 * 21];
+        ampci_gemm g = {20, 20, 20, p.a.p, p.a.ld, false, p.b.p, p.b.ld, false, c, 21, 0.0f};
+        assert_int_equal(g_var[v].fn(ctx, &g), AMPC_STATUS_OOM);
+        assert_non_null(strstr(ampc_last_error(), "gemm"));
+        prob_free(&p);
+    }
+    ctx->alloc = saved;
+    ampc_ctx_free(ctx);
+}
+
+/* ---- benchmark (AMPC_GEMM_BENCH=1): the native kernels; the emulation's speed means nothing ---- */
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static double bench_one(ampc_ctx *ctx, ampc_k_gemm_fn fn, const prob *p, float *c) {
+    ampci_gemm g = {p->M, p->N, p->K, p->a.p, p->a.ld, p->ta, p->b.p, p->b.ld, p->tb, c, p->ldc, 0.0f};
+    ASSERT_OK(fn(ctx, &g));
+    double flop = 2.0 * (double)p->M * (double)p->N * (double)p->K, best = 0;
+    int reps = (int)(0.1 / (flop / 400e9)) + 1;
+    for (int trial = 0; trial < 5; trial++) {
+        double t0 = now_s();
+        for (int r = 0; r < reps; r++) ASSERT_OK(fn(ctx, &g));
+        double rate = flop * reps / (now_s() - t0) / 1e9;
+        if (rate > best) best = rate;
+    }
+    return best;
+}
+
+static void test_bench(void **state) {
+    (void)state;
+    const char *e = getenv("AMPC_GEMM_BENCH");
+    if (!e || !*e || !strcmp(e, "0") || ampc_cpu()->best < AMPC_ISA_AVX512) {
+        printf("  (set AMPC_GEMM_BENCH=1 for GFLOP/s figures of the native kernels)\n");
+        return;
+    }
+    const struct ampc_kernels *k = ampci_kernels(AMPC_ISA_AUTO);
+    struct {
+        const char *name;
+        ampc_dtype dt;
+        ampc_k_gemm_fn fn;
+    } runs[5] = {{k->gemm_name[AMPC_DTYPE_F32], AMPC_DTYPE_F32, k->gemm[AMPC_DTYPE_F32]},
+                 {k->impl[AMPCI_SLOT_GEMM_F32_BF16X1], AMPC_DTYPE_F32, k->gemm_f32_bf16x1},
+                 {k->impl[AMPCI_SLOT_GEMM_F32_BF16X3], AMPC_DTYPE_F32, k->gemm_f32_bf16x3},
+                 {k->gemm_name[AMPC_DTYPE_BF16], AMPC_DTYPE_BF16, k->gemm[AMPC_DTYPE_BF16]},
+                 {k->gemm_name[AMPC_DTYPE_F16], AMPC_DTYPE_F16, k->gemm[AMPC_DTYPE_F16]}};
+    static const int64_t shapes[][3] = {{1024, 1024, 1024}, {2048, 2048, 2048}, {512, 512, 512}, {2048, 384, 1536}};
+    printf("  GFLOP/s, best of 5, 1 / 2 threads (layout nn, beta 0)\n");
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int r = 0; r < 5; r++) {
+            if (!runs[r].fn) continue;
+            prob p = prob_new(runs[r].dt, shapes[s][0], shapes[s][1], shapes[s][2], false, false, 0.0f, 0);
+            float *c = malloc((size_t)(p.M * p.ldc + 1) * sizeof(float));
+            double r1 = bench_one(g_ctx1, runs[r].fn, &p, c), r2 = bench_one(g_ctx2, runs[r].fn, &p, c);
+            printf("  %4lldx%4lldx%4lld  %-38s %8.1f / %8.1f\n", (long long)p.M, (long long)p.N, (long long)p.K,
+                   runs[r].name, r1, r2);
+            free(c);
+            prob_free(&p);
+        }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_table),      cmocka_unit_test(test_emulation),   cmocka_unit_test(test_degenerate),
+        cmocka_unit_test(test_oom),        cmocka_unit_test(test_nonfinite),   cmocka_unit_test(test_subnormal),
+        cmocka_unit_test(test_split_bounds), cmocka_unit_test(test_guard_pages), cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_blocks),
+        cmocka_unit_test(test_sizes),      cmocka_unit_test(test_bench),
+    };
+    const char *only = getenv("AMPC_TEST_FILTER");   /* e.g. test_sizes */
+    if (only && *only) cmocka_set_test_filter(only);
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
