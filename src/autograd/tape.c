@@ -5,7 +5,9 @@
  * reach, runs them newest first, and releases them: a second walk over the same graph is refused.
  * Memory: each node's backward runs in a step-heap generation (core/step_heap.c); a node's pending
  * gradient holds a reference to its buffer, so at the end of each node everything it made that no
- * pending gradient needs is released, and the walk holds about one layer of gradients at a time. */
+ * pending gradient needs is released, and the walk holds about one layer of gradients at a time. A
+ * pending gradient that nothing else references (a transient buffer with one reference) takes further
+ * contributions in place instead of as a fresh sum. */
 #include "autograd.h"
 
 #include "../amp/amp.h"
@@ -34,7 +36,9 @@ ampci_node *ampci_record(ampc_ctx *ctx, const char *op, ampc_tensor *out, const 
         ins[i] = (ampc_tensor *)in[i];
         versions[i] = in[i] ? in[i]->storage->version : 0;
         if (in[i] && in[i]->owned) ins[i]->graph_step = ctx->step_id;   /* see ampc_tensor_free */
+        if (in[i] && (saved_mask >> i & 1)) in[i]->storage->saves++;    /* see ampci_tensor_release */
     }
+    if (saved_mask & AMPCI_SAVES_OUT) out->storage->saves++;
     *n = (ampci_node){.op = op, .backward = backward, .ctx = ctx, .out = out, .in = ins, .nin = nin,
                       .saved_mask = saved_mask, .in_version = versions, .out_version = out->storage->version,
                       .saved = saved, .prev = ctx->tape};
@@ -101,6 +105,10 @@ ampc_status ampci_grad_accumulate(ampc_tensor *t, const ampc_tensor *g) {
     ampc_tensor *sum;
     if (!n->grad) {
         sum = g->dtype == t->dtype ? (ampc_tensor *)g : ampci_copy_as(fn, g, t->dtype);
+    } else if (n->grad->storage->arena && ampc_tensor_is_contiguous(n->grad) && n->grad->offset == 0 &&
+               ampci_step_exclusive(ctx, n->grad->storage->data)) {
+        add_into(n->grad, g);   /* the sum rounds once to t's dtype either way: the same bits */
+        return AMPC_OK;
     } else {
         sum = ampci_copy_as(fn, n->grad, t->dtype);
         if (sum) add_into(sum, g);
@@ -149,6 +157,14 @@ static void unmark(ampc_ctx *ctx) {
     for (ampci_node *n = ctx->tape; n; n = n->prev) n->marked = false;
 }
 
+/* The node's backward ran: what it saved may go (the step heap takes back what the forward's code
+ * already released). */
+static void unsave(ampci_node *n) {
+    for (int i = 0; i < n->nin; i++)
+        if (n->in[i] && (n->saved_mask >> i & 1)) ampci_storage_unsave(n->in[i]->storage);
+    if (n->saved_mask & AMPCI_SAVES_OUT) ampci_storage_unsave(n->out->storage);
+}
+
 static ampc_status walk(ampc_ctx *ctx) {
     for (ampci_node *n = ctx->tape; n; n = n->prev) {
         if (!n->marked) continue;
@@ -160,6 +176,7 @@ static ampc_status walk(ampc_ctx *ctx) {
         ctx->cur_backward = n->op;
         ampci_step_gen_begin(ctx);
         if (s == AMPC_OK) s = n->backward(n, g);
+        if (s == AMPC_OK) unsave(n);
         grad_unref(g);
         ampci_step_gen_sweep(ctx);
         ctx->cur_backward = NULL;

@@ -124,6 +124,8 @@ AMPCI_HIDDEN void ampci_step_free(ampc_ctx *ctx, void *p);
  * Buffers made outside a generation are never released by unref (only by ampci_step_free). */
 AMPCI_HIDDEN void ampci_step_ref(ampc_ctx *ctx, void *p);
 AMPCI_HIDDEN void ampci_step_unref(ampc_ctx *ctx, void *p);
+/* p is a transient step-heap buffer with exactly one reference: its holder may modify it in place. */
+AMPCI_HIDDEN bool ampci_step_exclusive(const ampc_ctx *ctx, void *p);
 /* A generation: step buffers made until the sweep are transient; the sweep releases those without
  * references. Generations do not nest (the autograd walk opens one per node). */
 AMPCI_HIDDEN void ampci_step_gen_begin(ampc_ctx *ctx);

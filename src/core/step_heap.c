@@ -114,6 +114,11 @@ void ampci_step_unref(ampc_ctx *ctx, void *p) {
     if (--b->refs == 0 && b->transient) retire(ctx, b);
 }
 
+bool ampci_step_exclusive(const ampc_ctx *ctx, void *p) {
+    ampci_heap_block *b = block_of(ctx, p);
+    return b && b->live && b->transient && b->refs == 1;
+}
+
 void ampci_step_gen_begin(ampc_ctx *ctx) {
     AMPCI_ASSERT(!ctx->heap.gen_open);
     ctx->heap.gen_open = true;

@@ -46,6 +46,14 @@ static ampc_tensor *layer_norm(ampc_model *m, const char *name, const ampc_tenso
     return y;
 }
 
+/* Dropout on a branch before it joins the residual stream (training only); the input is released. */
+static ampc_tensor *residual_dropout(ampc_model *m, ampc_tensor *y) {
+    if (!m->training || m->cfg.dropout <= 0) return y;
+    ampc_tensor *d = ampc_dropout(m->ctx, y, m->cfg.dropout, true);
+    ampci_tensor_release(y);
+    return d;
+}
+
 /* Column block `which` (0 q, 1 k, 2 v) of qkv (B, T, 3D) as (B, H, T, D/H). */
 static ampc_tensor *heads(const ampc_tensor *qkv, int which, int64_t B, int64_t T, int64_t D, int64_t H) {
     ampc_tensor *part = ampc_tensor_slice(qkv, -1, which * D, (which + 1) * D, 1);
@@ -59,19 +67,25 @@ static ampc_tensor *attention(ampc_model *m, const ampc_tensor *h, int base, int
     if (ampc_scope_push(ctx, "attn") != AMPC_OK) return NULL;
     ampc_tensor *qkv = ampci_model_linear(m, "qkv", h, base + QKV_W, true);
     ampc_tensor *o = ampc_attention(ctx, heads(qkv, 0, B, T, D, H), heads(qkv, 1, B, T, D, H), heads(qkv, 2, B, T, D, H), true);
+    ampci_tensor_release(qkv);
     ampc_tensor *merged = ampc_tensor_reshape(ampc_tensor_permute(o, (int[]){0, 2, 1, 3}), 3, (int64_t[]){B, T, D});
+    ampci_tensor_release(o);
     ampc_tensor *y = ampci_model_linear(m, "proj", merged, base + PROJ_W, true);
+    ampci_tensor_release(merged);
     ampc_scope_pop(ctx);
-    return m->training && m->cfg.dropout > 0 ? ampc_dropout(ctx, y, m->cfg.dropout, true) : y;
+    return residual_dropout(m, y);
 }
 
 static ampc_tensor *mlp(ampc_model *m, const ampc_tensor *h, int base) {
     ampc_ctx *ctx = m->ctx;
     if (ampc_scope_push(ctx, "mlp") != AMPC_OK) return NULL;
-    ampc_tensor *a = ampc_gelu(ctx, ampci_model_linear(m, "fc", h, base + FC_W, true), AMPC_GELU_TANH);
+    ampc_tensor *f = ampci_model_linear(m, "fc", h, base + FC_W, true);
+    ampc_tensor *a = ampc_gelu(ctx, f, AMPC_GELU_TANH);
+    ampci_tensor_release(f);
     ampc_tensor *y = ampci_model_linear(m, "proj", a, base + FC2_W, true);
+    ampci_tensor_release(a);
     ampc_scope_pop(ctx);
-    return m->training && m->cfg.dropout > 0 ? ampc_dropout(ctx, y, m->cfg.dropout, true) : y;
+    return residual_dropout(m, y);
 }
 
 static ampc_tensor *block(ampc_model *m, ampc_tensor *x, int l, int64_t B, int64_t T) {
@@ -80,8 +94,17 @@ static ampc_tensor *block(ampc_model *m, ampc_tensor *x, int l, int64_t B, int64
     snprintf(name, sizeof name, "blocks.%d", l);
     if (ampc_scope_push(ctx, name) != AMPC_OK) return NULL;
     int base = BLOCKS + l * PER_BLOCK;
-    x = ampc_add(ctx, x, attention(m, layer_norm(m, "ln1", x, base + LN1_W), base, B, T));
-    x = ampc_add(ctx, x, mlp(m, layer_norm(m, "ln2", x, base + LN2_W), base));
+    /* Each intermediate is released after its last use (ampci_tensor_release), so memory held
+     * for the backward is what the ops saved, as with PyTorch's reference counting. */
+    for (int half = 0; half < 2 && x; half++) {
+        ampc_tensor *h = layer_norm(m, half ? "ln2" : "ln1", x, base + (half ? LN2_W : LN1_W));
+        ampc_tensor *y = half ? mlp(m, h, base) : attention(m, h, base, B, T);
+        ampci_tensor_release(h);
+        ampc_tensor *next = ampc_add(ctx, x, y);
+        ampci_tensor_release(y);
+        ampci_tensor_release(x);
+        x = next;
+    }
     ampc_scope_pop(ctx);
     return x;
 }
@@ -99,12 +122,17 @@ ampc_tensor *ampci_gpt_forward(ampc_model *m, const ampc_tensor *ids) {
     if (!positions) return ampci_fail_null(AMPC_STATUS_SHAPE, "ampc_model_forward (gpt): T = %lld exceeds 4096", (long long)T);
     for (int64_t t = 0; t < T; t++) positions[t] = t;
     ampc_tensor *pt = ampc_tensor_from_buffer(ctx, AMPC_DTYPE_I64, 1, (int64_t[]){T}, positions, AMPC_DTYPE_I64);
-    ampc_tensor *x = ampc_add(ctx, ampc_embedding(ctx, m->params[WTE], ids), ampc_embedding(ctx, m->params[WPE], pt));
+    ampc_tensor *tok = ampc_embedding(ctx, m->params[WTE], ids), *posn = ampc_embedding(ctx, m->params[WPE], pt);
+    ampc_tensor *x = ampc_add(ctx, tok, posn);
+    ampci_tensor_release(tok);
+    ampci_tensor_release(posn);
     if (m->training && m->cfg.dropout > 0) x = ampc_dropout(ctx, x, m->cfg.dropout, true);
     for (int l = 0; l < m->cfg.layers && x; l++) x = block(m, x, l, B, T);
-    x = layer_norm(m, "ln_f", x, LNF_W(m->cfg.layers));
+    ampc_tensor *h = layer_norm(m, "ln_f", x, LNF_W(m->cfg.layers));
+    ampci_tensor_release(x);
     if (ampc_scope_push(ctx, "lm_head") != AMPC_OK) return NULL;
-    ampc_tensor *logits = ampc_matmul(ctx, x, m->params[WTE], AMPC_TRANS_B);   /* tied: x wte^T */
+    ampc_tensor *logits = ampc_matmul(ctx, h, m->params[WTE], AMPC_TRANS_B);   /* tied: x wte^T */
+    ampci_tensor_release(h);
     ampc_scope_pop(ctx);
     return logits;
 }

@@ -77,7 +77,11 @@ ampc_tensor *ampc_attention(ampc_ctx *ctx, const ampc_tensor *q, const ampc_tens
     int64_t shape[4] = {q->shape[0], q->shape[1], sv.a.Tq, sv.a.Dv};
     ampc_tensor *out = ampci_result(op, ctx, q->dtype, 4, shape, o);
     if (out && grad) {
-        ampci_node *node = ampci_record(ctx, op, out, in, 3, attention_backward, 7u, sizeof sv);
+        /* the backward reads an input only where the kernel ran on its own data (not on a contiguous copy) */
+        const void *used[3] = {sv.a.q, sv.a.k, sv.a.v};
+        unsigned saves = 0;
+        for (int i = 0; i < 3; i++) saves |= (unsigned)(used[i] == ampci_tensor_ptr(in[i])) << i;
+        ampci_node *node = ampci_record(ctx, op, out, in, 3, attention_backward, saves, sizeof sv);
         if (!node) return NULL;
         *(attn_saved *)node->saved = sv;
     }

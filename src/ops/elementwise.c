@@ -27,9 +27,56 @@ static void unary_range(void *vp, int64_t b, int64_t e) {
     else j->bwd(j->out + b, j->g + b, j->x + b, j->y + b, e - b);
 }
 
+/* The staged path for contiguous tensors of any dtype: each chunk converts a few thousand elements to
+ * F32 on the stack, runs the kernel and rounds straight into the output's dtype, so no full-size F32
+ * copy of x, y, the gradient or the result is ever made (a BF16 GELU backward over (B, T, 4D) would
+ * otherwise hold four F32 copies of its input at once). */
+#define STAGE 1024
+
+typedef struct staged_job {
+    const struct ampc_kernels *k;
+    ampci_unary kind;
+    const ampc_tensor *x, *y, *g;   /* y, g: backward only */
+    ampc_tensor *out;               /* y (forward) or gx (backward), contiguous */
+} staged_job;
+
+static void stage_in(const ampc_tensor *t, int64_t i, int64_t m, float *buf, const struct ampc_kernels *k) {
+    ampci_convert_with(k, buf, AMPC_DTYPE_F32, ampci_tensor_ptr(t) + (size_t)i * ampc_dtype_size(t->dtype), t->dtype,
+                       (size_t)m);
+}
+
+static void staged_range(void *vp, int64_t b, int64_t e) {
+    const staged_job *j = vp;
+    float xs[STAGE], ys[STAGE], gs[STAGE], os[STAGE];
+    for (int64_t i = b; i < e; i += STAGE) {
+        int64_t m = e - i < STAGE ? e - i : STAGE;
+        stage_in(j->x, i, m, xs, j->k);
+        if (j->g) {
+            stage_in(j->y, i, m, ys, j->k);
+            stage_in(j->g, i, m, gs, j->k);
+            j->k->unary_bw[j->kind](os, gs, xs, ys, m);
+        } else {
+            j->k->unary[j->kind](os, xs, m);
+        }
+        ampci_convert_with(j->k, ampci_tensor_ptr(j->out) + (size_t)i * ampc_dtype_size(j->out->dtype), j->out->dtype,
+                           os, AMPC_DTYPE_F32, (size_t)m);
+    }
+}
+
+static bool stageable(const ampc_tensor *a, const ampc_tensor *b, const ampc_tensor *c) {
+    return ampc_tensor_is_contiguous(a) && (!b || ampc_tensor_is_contiguous(b)) && (!c || ampc_tensor_is_contiguous(c));
+}
+
 static ampc_status unary_backward(ampci_node *n, const ampc_tensor *gout) {
     ampc_tensor *x = n->in[0];
     const unary_saved *sv = n->saved;
+    if (stageable(x, n->out, gout)) {
+        ampc_tensor *gx = ampci_tensor_arena(n->op, n->ctx, x->dtype, x->ndim, x->shape);
+        if (!gx) return ampc_last_status();
+        staged_job j = {n->ctx->kernels, sv->kind, x, n->out, gout, gx};
+        ampci_parallel(n->ctx, ampci_numel(x), staged_range, &j);
+        return ampci_grad_accumulate(x, gx);
+    }
     const float *g = ampci_as_f32(n->op, gout), *xf = ampci_as_f32(n->op, x), *yf = ampci_as_f32(n->op, n->out);
     float *gx = ampci_scratch(n->ctx, n->op, ampci_numel(x));
     if (!g || !xf || !yf || !gx) return ampc_last_status();
@@ -44,13 +91,21 @@ static ampc_tensor *unary(ampc_ctx *ctx, const char *op, ampci_op id, const ampc
     x = ac_[0];
     if (!ampci_op_input(ctx, op, x, "input")) return NULL;
     int64_t n = ampci_numel(x);
-    const float *xf = ampci_as_f32(op, x);
-    float *y = xf ? ampci_scratch(ctx, op, n) : NULL;
-    if (!y) return NULL;
-    unary_job j = {ctx->kernels->unary[kind], NULL, y, xf, NULL, NULL};
-    ampci_parallel(ctx, n, unary_range, &j);
-    ampci_as_f32_done(x, xf);
-    ampc_tensor *out = ampci_result(op, ctx, x->dtype, x->ndim, x->shape, y);
+    ampc_tensor *out;
+    if (stageable(x, NULL, NULL)) {
+        out = ampci_tensor_arena(op, ctx, x->dtype, x->ndim, x->shape);
+        staged_job j = {ctx->kernels, kind, x, NULL, NULL, out};
+        if (out) ampci_parallel(ctx, n, staged_range, &j);
+        if (out && !ampci_check_output(ctx, out)) out = NULL;
+    } else {
+        const float *xf = ampci_as_f32(op, x);
+        float *y = xf ? ampci_scratch(ctx, op, n) : NULL;
+        if (!y) return NULL;
+        unary_job j = {ctx->kernels->unary[kind], NULL, y, xf, NULL, NULL};
+        ampci_parallel(ctx, n, unary_range, &j);
+        ampci_as_f32_done(x, xf);
+        out = ampci_result(op, ctx, x->dtype, x->ndim, x->shape, y);
+    }
     if (out && ampci_wants_grad(ctx, &x, 1)) {
         ampci_node *node = ampci_record(ctx, op, out, &x, 1, unary_backward, 1u | AMPCI_SAVES_OUT, sizeof(unary_saved));
         if (!node) return NULL;

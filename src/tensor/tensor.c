@@ -95,6 +95,16 @@ ampc_tensor *ampci_tensor_wrap(const char *fn, ampc_ctx *ctx, ampc_dtype dtype, 
     return t;
 }
 
+void ampci_tensor_release(const ampc_tensor *t) {
+    if (!t || !t->storage->arena || t->storage->released) return;
+    t->storage->released = true;
+    if (t->storage->saves == 0) ampci_step_free(t->ctx, t->storage->data);
+}
+
+void ampci_storage_unsave(ampci_storage *s) {
+    if (s->arena && s->saves > 0 && --s->saves == 0 && s->released) ampci_step_free(s->ctx, s->data);
+}
+
 ampc_tensor *ampci_tensor_owned_view(const ampc_tensor *base, int64_t offset, int ndim, const int64_t *shape) {
     ampc_tensor *t = ampci_alloc(base->ctx, sizeof *t, "owned view");
     if (!t) return NULL;

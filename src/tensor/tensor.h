@@ -14,6 +14,10 @@ typedef struct ampci_storage {
     int refs;          /* owned storage only */
     bool arena;
     uint64_t version;
+    /* step storage only: recorded nodes whose backward reads it (autograd), and whether the code that
+     * made it is done with it (ampci_tensor_release): both false/zero, the data goes back early */
+    int saves;
+    bool released;
 } ampci_storage;
 
 struct ampci_node;
@@ -66,6 +70,13 @@ AMPCI_HIDDEN ampc_tensor *ampci_tensor_owned_view(const ampc_tensor *base, int64
 /* An arena tensor over existing arena memory `data` (no copy), contiguous. */
 AMPCI_HIDDEN ampc_tensor *ampci_tensor_wrap(const char *fn, ampc_ctx *ctx, ampc_dtype dtype, int ndim,
                                             const int64_t *shape, void *data);
+
+/* The caller (model code) will not touch t or any view of its storage again: its step buffer is given
+ * back as soon as no recorded backward needs it (now, or when the last node saving it has run). For
+ * intermediates only: never for a tensor handed to the user. Owned tensors are left alone. */
+AMPCI_HIDDEN void ampci_tensor_release(const ampc_tensor *t);
+/* A saving node is done with s (its backward ran): releases s if its maker already let it go. */
+AMPCI_HIDDEN void ampci_storage_unsave(ampci_storage *s);
 
 /* Copies t's elements (any strides) in row-major order into dst (dst_dtype), converting. */
 AMPCI_HIDDEN void ampci_tensor_gather(const ampc_tensor *t, void *dst, ampc_dtype dst_dtype);
