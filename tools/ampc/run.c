@@ -143,8 +143,8 @@ static int setup(run_state *s, const ampc_dataset *ds) {
 /* ---- learning rate ---- */
 
 static double lr_at(const run_config *cfg, int64_t step, int64_t total) {
+    if (step < cfg->warmup) return cfg->lr * (double)(step + 1) / (double)cfg->warmup;   /* either schedule */
     if (cfg->lr_schedule == 0) return cfg->lr;
-    if (step < cfg->warmup) return cfg->lr * (double)(step + 1) / (double)cfg->warmup;
     double progress = total > cfg->warmup ? (double)(step - cfg->warmup) / (double)(total - cfg->warmup) : 1.0;
     return cfg->lr * (0.1 + 0.9 * 0.5 * (1.0 + cos(3.14159265358979323846 * progress)));
 }
