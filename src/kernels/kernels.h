@@ -216,7 +216,7 @@ AMPCI_HIDDEN void ampci_fill_ref_optim(struct ampc_kernels *k);
  * allowed and its CPU features are usable; a folder checks finer features such as AVX512-BF16 itself). */
 AMPCI_HIDDEN void ampci_fill_avx512(struct ampc_kernels *k);
 /* The families of the avx512 folder (fill_avx512.c calls them in this order), and the amx folder. */
-AMPCI_HIDDEN void ampci_fill_avx512_eltwise(struct ampc_kernels *k) __attribute__((weak));   /* in progress */
+AMPCI_HIDDEN void ampci_fill_avx512_eltwise(struct ampc_kernels *k);
 AMPCI_HIDDEN void ampci_fill_avx512_attention(struct ampc_kernels *k);
 /* The attention slots alone; allow_bf16dp = false forces the widening BF16 path (tests), and the
  * kernel's vector exp (y, x: (n)) for its accuracy test. */

@@ -4,6 +4,6 @@
 
 void ampci_fill_avx512(struct ampc_kernels *k) {
     ampci_fill_avx512_gemm(k, true);
-    if (ampci_fill_avx512_eltwise) ampci_fill_avx512_eltwise(k);
+    ampci_fill_avx512_eltwise(k);
     ampci_fill_avx512_attention(k);
 }

@@ -67,24 +67,33 @@ static bool unscale16(uint16_t *g, int64_t n, float inv, bool f16) {
 static bool unscale_f16(void *g, int64_t n, float inv) { return unscale16(g, n, inv, true); }
 static bool unscale_bf16(void *g, int64_t n, float inv) { return unscale16(g, n, inv, false); }
 
-static double sumsq_f32(const void *gp, int64_t n) {
-    const float *g = gp;
-    double s = 0;
-    for (int64_t i = 0; i < n; i++) s += (double)g[i] * g[i];
-    return s;
+/* The sum of squares in double, in a fixed order that the vector kernels share, so that the global
+ * gradient norm, and the clipped update that depends on it, is the same at every kernel level: 32
+ * accumulators over blocks of 32 (element j of a block into acc[j]), the rest in blocks of 16 into
+ * acc[0..15]; then acc[j] + acc[j + 16], pairs 8 apart, 4 apart, 2 apart, and the last two (the
+ * AVX-512 kernel's lo/hi halves and its halving tree). Squares of F32 values are exact in double. */
+static double value(const void *g, int64_t i, ampc_dtype dt) {
+    if (dt == AMPC_DTYPE_F32) return ((const float *)g)[i];
+    return widen16(((const uint16_t *)g)[i], dt == AMPC_DTYPE_F16);
 }
 
-static double sumsq16(const uint16_t *g, int64_t n, bool f16) {
-    double s = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double x = widen16(g[i], f16);
-        s += x * x;
-    }
-    return s;
+static double sumsq(const void *g, int64_t n, ampc_dtype dt) {
+    double acc[32] = {0};
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int j = 0; j < 32; j++) acc[j] += value(g, i + j, dt) * value(g, i + j, dt);
+    for (; i < n; i += 16)
+        for (int j = 0; j < 16 && i + j < n; j++) acc[j] += value(g, i + j, dt) * value(g, i + j, dt);
+    double v[16];
+    for (int j = 0; j < 16; j++) v[j] = acc[j] + acc[j + 16];
+    for (int w = 8; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++) v[j] = v[j] + v[j + w];
+    return v[0];
 }
 
-static double sumsq_f16(const void *g, int64_t n) { return sumsq16(g, n, true); }
-static double sumsq_bf16(const void *g, int64_t n) { return sumsq16(g, n, false); }
+static double sumsq_f32(const void *g, int64_t n) { return sumsq(g, n, AMPC_DTYPE_F32); }
+static double sumsq_f16(const void *g, int64_t n) { return sumsq(g, n, AMPC_DTYPE_F16); }
+static double sumsq_bf16(const void *g, int64_t n) { return sumsq(g, n, AMPC_DTYPE_BF16); }
 
 void ampci_fill_ref_optim(struct ampc_kernels *k) {
     k->sgd = sgd;
