@@ -208,9 +208,11 @@ void run_describe_model(const ampc_model_config *c, char *buf, size_t size) {
                  c->d_model ? c->d_model : 384, c->heads ? c->heads : 6, c->context ? c->context : 256);
         break;
     case AMPC_MODEL_MLP: {
+        static const int defaults[AMPC_MODEL_MAX_HIDDEN] = {1024, 1024};   /* ampc_model_config: all 0 */
+        const int *h = c->hidden[0] ? c->hidden : defaults;
         size_t len = (size_t)snprintf(buf, size, "mlp (784");
-        for (int i = 0; i < AMPC_MODEL_MAX_HIDDEN && c->hidden[i] && len < size; i++)
-            len += (size_t)snprintf(buf + len, size - len, "-%d", c->hidden[i]);
+        for (int i = 0; i < AMPC_MODEL_MAX_HIDDEN && h[i] && len < size; i++)
+            len += (size_t)snprintf(buf + len, size - len, "-%d", h[i]);
         if (len < size) snprintf(buf + len, size - len, "-10)");
         break;
     }
