@@ -31,23 +31,15 @@
  * end at a guard page, several column chunks, 1 and 2 threads bit-identical, NaN/inf inputs, subnormal
  * and tiny inputs (the exact path), the split bounds nearly reached, the emulated instructions' own
  * semantics (SDM order, DAZ, FTZ with tininess after rounding, rows/colsb bounds), scratch OOM.
- * AMPC_GEMM_BENCH=1 prints GFLOP/s of the native kernels; AMPC_TEST_FILTER=name runs matching tests. */
-#define _DEFAULT_SOURCE
-#include "test_util.h"
-
-#include "core/core.h"
-#include "kernels/kernels.h"
+ * The operands, problems and the checks shared with test_gemm.c are in gemm_harness.h (here c is NaN
+ * wherever beta is 0). AMPC_GEMM_BENCH=1 prints GFLOP/s of the native kernels; AMPC_TEST_FILTER=name
+ * runs matching tests. */
+#define _DEFAULT_SOURCE   /* MAP_ANONYMOUS */
+#include "gemm_harness.h"
 
 #define AMPCI_AMX_EMULATE 1
 #include "kernels/amx/gemm_amx.c"
 
-#include <stdlib.h>
-#include <sys/mman.h>
-#include <time.h>
-#include <unistd.h>
-
-static ampc_ctx *g_ctx1, *g_ctx2;   /* 1 and 2 threads */
-static struct ampc_kernels g_ref;
 static bool g_native;               /* the CPU runs AMX: the native kernels are checked too */
 
 typedef enum refkind { REF_GEMM, REF_SPLIT1, REF_SPLIT3 } refkind;
@@ -67,9 +59,7 @@ static int g_nvar;
 
 static int setup(void **state) {
     (void)state;
-    if (ampc_ctx_new(&(ampc_ctx_params){.seed = 1, .threads = 1}, &g_ctx1) != AMPC_OK) return -1;
-    if (ampc_ctx_new(&(ampc_ctx_params){.seed = 1, .threads = 2}, &g_ctx2) != AMPC_OK) return -1;
-    ampci_fill_ref_gemm(&g_ref);
+    if (gh_setup(4242, true) != 0) return -1;   /* beta 0 must never read c: it holds NaN then */
     struct ampc_kernels ke = {0}, kn = {0}, kx = {0};
     ampci_fill_amx_gemm_emulated(&ke);
     ampci_fill_amx_gemm(&kn);   /* filling is safe anywhere; running needs AMX */
@@ -92,115 +82,21 @@ static int setup(void **state) {
             g_var[g_nvar++] = (variant){kx.impl[AMPCI_SLOT_GEMM_F32_BF16X1], AMPC_DTYPE_F32, kx.gemm_f32_bf16x1, NULL,
                                         1, false, REF_SPLIT1, 0x1p-7 * (1 + 0x1p-9), 0};
     }
+    for (int v = 0; v < g_nvar; v++) gh_add(g_var[v].name, g_var[v].dt, g_var[v].fn);   /* the harness's tests */
     return 0;
 }
 
-static int teardown(void **state) {
-    (void)state;
-    ampc_ctx_free(g_ctx1);
-    ampc_ctx_free(g_ctx2);
-    return 0;
+/* The split refs behind the kernel-table signature, so that they run like any GEMM. */
+static ampc_status split_ref1(ampc_ctx *ctx, const ampci_gemm *g) { return ampci_gemm_f32_split_ref(ctx, g, 1); }
+static ampc_status split_ref3(ampc_ctx *ctx, const ampci_gemm *g) { return ampci_gemm_f32_split_ref(ctx, g, 3); }
+
+static ampc_k_gemm_fn ref_fn(const variant *v) {
+    return v->ref == REF_GEMM ? g_ref.gemm[v->dt] : v->ref == REF_SPLIT3 ? split_ref3 : split_ref1;
 }
 
-/* ---- operands (as in test_gemm.c) ---- */
-
-/* A stored matrix (rows, cols) with leading dimension ld, in dtype dt; f holds the same values as F32.
- * The gap between cols and ld holds NaN. */
-typedef struct mat {
-    ampc_dtype dt;
-    int64_t rows, cols, ld;
-    void *p;
-    float *f;
-} mat;
-
-static uint64_t g_seed = 4242;
-
-static float rnd_uniform(void) { return (float)((double)(tu_rand(&g_seed) >> 11) * 0x1p-53 * 2.0 - 1.0); }
-
-static void mat_sync(mat *m) {
-    size_t n = (size_t)(m->rows * m->ld) + 1;
-    ASSERT_OK(ampc_convert(m->p, m->dt, m->f, AMPC_DTYPE_F32, n));
-    ASSERT_OK(ampc_convert(m->f, AMPC_DTYPE_F32, m->p, m->dt, n));   /* the values the kernels see */
-}
-
-static mat mat_new(ampc_dtype dt, int64_t rows, int64_t cols, int64_t ld) {
-    mat m = {dt, rows, cols, ld, NULL, NULL};
-    size_t n = (size_t)(rows * ld) + 1;
-    m.f = malloc(n * sizeof(float));
-    m.p = malloc(n * ampc_dtype_size(dt));
-    assert_non_null(m.f);
-    assert_non_null(m.p);
-    for (size_t i = 0; i < n; i++) m.f[i] = NAN;
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++) m.f[r * ld + c] = rnd_uniform();
-    mat_sync(&m);
-    return m;
-}
-
-static void mat_free(mat *m) {
-    free(m->p);
-    free(m->f);
-}
-
-/* One problem: op(a) (M, K), op(b) (K, N), c (M, N) with ldc, c0 its initial contents. */
-typedef struct prob {
-    int64_t M, N, K;
-    bool ta, tb;
-    float beta;
-    mat a, b;
-    int64_t ldc;
-    float *c0;
-} prob;
-
-static prob prob_new(ampc_dtype dt, int64_t M, int64_t N, int64_t K, bool ta, bool tb, float beta, int64_t pad) {
-    prob p = {M, N, K, ta, tb, beta, {0}, {0}, N + pad, NULL};
-    p.a = ta ? mat_new(dt, K, M, M + pad) : mat_new(dt, M, K, K + pad + 1);
-    p.b = tb ? mat_new(dt, N, K, K + pad + 2) : mat_new(dt, K, N, N + pad);
-    size_t nc = (size_t)(M * p.ldc) + 1;
-    p.c0 = malloc(nc * sizeof(float));
-    assert_non_null(p.c0);
-    /* beta 0 must never read c: fill it with NaN then */
-    for (size_t i = 0; i < nc; i++) p.c0[i] = beta == 0.0f ? NAN : rnd_uniform();
-    return p;
-}
-
-static void prob_free(prob *p) {
-    mat_free(&p->a);
-    mat_free(&p->b);
-    free(p->c0);
-}
-
-static float *run(ampc_ctx *ctx, ampc_k_gemm_fn fn, const prob *p) {
-    size_t nc = (size_t)(p->M * p->ldc) + 1;
-    float *c = malloc(nc * sizeof(float));
-    assert_non_null(c);
-    memcpy(c, p->c0, nc * sizeof(float));
-    ampci_gemm g = {p->M, p->N, p->K, p->a.p, p->a.ld, p->ta, p->b.p, p->b.ld, p->tb, c, p->ldc, p->beta};
-    ASSERT_OK(fn(ctx, &g));
-    return c;
-}
-
-static float *run_ref(const variant *v, const prob *p) {
-    if (v->ref == REF_GEMM) return run(g_ctx1, g_ref.gemm[v->dt], p);
-    size_t nc = (size_t)(p->M * p->ldc) + 1;
-    float *c = malloc(nc * sizeof(float));
-    assert_non_null(c);
-    memcpy(c, p->c0, nc * sizeof(float));
-    ampci_gemm g = {p->M, p->N, p->K, p->a.p, p->a.ld, p->ta, p->b.p, p->b.ld, p->tb, c, p->ldc, p->beta};
-    ASSERT_OK(ampci_gemm_f32_split_ref(g_ctx1, &g, v->ref == REF_SPLIT3 ? 3 : 1));
-    return c;
-}
-
-static double op_a(const prob *p, int64_t i, int64_t k) {
-    return p->ta ? p->a.f[k * p->a.ld + i] : p->a.f[i * p->a.ld + k];
-}
-static double op_b(const prob *p, int64_t k, int64_t j) {
-    return p->tb ? p->b.f[j * p->b.ld + k] : p->b.f[k * p->b.ld + j];
-}
+static float *run_ref(const variant *v, const prob *p) { return run(g_ctx1, ref_fn(v), p); }
 
 /* ---- error bounds (see the header) ---- */
-
-static double gamma_n(double n) { return n * 0x1p-24 / (1.0 - n * 0x1p-24); }
 
 /* hi and lo BF16 parts of x (split_bf16 of gemm_ref.c, through the public conversion) */
 static double bf16_of(float x) { return (double)tu_float((uint32_t)ampc_bf16_from_f32(x) << 16); }
@@ -269,14 +165,10 @@ static double check(const variant *v, const prob *p, const float *c, const float
     double flush = (34.0 * v->passes * (double)((p->K + 31) / 32) + (double)p->K + 2) * 0x1p-126;
     double worst = 0, err2 = 0, d2 = 0, s2 = 0;
     opnds o = opnds_new(v, p);
-    for (int64_t i = 0; i < p->M; i++) {
+    for (int64_t i = 0; i < p->M; i++)
         for (int64_t j = 0; j < p->N; j++) {
-            float f = c[i * p->ldc + j], r = ref[i * p->ldc + j], want = nonfinite[i * p->ldc + j];
-            if (!isfinite(f) || !isfinite(want)) {
-                if (isnan(f) != isnan(want) || isinf(f) != isinf(want) || (isinf(want) && signbit(f) != signbit(want)))
-                    FAILF("%s: c[%lld, %lld] = %a, expected %a", what, (long long)i, (long long)j, f, want);
-                continue;
-            }
+            float f = c[i * p->ldc + j], r = ref[i * p->ldc + j];
+            if (gh_nonfinite(f, nonfinite[i * p->ldc + j], i, j, what)) continue;
             double S, D, exact;
             element_sums(v, p, &o, i, j, &S, &D, &exact);
             double e_ref = fabs((double)f - (double)r), b_ref = (gk + gr) * D + v->drop * S + flush;
@@ -291,16 +183,10 @@ static double check(const variant *v, const prob *p, const float *c, const float
             if (b_ex > 0 && e_ex / b_ex > worst) worst = e_ex / b_ex;
             err2 += e_ref * e_ref, d2 += D * D, s2 += S * S;
         }
-        for (int64_t j = p->N; j < p->ldc; j++)
-            if (tu_bits(c[i * p->ldc + j]) != tu_bits(p->c0[i * p->ldc + j]))
-                FAILF("%s: c[%lld, %lld] beyond N was written", what, (long long)i, (long long)j);
-    }
     free(o.a);
-    if (p->M > 0 && tu_bits(c[p->M * p->ldc]) != tu_bits(p->c0[p->M * p->ldc]))
-        FAILF("%s: c written past its last row", what);
+    gh_untouched(p, c, what);
     double tol = 2 * (sqrt(depth(v, p->K)) + sqrt(depth_ref(v, p->K))) * u * sqrt(d2) + v->drop * sqrt(s2);
-    if (sqrt(err2) > tol) FAILF("%s: normwise error %g above the bound %g", what, sqrt(err2), tol);
-    return tol > 0 && sqrt(err2) / tol > worst ? sqrt(err2) / tol : worst;
+    return fmax(worst, gh_normwise(err2, tol, what));
 }
 
 /* The native kernel gives the emulation's bits (any NaN for a NaN). */
@@ -312,10 +198,6 @@ static void same_bits(const prob *p, const float *x, const float *y, const char 
                 FAILF("%s: c[%lld, %lld] = %a, %a in the other run", what, (long long)i, (long long)j, a, b);
         }
 }
-
-static char g_what[256];
-
-static const char *describe(const variant *v, const prob *p, const char *extra);
 
 /* The native kernel must give the emulation's bits. When it does not, says how far apart they are and
  * whether the native result still meets the error bounds (then the CPU's tdpbf16ps does not follow the
@@ -333,27 +215,21 @@ static void native_vs_emulated(const variant *v, const prob *p, ampc_ctx *ctx, c
             if (ndiff++ == 0 || d > worst) worst = d, at = i * p->ldc + j;
         }
     if (ndiff) {
-        check(v, p, n, ref, nonfinite, describe(v, p, " (native)"));   /* fails if out of bounds */
+        check(v, p, n, ref, nonfinite, describe(v->name, p, " (native)"));   /* fails if out of bounds */
         FAILF("%s: native AMX differs from the emulation in %lld elements (worst relative difference %g: c[%lld, "
               "%lld] = %a native, %a emulated), all within the error bounds: tdpbf16ps on this CPU does not follow "
               "the SDM pseudo-code",
-              describe(v, p, ""), (long long)ndiff, worst, (long long)(at / p->ldc), (long long)(at % p->ldc),
+              describe(v->name, p, ""), (long long)ndiff, worst, (long long)(at / p->ldc), (long long)(at % p->ldc),
               n[at], emu[at]);
     }
     free(n);
-}
-
-static const char *describe(const variant *v, const prob *p, const char *extra) {
-    snprintf(g_what, sizeof g_what, "%s M=%lld N=%lld K=%lld ta=%d tb=%d beta=%g%s", v->name, (long long)p->M,
-             (long long)p->N, (long long)p->K, p->ta, p->tb, (double)p->beta, extra);
-    return g_what;
 }
 
 /* Runs the variant (and its native twin) on p and checks it; `nonfinite`: the expected non-finite
  * pattern (NULL: the ref's). Returns the error ratio. */
 static double run_check(const variant *v, const prob *p, ampc_ctx *ctx, const float *nonfinite, const char *extra) {
     float *r = run_ref(v, p), *c = run(ctx, v->fn, p);
-    double ratio = check(v, p, c, r, nonfinite ? nonfinite : r, describe(v, p, extra));
+    double ratio = check(v, p, c, r, nonfinite ? nonfinite : r, describe(v->name, p, extra));
     if (v->native) native_vs_emulated(v, p, ctx, c, r, nonfinite ? nonfinite : r);
     free(c);
     free(r);
@@ -554,8 +430,8 @@ static void test_threads(void **state) {
                 float *f1 = run(g_ctx1, var->fn, &p), *f2 = run(g_ctx2, var->fn, &p);
                 g_serial_work = saved_work;
                 g_bpack_max_bytes = saved_bytes;
-                same_bits(&p, one_thread, f1, describe(var, &p, " (1 thread, chunks vs one chunk)"));
-                same_bits(&p, f1, f2, describe(var, &p, " (1 vs 2 threads)"));
+                same_bits(&p, one_thread, f1, describe(var->name, &p, " (1 thread, chunks vs one chunk)"));
+                same_bits(&p, f1, f2, describe(var->name, &p, " (1 vs 2 threads)"));
                 if (combo == 0 && (var->amx || s == 0)) run_check(var, &p, g_ctx2, NULL, " (2 threads)");
                 free(one_thread);
                 free(f1);
@@ -575,57 +451,17 @@ static void test_nonfinite(void **state) {
     for (int v = 0; v < g_nvar; v++)
         for (int combo = 0; combo < 8; combo++) {
             const variant *var = &g_var[v];
-            bool ta = combo & 1, tb = (combo >> 1) & 1;
-            float beta = (combo >> 2) & 1 ? 1.0f : 0.0f;
-            prob p = prob_new(var->dt, 40, 50, 300, ta, tb, beta, 2);
-            /* op(a)[3, 7] = NaN (signaling, payload in the low bits only: a conversion to BF16 that does not
-             * quiet it makes it inf), op(a)[20, 299] = NaN (the last K element), op(b)[100, 9] = +inf,
-             * op(b)[260, 40] = -inf, op(b)[261, 40] = +inf, op(b)[299, 41] = NaN */
-            p.a.f[ta ? 7 * p.a.ld + 3 : 3 * p.a.ld + 7] = tu_float(0x7f800001u);
-            p.a.f[ta ? 299 * p.a.ld + 20 : 20 * p.a.ld + 299] = NAN;
-            p.b.f[tb ? 9 * p.b.ld + 100 : 100 * p.b.ld + 9] = INFINITY;
-            p.b.f[tb ? 40 * p.b.ld + 260 : 260 * p.b.ld + 40] = -INFINITY;
-            p.b.f[tb ? 40 * p.b.ld + 261 : 261 * p.b.ld + 40] = INFINITY;
-            p.b.f[tb ? 41 * p.b.ld + 299 : 299 * p.b.ld + 41] = NAN;
-            mat_sync(&p.a);
-            mat_sync(&p.b);
-            if (beta != 0.0f) {
-                p.c0[5 * p.ldc + 5] = NAN;
-                p.c0[6 * p.ldc + 6] = INFINITY;
-            }
+            /* op(a)[3, 7]: a signaling NaN with the payload in the low bits only (a conversion to BF16 that
+             * does not quiet it makes it inf) */
+            prob p = gh_nonfinite_prob(var->dt, combo, tu_float(0x7f800001u));
             float *want = var->dt == AMPC_DTYPE_F32 ? run(g_ctx1, g_ref.gemm[AMPC_DTYPE_F32], &p) : NULL;
             run_check(var, &p, g_ctx2, want, " (non-finite inputs)");
             float *f = run(g_ctx2, var->fn, &p);
-            /* spelled out: rows 3 and 20 all NaN, column 41 all NaN, column 9 +-inf outside rows 3, 20 */
-            for (int64_t j = 0; j < p.N; j++) assert_true(isnan(f[3 * p.ldc + j]) && isnan(f[20 * p.ldc + j]));
-            for (int64_t i = 0; i < p.M; i++) assert_true(isnan(f[i * p.ldc + 41]));
-            assert_true(isinf(f[10 * p.ldc + 9]));
-            assert_true(beta == 0.0f ? isfinite(f[5 * p.ldc + 5]) : isnan(f[5 * p.ldc + 5]));
-            assert_true(beta == 0.0f ? isfinite(f[6 * p.ldc + 6]) : isinf(f[6 * p.ldc + 6]));
+            gh_nonfinite_expect(&p, f);
             free(f);
             free(want);
             prob_free(&p);
         }
-}
-
-/* K = 0 gives beta c (0 for beta 0, even over NaN); M = 0 or N = 0 writes nothing. */
-static void test_degenerate(void **state) {
-    (void)state;
-    for (int v = 0; v < g_nvar; v++) {
-        float c[6] = {1, 2, NAN, 4, 5, 6};
-        ampci_gemm g = {2, 3, 0, c, 1, false, c, 3, false, c, 3, 0.0f};
-        ASSERT_OK(g_var[v].fn(g_ctx2, &g));
-        for (int i = 0; i < 6; i++) assert_true(tu_bits(c[i]) == 0);
-        float d[6] = {1, 2, -3, 4, 5, 6};
-        g.c = d, g.beta = 1.0f;
-        ASSERT_OK(g_var[v].fn(g_ctx2, &g));
-        assert_true(d[2] == -3.0f && d[5] == 6.0f);
-        g.M = 0, g.K = 4;
-        ASSERT_OK(g_var[v].fn(g_ctx2, &g));
-        g.M = 2, g.N = 0;
-        ASSERT_OK(g_var[v].fn(g_ctx2, &g));
-        assert_true(d[0] == 1.0f && d[5] == 6.0f);
-    }
 }
 
 /* Values the tile path must not see take the exact path: BF16 subnormals count at their value (not 0),
@@ -636,20 +472,7 @@ static void test_subnormal(void **state) {
     for (int v = 0; v < g_nvar; v++) {
         const variant *var = &g_var[v];
         if (var->dt == AMPC_DTYPE_BF16) {
-            /* a (2, 5) x b (5, 3): row 0 of a = [2^-133, 0...], row 1 = [2^-70, 0...]; b row 0 = [2^100, inf,
-             * 2^-70] */
-            uint16_t a[2 * 5] = {0x0001, 0, 0, 0, 0, 0x1c80, 0, 0, 0, 0};
-            uint16_t b[5 * 3] = {0x7180, 0x7f80, 0x1c80};
-            float c[2 * 3];
-            ampci_gemm g = {2, 3, 5, a, 5, false, b, 3, false, c, 3, 0.0f};
-            ASSERT_OK(var->fn(g_ctx1, &g));
-            assert_true(c[0] == 0x1p-33f);
-            assert_true(isinf(c[1]) && c[1] > 0);
-            assert_true(c[2] == 0.0f && c[3] == 0x1p30f);
-            assert_true(c[5] == 0x1p-140f);   /* the block holds a subnormal: all of it exact */
-            a[0] = 0x3f80;                    /* none now: the tile path flushes 2^-140 */
-            ASSERT_OK(var->fn(g_ctx1, &g));
-            assert_true(c[0] == 0x1p100f && c[5] == 0.0f);
+            gh_bf16_subnormal(var->fn, var->name, true);   /* the tile path flushes tiny sums */
         } else if (var->dt == AMPC_DTYPE_F32) {
             /* a = [2^-130 (an F32 subnormal: hi is a BF16 subnormal), 2^-120 + 2^-130 (lo = 2^-130 is)] */
             float a[2] = {0x1p-130f, 0x1p-120f + 0x1p-130f}, b[2] = {0x1p100f, 0x1p100f}, c[2];
@@ -668,17 +491,11 @@ static void test_subnormal(void **state) {
         /* tiny values scattered in a bigger problem: the refs' answers, 1 and 2 threads identical */
         for (int combo = 0; combo < 4; combo++) {
             prob p = prob_new(var->dt, 60, 70, 700, combo & 1, combo >> 1, 0.0f, 3);
-            float tiny = var->dt == AMPC_DTYPE_F16 ? 0x1p-24f : 0x1p-133f;
-            p.a.f[(combo & 1) ? 650 * p.a.ld + 31 : 31 * p.a.ld + 650] = -3 * tiny;
-            p.b.f[(combo >> 1) ? 33 * p.b.ld + 5 : 5 * p.b.ld + 33] = 85 * tiny;
-            p.a.f[(combo & 1) ? 650 * p.a.ld + 32 : 32 * p.a.ld + 650] = tiny;
-            float big = var->dt == AMPC_DTYPE_F16 ? 1024.0f : 0x1p123f;
-            p.b.f[(combo >> 1) ? 33 * p.b.ld + 650 : 650 * p.b.ld + 33] = big;
-            mat_sync(&p.a);
-            mat_sync(&p.b);
+            if (var->dt == AMPC_DTYPE_F16) gh_scatter_tiny(&p, combo, 0x1p-24f, 1024.0f);
+            else gh_scatter_tiny(&p, combo, 0x1p-133f, 0x1p123f);
             run_check(var, &p, g_ctx1, NULL, " (tiny inputs)");
             float *f1 = run(g_ctx1, var->fn, &p), *f2 = run(g_ctx2, var->fn, &p);
-            same_bits(&p, f1, f2, describe(var, &p, " (tiny inputs, 1 vs 2 threads)"));
+            same_bits(&p, f1, f2, describe(var->name, &p, " (tiny inputs, 1 vs 2 threads)"));
             free(f1);
             free(f2);
             prob_free(&p);
@@ -712,25 +529,7 @@ static void test_split_bounds(void **state) {
     }
 }
 
-/* Operands with the minimum leading dimensions that end exactly where an inaccessible page begins: no
- * kernel may read an element past the last one (the avx512 kernel's masked vector loads are invisible to
- * ASan; the guard page sees them). c ends at a guard page too. */
-typedef struct guarded {
-    unsigned char *map;
-    size_t len;
-    void *p;   /* the object, ending at the guard page */
-} guarded;
-
-static guarded guarded_new(size_t bytes) {
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE), body = (bytes + pg - 1) / pg * pg;
-    guarded g = {NULL, body + pg, NULL};
-    g.map = mmap(NULL, g.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    assert_true(g.map != MAP_FAILED);
-    assert_int_equal(mprotect(g.map + body, pg, PROT_NONE), 0);
-    g.p = g.map + body - bytes;
-    return g;
-}
-
+/* Operands that end at a guard page (gemm_harness.h): no kernel may read an element past the last one. */
 static void test_guard_pages(void **state) {
     (void)state;
     static const int64_t shapes[][3] = {{1, 1, 1}, {13, 33, 17}, {29, 65, 3}, {15, 31, 769}, {17, 33, 513}};
@@ -738,86 +537,16 @@ static void test_guard_pages(void **state) {
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
             for (int combo = 0; combo < 4; combo++) {
                 const variant *var = &g_var[v];
-                int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
-                bool ta = combo & 1, tb = (combo >> 1) & 1;
-                size_t es = ampc_dtype_size(var->dt);
-                guarded ga = guarded_new((size_t)(M * K) * es), gb = guarded_new((size_t)(K * N) * es);
-                guarded gc = guarded_new((size_t)(M * N) * sizeof(float));
-                float *tmp = malloc((size_t)(M * K + K * N) * sizeof(float));
-                assert_non_null(tmp);
-                for (int64_t i = 0; i < M * K + K * N; i++) tmp[i] = rnd_uniform();
-                ASSERT_OK(ampc_convert(ga.p, var->dt, tmp, AMPC_DTYPE_F32, (size_t)(M * K)));
-                ASSERT_OK(ampc_convert(gb.p, var->dt, tmp + M * K, AMPC_DTYPE_F32, (size_t)(K * N)));
-                float *c = gc.p, *cr = malloc((size_t)(M * N) * sizeof(float));
-                assert_non_null(cr);
-                ampci_gemm g = {M, N, K, ga.p, ta ? M : K, ta, gb.p, tb ? K : N, tb, c, N, 0.0f};
-                ASSERT_OK(var->fn(g_ctx2, &g));
-                g.c = cr;
-                if (var->ref == REF_GEMM) ASSERT_OK(g_ref.gemm[var->dt](g_ctx1, &g));
-                else ASSERT_OK(ampci_gemm_f32_split_ref(g_ctx1, &g, var->ref == REF_SPLIT3 ? 3 : 1));
-                for (int64_t i = 0; i < M * N; i++)
-                    if (fabsf(c[i] - cr[i]) > 1e-4f * (float)(K + 1))
-                        FAILF("%s M=%lld N=%lld K=%lld ta=%d tb=%d: c[%lld] = %g, ref %g", var->name, (long long)M,
-                              (long long)N, (long long)K, ta, tb, (long long)i, c[i], cr[i]);
-                free(tmp);
-                free(cr);
-                munmap(ga.map, ga.len);
-                munmap(gb.map, gb.len);
-                munmap(gc.map, gc.len);
+                gh_guard_pages(var->fn, ref_fn(var), var->name, var->dt, shapes[s][0], shapes[s][1], shapes[s][2],
+                               combo & 1, (combo >> 1) & 1, 0.0f);
             }
-}
-
-/* The scratch allocation failing gives AMPC_STATUS_OOM with a message. */
-static void *fail_alloc(void *user, size_t size, size_t align) {
-    (void)user, (void)size, (void)align;
-    return NULL;
-}
-static void never_free(void *user, void *p, size_t size) { (void)user, (void)p, (void)size; }
-
-static void test_oom(void **state) {
-    (void)state;
-    ampc_ctx *ctx;
-    ASSERT_OK(ampc_ctx_new(&(ampc_ctx_params){.threads = 1}, &ctx));
-    ampc_allocator saved = ctx->alloc;
-    ctx->alloc = (ampc_allocator){fail_alloc, never_free, NULL};
-    for (int v = 0; v < g_nvar; v++) {
-        prob p = prob_new(g_var[v].dt, 20, 20, 20, false, false, 0.0f, 1);
-        float c[20 * 21];
-        ampci_gemm g = {20, 20, 20, p.a.p, p.a.ld, false, p.b.p, p.b.ld, false, c, 21, 0.0f};
-        assert_int_equal(g_var[v].fn(ctx, &g), AMPC_STATUS_OOM);
-        assert_non_null(strstr(ampc_last_error(), "gemm"));
-        prob_free(&p);
-    }
-    ctx->alloc = saved;
-    ampc_ctx_free(ctx);
 }
 
 /* ---- benchmark (AMPC_GEMM_BENCH=1): the native kernels; the emulation's speed means nothing ---- */
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static double bench_one(ampc_ctx *ctx, ampc_k_gemm_fn fn, const prob *p, float *c) {
-    ampci_gemm g = {p->M, p->N, p->K, p->a.p, p->a.ld, p->ta, p->b.p, p->b.ld, p->tb, c, p->ldc, 0.0f};
-    ASSERT_OK(fn(ctx, &g));
-    double flop = 2.0 * (double)p->M * (double)p->N * (double)p->K, best = 0;
-    int reps = (int)(0.1 / (flop / 400e9)) + 1;
-    for (int trial = 0; trial < 5; trial++) {
-        double t0 = now_s();
-        for (int r = 0; r < reps; r++) ASSERT_OK(fn(ctx, &g));
-        double rate = flop * reps / (now_s() - t0) / 1e9;
-        if (rate > best) best = rate;
-    }
-    return best;
-}
-
 static void test_bench(void **state) {
     (void)state;
-    const char *e = getenv("AMPC_GEMM_BENCH");
-    if (!e || !*e || !strcmp(e, "0") || ampc_cpu()->best < AMPC_ISA_AVX512) {
+    if (!gh_bench_wanted() || ampc_cpu()->best < AMPC_ISA_AVX512) {
         printf("  (set AMPC_GEMM_BENCH=1 for GFLOP/s figures of the native kernels)\n");
         return;
     }
@@ -838,7 +567,8 @@ static void test_bench(void **state) {
             if (!runs[r].fn) continue;
             prob p = prob_new(runs[r].dt, shapes[s][0], shapes[s][1], shapes[s][2], false, false, 0.0f, 0);
             float *c = malloc((size_t)(p.M * p.ldc + 1) * sizeof(float));
-            double r1 = bench_one(g_ctx1, runs[r].fn, &p, c), r2 = bench_one(g_ctx2, runs[r].fn, &p, c);
+            double r1 = gh_bench_one(g_ctx1, runs[r].fn, &p, c, 0.1, 400e9),
+                   r2 = gh_bench_one(g_ctx2, runs[r].fn, &p, c, 0.1, 400e9);
             printf("  %4lldx%4lldx%4lld  %-38s %8.1f / %8.1f\n", (long long)p.M, (long long)p.N, (long long)p.K,
                    runs[r].name, r1, r2);
             free(c);
@@ -856,5 +586,5 @@ int main(void) {
     };
     const char *only = getenv("AMPC_TEST_FILTER");   /* e.g. test_sizes */
     if (only && *only) cmocka_set_test_filter(only);
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, gh_teardown);
 }

@@ -5,6 +5,7 @@
  * scores; stats[2r+1] = 1 / sum_j exp(s_j - m); P = exp(s - m) 1/sum), so the two kernels' stats are
  * interchangeable. Results do not depend on the thread count. */
 #include "../kernels.h"
+#include "simd_avx512.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -25,8 +26,6 @@ typedef enum kind { K_F32 = 0, K_F16, K_BF16W, K_BF16DP } kind;   /* how q, k, v
 typedef enum mkind { MK_F32 = 0, MK_DP, MK_DPX } mkind;           /* F32 FMA, vdpbf16ps, its emulation */
 enum { MODE_SET = 0, MODE_ADD, MODE_SCALE };
 
-AI __mmask16 m16(int64_t n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
-AI __mmask32 m32(int64_t n) { return n >= 32 ? (__mmask32)0xffffffffu : n <= 0 ? 0 : (__mmask32)((1u << n) - 1); }
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static size_t fl16(int64_t n) { return (size_t)ceil_div(n, 16) * 16; }   /* floats, rounded to a line */
@@ -252,8 +251,7 @@ AI __m512 load16(kind kd, const void *p, int64_t n) {
 /* Up to 16 BF16 pairs (n elements valid; an odd tail is padded with +0) and whether one is subnormal. */
 AI __m512 load_pairs(const void *p, int64_t n, __mmask32 *sub) {
     __m512i w = _mm512_maskz_loadu_epi16(m32(n), p);
-    __mmask32 exp0 = _mm512_testn_epi16_mask(w, _mm512_set1_epi16(0x7f80));   /* exponent 0 */
-    *sub |= exp0 & _mm512_test_epi16_mask(w, _mm512_set1_epi16(0x007f));      /* ... mantissa != 0 */
+    *sub |= bf16_subnormal(w);
     return _mm512_castsi512_ps(w);
 }
 
@@ -272,35 +270,6 @@ static bool pack_rows_dp(float *dst, const uint16_t *src, int64_t rows, int64_t 
         for (int64_t w = 0; w < nw; w += 16)
             _mm512_mask_storeu_ps(dst + r * nw + w, m16(nw - w), load_pairs(src + r * nel + 2 * w, nel - 2 * w, &sub));
     return sub != 0;
-}
-
-/* In place transpose of 16 vectors of 16 32-bit words: r[i] lane j <-> r[j] lane i. */
-AI void transpose16(__m512 r[16]) {
-    __m512 t[16], u[16];
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-#pragma GCC unroll 4
-    for (int g = 0; g < 4; g++) {
-        __m512d t0 = _mm512_castps_pd(t[4 * g]), t1 = _mm512_castps_pd(t[4 * g + 1]);
-        __m512d t2 = _mm512_castps_pd(t[4 * g + 2]), t3 = _mm512_castps_pd(t[4 * g + 3]);
-        u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
-        u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
-        u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
-        u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
-    }
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) {
-        __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44), v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xee);
-        __m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44);
-        __m512 v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xee);
-        r[0 + c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
-        r[4 + c] = _mm512_shuffle_f32x4(v0, v2, 0xdd);
-        r[8 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
-        r[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xdd);
-    }
 }
 
 /* dst (words x lanes, rows BQ floats apart) = src (nrow rows ld elements apart, nel elements each)

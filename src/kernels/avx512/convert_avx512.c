@@ -4,11 +4,13 @@
  *
  * FP16: vcvtps2ph/vcvtph2ps (AVX-512F) round and treat NaN exactly as the scalar reference.
  * BF16: two paths, both bit-identical to the reference:
- *   - __avx512: the reference's integer RNE in 16 lanes, narrowed with vpmovdw;
+ *   - __avx512: the reference's integer RNE in 16 lanes (bf16_rne of simd_avx512.h, which the GEMM and
+ *     vmath kernels share), narrowed with vpmovdw;
  *   - __avx512bf16: vcvtneps2bf16, which is RNE with the reference's NaN rule but treats subnormal
  *     inputs as zero (DAZ regardless of MXCSR). Lanes with a subnormal input are recomputed with the
  *     integer RNE and blended in, so -0x1p-127 still gives 0x8040 as it must. */
 #include "../kernels.h"
+#include "simd_avx512.h"
 
 #include <immintrin.h>
 
@@ -16,29 +18,12 @@
 
 static inline __mmask16 tail_mask(size_t left) { return (__mmask16)((1u << left) - 1); }
 
-/* 16 f32 patterns -> 16 bf16 patterns in 32-bit lanes: integer RNE, NaN quieted. */
-static inline __m512i bf16_round16(__m512i x) {
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)),
-                                            _mm512_set1_epi32(0x7f800000));
-    return _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
-}
-
-/* 16 bf16 patterns -> 16 f32 patterns, NaN quieted. */
-static inline __m512i bf16_widen16(__m256i h) {
-    __m512i x = _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
-    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)),
-                                            _mm512_set1_epi32(0x7f800000));
-    return _mm512_mask_or_epi32(x, nan, x, _mm512_set1_epi32(0x400000));
-}
-
 __attribute__((target("avx512bf16"))) static inline __m256i bf16_round16_hw(__m512i x) {
     __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(x));
     /* subnormal inputs (exponent field 0, mantissa non-zero) were flushed: redo those lanes */
     __mmask16 sub = _mm512_testn_epi32_mask(x, _mm512_set1_epi32(0x7f800000)) &
                     _mm512_test_epi32_mask(x, _mm512_set1_epi32(0x7fffff));
-    return sub ? _mm256_mask_blend_epi16(sub, h, _mm512_cvtepi32_epi16(bf16_round16(x))) : h;
+    return sub ? _mm256_mask_blend_epi16(sub, h, _mm512_cvtepi32_epi16(bf16_rne(x))) : h;
 }
 
 /* Each kernel: a main loop over full vectors, then one masked step for the n % 16 tail. */
@@ -71,10 +56,10 @@ static void cvt_bf16_f32(void *restrict dst, const void *restrict src, size_t n)
     const uint32_t *s = src;
     size_t i = 0;
     for (; i + 16 <= n; i += 16)
-        _mm256_storeu_si256((__m256i *)(d + i), _mm512_cvtepi32_epi16(bf16_round16(_mm512_loadu_si512(s + i))));
+        _mm256_storeu_si256((__m256i *)(d + i), _mm512_cvtepi32_epi16(bf16_rne(_mm512_loadu_si512(s + i))));
     if (i < n) {
         __mmask16 m = tail_mask(n - i);
-        _mm256_mask_storeu_epi16(d + i, m, _mm512_cvtepi32_epi16(bf16_round16(_mm512_maskz_loadu_epi32(m, s + i))));
+        _mm256_mask_storeu_epi16(d + i, m, _mm512_cvtepi32_epi16(bf16_rne(_mm512_maskz_loadu_epi32(m, s + i))));
     }
 }
 
@@ -95,15 +80,15 @@ static void cvt_f32_bf16(void *restrict dst, const void *restrict src, size_t n)
     const uint16_t *s = src;
     size_t i = 0;
     for (; i + 16 <= n; i += 16)
-        _mm512_storeu_si512(d + i, bf16_widen16(_mm256_loadu_si256((const __m256i *)(s + i))));
+        _mm512_storeu_si512(d + i, bf16_widen(_mm256_loadu_si256((const __m256i *)(s + i))));
     if (i < n) {
         __mmask16 m = tail_mask(n - i);
-        _mm512_mask_storeu_epi32(d + i, m, bf16_widen16(_mm256_maskz_loadu_epi16(m, s + i)));
+        _mm512_mask_storeu_epi32(d + i, m, bf16_widen(_mm256_maskz_loadu_epi16(m, s + i)));
     }
 }
 
 static inline __m256i bf16_from_f16_16(__m256i h) {
-    return _mm512_cvtepi32_epi16(bf16_round16(_mm512_castps_si512(_mm512_cvtph_ps(h))));
+    return _mm512_cvtepi32_epi16(bf16_rne(_mm512_castps_si512(_mm512_cvtph_ps(h))));
 }
 
 static void cvt_bf16_f16(void *restrict dst, const void *restrict src, size_t n) {
@@ -119,7 +104,7 @@ static void cvt_bf16_f16(void *restrict dst, const void *restrict src, size_t n)
 }
 
 static inline __m256i f16_from_bf16_16(__m256i h) {
-    return _mm512_cvtps_ph(_mm512_castsi512_ps(bf16_widen16(h)), RNE);
+    return _mm512_cvtps_ph(_mm512_castsi512_ps(bf16_widen(h)), RNE);
 }
 
 static void cvt_f16_bf16(void *restrict dst, const void *restrict src, size_t n) {

@@ -52,6 +52,7 @@
  * packing buffers for A (claimed with an atomic flag; which one never changes the arithmetic). Problems
  * below SERIAL_WORK multiply-adds run on the calling thread. Scratch: one ampci_alloc per call. */
 #include "../kernels.h"
+#include "simd_avx512.h"
 
 #include <immintrin.h>
 #include <stdatomic.h>
@@ -79,59 +80,11 @@
 typedef enum kind { K_F32 = 0, K_F16, K_BF16W, K_BF16DP, K_F32BF16DP, K_COUNT } kind;
 
 /* ------------------------------------------------------------------------------------------------
- * Small helpers
+ * Small helpers (the lane helpers shared with the other avx512 kernels are in simd_avx512.h)
  * ---------------------------------------------------------------------------------------------- */
 
 /* Kinds packed as BF16 pairs for vdpbf16ps (BF16 sources, or F32 sources rounded to BF16). */
 AI bool pair_kind(kind kd) { return kd == K_BF16DP || kd == K_F32BF16DP; }
-
-/* F32 lanes rounded to BF16 (in the low 16 bits), bit for bit ampci_bf16_from_f32_bits: RNE on the low
- * 16 bits (subnormals kept, unlike vcvtneps2bf16, which reads them as 0), NaN quieted. */
-AI __m512i bf16_rne(__m512i x) {
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)),
-                                            _mm512_set1_epi32(0x7f800000));
-    return _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
-}
-
-AI __mmask16 m16(int64_t n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
-AI __mmask32 m32(int64_t n) { return n >= 32 ? (__mmask32)0xffffffffu : n <= 0 ? 0 : (__mmask32)((1u << n) - 1); }
-
-/* BF16 patterns (16-bit lanes of w) that are subnormal: exponent 0, mantissa non-zero. */
-AI __mmask32 bf16_subnormal(__m512i w) {
-    return _mm512_testn_epi16_mask(w, _mm512_set1_epi16(0x7f80)) & _mm512_test_epi16_mask(w, _mm512_set1_epi16(0x007f));
-}
-
-/* In place transpose of 16 vectors of 16 32-bit words: r[i] lane j <-> r[j] lane i. */
-AI void transpose16(__m512 r[16]) {
-    __m512 t[16], u[16];
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    /* group g = rows 4g..4g+3; u[4g + c] holds, in 128-bit lane L, the rows of the group at column 4L + c */
-#pragma GCC unroll 4
-    for (int g = 0; g < 4; g++) {
-        __m512d t0 = _mm512_castps_pd(t[4 * g]), t1 = _mm512_castps_pd(t[4 * g + 1]);
-        __m512d t2 = _mm512_castps_pd(t[4 * g + 2]), t3 = _mm512_castps_pd(t[4 * g + 3]);
-        u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
-        u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
-        u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
-        u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
-    }
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) {
-        __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44), v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xee);
-        __m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44);
-        __m512 v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xee);
-        r[0 + c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
-        r[4 + c] = _mm512_shuffle_f32x4(v0, v2, 0xdd);
-        r[8 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
-        r[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xdd);
-    }
-}
 
 /* ------------------------------------------------------------------------------------------------
  * Packing. A packed operand is a sequence of 32-bit words: an F32 value (F32, F16 and widened BF16), or

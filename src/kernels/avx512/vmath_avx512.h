@@ -20,6 +20,7 @@
 #define AMPC_VMATH_AVX512_H
 
 #include "../kernels.h"
+#include "simd_avx512.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -37,9 +38,7 @@ AMPCI_HIDDEN void ampci_fill_avx512_optim(struct ampc_kernels *k);
 /* ---- masks, loads, stores ---- */
 
 /* The first min(n, 16) lanes (n <= 0: none). */
-VM_INLINE __mmask16 vm_mask16(int64_t n) {
-    return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
-}
+VM_INLINE __mmask16 vm_mask16(int64_t n) { return m16(n); }
 
 /* The first n of x[0..15], the rest 0 (and never touched in memory). */
 VM_INLINE __m512 vm_load(const float *x, int64_t n) {
@@ -79,26 +78,14 @@ VM_INLINE __m512 vm_cvt_pd_ps(__m512d lo, __m512d hi) {
     return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1);
 }
 
-/* ---- FP16/BF16 <-> F32 in 16 lanes, bit for bit as half.h (convert_avx512.c's row kernels do the same) ---- */
-
-VM_INLINE __mmask16 vm_isnan_bits(__m512i x) {
-    return _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-}
+/* ---- FP16/BF16 <-> F32 in 16 lanes, bit for bit as half.h (the BF16 bit work is simd_avx512.h's, which
+ * convert_avx512.c's row kernels use too) ---- */
 
 /* BF16 -> F32, NaN quieted. */
-VM_INLINE __m512 vm_bf16_widen(__m256i h) {
-    __m512i x = _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
-    return _mm512_castsi512_ps(_mm512_mask_or_epi32(x, vm_isnan_bits(x), x, _mm512_set1_epi32(0x400000)));
-}
+VM_INLINE __m512 vm_bf16_widen(__m256i h) { return _mm512_castsi512_ps(bf16_widen(h)); }
 
 /* F32 -> BF16: integer RNE, NaN quieted (upper half | 0x40). */
-VM_INLINE __m256i vm_bf16_narrow(__m512 f) {
-    __m512i x = _mm512_castps_si512(f);
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-    r = _mm512_mask_or_epi32(r, vm_isnan_bits(x), _mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
-    return _mm512_cvtepi32_epi16(r);
-}
+VM_INLINE __m256i vm_bf16_narrow(__m512 f) { return _mm512_cvtepi32_epi16(bf16_rne(_mm512_castps_si512(f))); }
 
 /* FP16: vcvtph2ps / vcvtps2ph with RNE give half.h's bits, NaN rule included. */
 VM_INLINE __m512 vm_f16_widen(__m256i h) { return _mm512_cvtph_ps(h); }
