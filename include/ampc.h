@@ -981,6 +981,136 @@ AMPC_API int64_t ampc_loader_num_samples(const ampc_loader *ld);
 /* Batches per epoch: n / B with drop_last, ceil(n / B) without; 0 for NULL. */
 AMPC_API int64_t ampc_loader_num_batches(const ampc_loader *ld);
 
+/* ------------------------------------------------------------------------------------------------
+ * safetensors files (the format of huggingface/safetensors, readable by PyTorch's tooling):
+ *   bytes 0-7   N, the header length, unsigned 64-bit little-endian;
+ *   N bytes     a UTF-8 JSON object: {"__metadata__": {"key": "value", ...},
+ *               "name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [BEGIN, END]}, ...},
+ *               padded with spaces to a multiple of 8 so the data starts aligned;
+ *   the rest    the data buffer: each tensor little-endian, row-major, at [BEGIN, END) of the buffer.
+ * The reader refuses, with AMPC_STATUS_FORMAT and a message naming the file and the field: a file
+ * shorter than 8 bytes, N = 0, N > AMPC_ST_MAX_HEADER or beyond the file, JSON that is not exactly one
+ * object (bad syntax, invalid UTF-8, control characters, numbers that are not non-negative integers
+ * <= 2^53 where integers are expected, nesting deeper than the schema), bytes other than spaces after
+ * the object inside the header, duplicate names or keys, a missing or unknown field in a tensor entry,
+ * an unknown dtype, more than AMPC_ST_MAX_DIMS dims, shapes whose byte size overflows or differs from
+ * END - BEGIN, offsets that overlap, leave gaps, or run past the buffer, and trailing bytes after the
+ * last tensor. `__metadata__` values must be strings. Tensors of dtypes ampc does not compute in
+ * (BOOL, I8, U16, F8_E4M3, ...) can be listed and read as bytes; the packed sub-byte dtypes (F4,
+ * F6_E2M3, F6_E3M2) are refused as not supported. The header must begin with '{' (JSON whitespace is
+ * allowed between tokens), and the escape \u0000 is refused, since names and values are C strings.
+ * ---------------------------------------------------------------------------------------------- */
+
+#define AMPC_ST_MAX_DIMS 8
+#define AMPC_ST_MAX_HEADER 100000000u   /* the reference reader's limit */
+
+typedef struct ampc_safetensors ampc_safetensors;
+
+typedef struct ampc_st_tensor {
+    const char *name;
+    const char *dtype_name;   /* as in the file: "F32", "BF16", "F8_E4M3", ... */
+    ampc_dtype dtype;         /* AMPC_DTYPE_COUNT when ampc has no such dtype */
+    int bits;                 /* bits per element (8 x bytes; sub-byte formats are refused) */
+    int ndim;                 /* 0 = a scalar */
+    int64_t shape[AMPC_ST_MAX_DIMS];
+    int64_t numel;
+    uint64_t begin, end;      /* byte offsets in the data buffer, end exclusive */
+    const void *data;         /* the bytes (inside the loaded file, valid until ampc_safetensors_free) */
+} ampc_st_tensor;
+
+/* Reads and validates a whole file into memory. IO when it cannot be read, FORMAT as above. */
+AMPC_API ampc_status ampc_safetensors_read(const char *path, ampc_safetensors **out);
+/* The same from memory (the bytes are copied); name is used in messages (NULL: "<memory>"). */
+AMPC_API ampc_status ampc_safetensors_parse(const void *bytes, size_t len, const char *name,
+                                            ampc_safetensors **out);
+AMPC_API void ampc_safetensors_free(ampc_safetensors *st);
+AMPC_API const char *ampc_safetensors_name(const ampc_safetensors *st);   /* the path or name given */
+/* Tensors in the order of their offsets; i in [0, count). NULL out of range. */
+AMPC_API int ampc_safetensors_count(const ampc_safetensors *st);
+AMPC_API const ampc_st_tensor *ampc_safetensors_tensor(const ampc_safetensors *st, int i);
+AMPC_API const ampc_st_tensor *ampc_safetensors_find(const ampc_safetensors *st, const char *name);
+/* __metadata__ entries in file order; NULL key/value out of range. */
+AMPC_API int ampc_safetensors_metadata_count(const ampc_safetensors *st);
+AMPC_API ampc_status ampc_safetensors_metadata_at(const ampc_safetensors *st, int i, const char **key,
+                                                  const char **value);
+AMPC_API const char *ampc_safetensors_metadata(const ampc_safetensors *st, const char *key);   /* NULL: absent */
+/* The data buffer (after the header) and its length. */
+AMPC_API const void *ampc_safetensors_data(const ampc_safetensors *st, size_t *len);
+/* Checks the CRC-32 (zlib's, as 8 lowercase hex digits) of the data buffer against metadata[key]:
+ * FORMAT naming the file, the key and both values when it is missing or differs. */
+AMPC_API ampc_status ampc_safetensors_verify_checksum(const ampc_safetensors *st, const char *key);
+
+/* Writer. Tensors are laid out as the reference writer does (larger dtypes first, then by name), with no
+ * gaps; the header is compact JSON with __metadata__ first (keys sorted byte-wise; the reference's order
+ * is its hash map's), padded with spaces to a multiple of 8. The same tensors and at most one metadata
+ * key give the same bytes as Python's safetensors.save_file. */
+typedef struct ampc_safetensors_writer ampc_safetensors_writer;
+
+AMPC_API ampc_status ampc_safetensors_writer_new(ampc_safetensors_writer **out);
+AMPC_API void ampc_safetensors_writer_free(ampc_safetensors_writer *w);
+/* Adds a tensor of numel(shape) elements at data (NOT copied: it must stay valid until the write). Names
+ * must be unique, non-empty valid UTF-8, and not "__metadata__". */
+AMPC_API ampc_status ampc_safetensors_add(ampc_safetensors_writer *w, const char *name, ampc_dtype dtype, int ndim,
+                                          const int64_t *shape, const void *data);
+/* A contiguous tensor (its storage is referenced, not copied). */
+AMPC_API ampc_status ampc_safetensors_add_tensor(ampc_safetensors_writer *w, const char *name, const ampc_tensor *t);
+/* Sets (or replaces) a metadata entry; both strings are copied. */
+AMPC_API ampc_status ampc_safetensors_set_metadata(ampc_safetensors_writer *w, const char *key, const char *value);
+/* When set, the write stores the CRC-32 of the data buffer in metadata[key]. */
+AMPC_API ampc_status ampc_safetensors_set_checksum_key(ampc_safetensors_writer *w, const char *key);
+/* Writes atomically: PATH.tmp in the same directory, fsync, rename onto path, fsync the directory. On
+ * failure (IO naming the path and the system error) path is left as it was and PATH.tmp removed. */
+AMPC_API ampc_status ampc_safetensors_write(ampc_safetensors_writer *w, const char *path);
+/* The same bytes in memory (malloc'd; free() them). */
+AMPC_API ampc_status ampc_safetensors_serialize(ampc_safetensors_writer *w, void **bytes, size_t *len);
+
+/* ------------------------------------------------------------------------------------------------
+ * Checkpoints: one safetensors file holding everything a run needs to continue bit for bit.
+ *   tensors    every model parameter under its own name in its storage dtype ("blocks.0.attn.qkv.weight",
+ *              F32/BF16/F16: the part PyTorch's safetensors tooling loads as a state_dict);
+ *              "master.NAME" F32 master weights when they are separate from the parameters;
+ *              "optim.NAME.exp_avg", "optim.NAME.exp_avg_sq" (AdamW) or "optim.NAME.momentum_buffer"
+ *              (SGD with momentum), F32, and "optim.NAME.step", an I64 scalar (PyTorch keeps an F32 one;
+ *              I64 stays exact past 2^24 steps).
+ *   metadata   "format": "pt"; "ampc.format": "ampc-checkpoint"; "ampc.format_version": "1"; "ampc.step";
+ *              "ampc.model.*" (the whole model configuration); "ampc.optim.*" (kind, lr, steps, ...);
+ *              "ampc.scaler.*" (the whole GradScaler state and configuration); "ampc.rng.*" (seed, stream,
+ *              counter); "ampc.data.*" (the loader cursor and samples per epoch); the caller's own
+ *              entries; "ampc.payload_crc32", the CRC-32 of the data buffer. Numbers are decimal,
+ *              doubles with 17 significant digits, so every value round-trips exactly.
+ * ---------------------------------------------------------------------------------------------- */
+
+#define AMPC_CHECKPOINT_FORMAT "ampc-checkpoint"
+#define AMPC_CHECKPOINT_VERSION 1
+
+typedef struct ampc_checkpoint_state {
+    ampc_model *model;          /* required */
+    ampc_optim *optim;          /* NULL: no optimizer state (or none restored) */
+    ampc_grad_scaler *scaler;   /* NULL: none */
+    ampc_rng *rng;              /* NULL: none (ampc_ctx_rng(ctx) for dropout) */
+    ampc_loader *loader;        /* NULL: no data cursor */
+    int64_t step;               /* training steps completed (restore sets it) */
+    /* save only: n_extra more metadata entries, extra[2i] = key, extra[2i + 1] = value; keys must not
+     * begin with "ampc." or be "format". */
+    const char *const *extra;
+    int n_extra;
+} ampc_checkpoint_state;
+
+/* Writes the checkpoint atomically (see ampc_safetensors_write): a crash leaves either the previous file
+ * or the new one at path, never a torn one. */
+AMPC_API ampc_status ampc_checkpoint_save(const char *path, const ampc_checkpoint_state *state);
+/* Reads a checkpoint and checks its format, version and payload checksum. FORMAT for a file that is not
+ * a safetensors file, not an ampc checkpoint, from a newer format version, or corrupt. */
+AMPC_API ampc_status ampc_checkpoint_open(const char *path, ampc_safetensors **out);
+/* The model configuration recorded in an opened checkpoint. */
+AMPC_API ampc_status ampc_checkpoint_model_config(const ampc_safetensors *ck, ampc_model_config *out);
+/* Loads an opened checkpoint into the objects of state (those that are not NULL) and sets state->step.
+ * Everything is checked before anything is written: the model configuration, every tensor's presence,
+ * dtype and shape (no tensor may be left over), the optimizer kind, the scaler, RNG and cursor values;
+ * on any error (FORMAT or SHAPE, naming the file and the field) the objects are untouched. The optimizer
+ * gets its state, step counts and current lr; its hyperparameters stay as the caller made them. */
+AMPC_API ampc_status ampc_checkpoint_restore(const ampc_safetensors *ck, ampc_checkpoint_state *state);
+
 #ifdef __cplusplus
 }
 #endif

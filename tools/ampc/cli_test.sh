@@ -97,7 +97,7 @@ expect_lines "$OUT" 1
 checks=$((checks + 1))
 grep -q -E '^ampc [0-9]+\.[0-9]+\.[0-9]+$' "$OUT" || fail "ampc --version: '$(cat "$OUT")'"
 
-for cmd in train compare info formats bench "bench convert" "bench gemm" "bench step"; do
+for cmd in train compare info formats inspect bench "bench convert" "bench gemm" "bench step"; do
     run $cmd --help
     expect_rc 0
     expect_has "$OUT" "Usage: ampc $cmd"
@@ -108,19 +108,22 @@ done
 # ---- usage errors: status 2, one line naming the offender and the accepted values ----
 run trian
 expect_rc 2
-expect_exact_err "ampc: unknown command 'trian'; expected one of: train, compare, info, formats, bench"
+expect_exact_err "ampc: unknown command 'trian'; expected one of: train, compare, info, formats, inspect, bench"
 run info --jsn
 expect_rc 2
 expect_exact_err "ampc info: unknown option '--jsn' (did you mean --json?); accepted: --json, --help"
 
-usage_error "missing command" "train, compare, info, formats, bench" --
-usage_error "'trian'" "train, compare, info, formats, bench" -- trian
+usage_error "missing command" "train, compare, info, formats, inspect, bench" --
+usage_error "'trian'" "train, compare, info, formats, inspect, bench" -- trian
 usage_error "'--jsn'" "--help, --version" -- --jsn
 usage_error "'--jsn'" "--json, --help" -- info --jsn
 usage_error "--json" "'--json=1'" -- info --json=1
 usage_error "'extra'" "--json, --help" -- info extra
 usage_error "'--bogus'" "--json, --help" -- formats --bogus
 usage_error "'-x'" "--json, --help" -- formats -x
+usage_error "expected one FILE" "safetensors" -- inspect
+usage_error "'b.st'" "at most 1 (the file)" -- inspect a.st b.st
+usage_error "'--jsn'" "--json, --help" -- inspect --jsn x.st
 usage_error "missing benchmark kind" "convert, gemm, step" -- bench
 usage_error "'gemmm'" "expected one of: convert, gemm, step" -- bench gemmm
 usage_error "'convrt'" "expected one of: convert, gemm, step" -- bench convrt

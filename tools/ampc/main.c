@@ -19,6 +19,7 @@ static const command commands[] = {
     {"compare", cmd_compare, "the same run in several precisions, side by side, with a report"},
     {"info", cmd_info, "CPU features, AMX permission, kernel level, native/emulated precision support"},
     {"formats", cmd_formats, "FP32, TF32, BF16, FP16, FP8-E4M3, FP8-E5M2: bits, range, precision"},
+    {"inspect", cmd_inspect, "a safetensors file or checkpoint: tensors, dtypes, shapes, step, scaler, options"},
     {"bench", cmd_bench, "kernel throughput against this machine's memory bandwidth"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

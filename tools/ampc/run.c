@@ -6,6 +6,7 @@
  * object. Everything but the timing fields is a function of the flags, the seed and the thread count. */
 #include "run.h"
 
+#include "ckpt.h"
 #include "json.h"
 
 #include <math.h>
@@ -48,6 +49,7 @@ typedef struct run_state {
     ampc_dataset_info info;
     bool lm;
     int64_t steps, per_step;   /* optimizer steps; samples (or tokens) per step */
+    int64_t start;             /* the first step of this process (> 0 after --resume) */
 } run_state;
 
 static void state_free(run_state *s) {
@@ -138,6 +140,29 @@ static int setup(run_state *s, const ampc_dataset *ds) {
     s->steps = cfg->steps ? cfg->steps : cfg->epochs * ampc_loader_num_batches(s->train);
     s->per_step = cfg->batch * (s->lm ? T : 1);
     return 0;
+}
+
+/* What a checkpoint holds of this run. */
+static ampc_checkpoint_state ck_state(run_state *s, int64_t step) {
+    return (ampc_checkpoint_state){.model = s->model, .optim = s->opt, .scaler = s->scaler, .rng = ampc_ctx_rng(s->ctx),
+                                   .loader = s->train, .step = step, .extra = s->cfg->ck_meta, .n_extra = s->cfg->n_ck_meta};
+}
+
+/* --resume: everything is checked before anything is loaded, so a refused file leaves the fresh run. */
+static int resume(run_state *s) {
+    if (!s->cfg->resume) return 0;
+    ampc_checkpoint_state st = ck_state(s, 0);
+    if (ampc_checkpoint_restore(s->cfg->resume, &st) != AMPC_OK) return fail(s->prog, "--resume");
+    s->start = st.step;
+    if (!s->cfg->quiet)
+        fprintf(stderr, "%s: resumed from %s at step %lld of %lld\n", s->cfg->label,
+                ampc_safetensors_name(s->cfg->resume), (long long)s->start, (long long)s->steps);
+    return 0;
+}
+
+static int save(run_state *s, int64_t step) {
+    ampc_checkpoint_state st = ck_state(s, step);
+    return ckpt_save(s->prog, s->cfg->checkpoint, s->cfg->keep, &st);
 }
 
 /* ---- learning rate ---- */
@@ -307,7 +332,7 @@ static void progress(const run_state *s, int64_t step, const step_result *r, dou
         fputc('\n', stderr);
     }
     if (!tty && (step + 1) % every && step + 1 != s->steps) return;
-    double eta = step + 1 < s->steps ? elapsed / (double)(step + 1) * (double)(s->steps - step - 1) : 0;
+    double eta = step + 1 < s->steps ? elapsed / (double)(step + 1 - s->start) * (double)(s->steps - step - 1) : 0;
     fprintf(stderr, "%s%s step %lld/%lld loss %.4f scale %g %.0f %s ETA %d:%02d%s", tty ? "\r" : "", cfg->label,
             (long long)step + 1, (long long)s->steps, r->loss, r->scale, rate, s->lm ? "tok/s" : "samples/s",
             (int)eta / 60, (int)eta % 60, tty ? "   " : "\n");
@@ -344,7 +369,7 @@ static int alloc_series(run_output *out, int64_t n) {
 
 static void summarise(run_output *out, const run_state *s, double seconds) {
     run_result *r = &out->r;
-    int64_t tail = r->n < 20 ? r->n : 20;
+    int64_t ran = r->n - s->start, tail = ran < 20 ? ran : 20;   /* steps of this process */
     double sum = 0;
     for (int64_t i = r->n - tail; i < r->n; i++) sum += out->loss[i];
     r->final_train_loss = tail ? sum / (double)tail : NAN;
@@ -353,7 +378,13 @@ static void summarise(run_output *out, const run_state *s, double seconds) {
     ampc_memory_stats(s->ctx, &mu);
     r->peak_bytes = mu.peak_bytes;
     r->seconds = seconds;
-    r->throughput = seconds > 0 ? (double)(r->n * s->per_step) / seconds : NAN;
+    r->throughput = seconds > 0 ? (double)(ran * s->per_step) / seconds : NAN;
+    /* a resumed run reports the skips of the whole run where the scaler has counted them */
+    if (s->start && ampc_grad_scaler_enabled(s->scaler)) {
+        ampc_grad_scaler_state gs;
+        ampc_grad_scaler_state_save(s->scaler, &gs);
+        r->skipped_steps = gs.skipped_steps;
+    }
     r->throughput_unit = s->lm ? "tokens/s" : "samples/s";
     r->max_abs_dloss = r->final_abs_dloss = r->speedup = NAN;
 }
@@ -361,7 +392,9 @@ static void summarise(run_output *out, const run_state *s, double seconds) {
 static int loop(run_state *s, FILE *log, run_output *out) {
     double t0 = now();
     out->per_step = s->per_step;
-    for (int64_t step = 0; step < s->steps; step++) {
+    const run_config *cfg = s->cfg;
+    out->r.n = s->start;
+    for (int64_t step = s->start; step < s->steps; step++) {
         step_result r;
         double ts = now();
         int rc = train_step(s, step, &r);
@@ -370,17 +403,22 @@ static int loop(run_state *s, FILE *log, run_output *out) {
         out->loss[step] = r.loss, out->scale[step] = r.scale, out->skipped[step] = r.skipped;
         out->r.skipped_steps += r.skipped;
         out->r.n = step + 1;
-        double elapsed = now() - t0, rate = (double)((step + 1) * s->per_step) / (elapsed > 0 ? elapsed : 1e-9);
+        double elapsed = now() - t0, rate = (double)((step + 1 - s->start) * s->per_step) / (elapsed > 0 ? elapsed : 1e-9);
         ampc_memory_usage mu;
         ampc_memory_stats(s->ctx, &mu);
-        if (log) log_step(log, s, step, &r, rate, mu.peak_bytes);
+        if (log) log_step(log, s, step, &r, rate, mu.peak_bytes), fflush(log);   /* written out before a checkpoint */
         progress(s, step, &r, rate, elapsed);
+        bool last = step + 1 == s->steps;
+        if (cfg->checkpoint && (last || (cfg->checkpoint_every && (step + 1) % cfg->checkpoint_every == 0)) &&
+            save(s, step + 1))
+            return 1;
         if (s->cfg->eval_every && (step + 1) % s->cfg->eval_every == 0 && step + 1 < s->steps) {
             eval_result e;
             if (evaluate(s, &e)) return 1;
             if (!s->cfg->quiet) fprintf(stderr, "%s step %lld: eval loss %.4f\n", s->cfg->label, (long long)step + 1, e.loss);
         }
     }
+    if (cfg->checkpoint && s->start >= s->steps && save(s, s->start)) return 1;   /* nothing left to train */
     summarise(out, s, now() - t0);
     return 0;
 }
@@ -389,6 +427,7 @@ int run_training(const char *prog, const run_config *cfg, const ampc_dataset *ds
     memset(out, 0, sizeof *out);
     run_state s = {.prog = prog, .cfg = cfg};
     int rc = setup(&s, ds);
+    if (!rc) rc = resume(&s);
     if (!rc && alloc_series(out, s.steps)) rc = (fprintf(stderr, "%s: out of memory for %lld steps\n", prog,
                                                          (long long)s.steps), 1);
     out->r.label = cfg->label;

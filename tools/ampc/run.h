@@ -41,6 +41,13 @@ typedef struct run_config {
     bool no_eval;                   /* skip the final evaluation (benchmarks) */
     int master;                     /* ampc_master_mode (for low-precision parameters) */
     const char *label;              /* printed on progress lines */
+    /* checkpoints (ampc train): */
+    const char *checkpoint;         /* saved here at the end, and every checkpoint_every steps */
+    int64_t checkpoint_every;       /* 0 = at the end only */
+    int64_t keep;                   /* >1: also keep the newest `keep` as STEM-stepN.EXT (see ckpt.h) */
+    const ampc_safetensors *resume; /* an opened checkpoint to continue from, or NULL */
+    const char *const *ck_meta;     /* metadata pairs every save adds (the training configuration) */
+    int n_ck_meta;
     /* raw option values, turned into the fields above by run_finish_options */
     struct {
         int model, param_dtype;

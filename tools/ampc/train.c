@@ -1,23 +1,150 @@
 /* train.c: `ampc train`: one run of one model in one precision, with the JSONL log of design.md §4, a
- * progress line (a live line on a terminal, plain lines otherwise) and a closing summary on stdout. */
+ * progress line (a live line on a terminal, plain lines otherwise), a closing summary on stdout, and
+ * checkpoints. A checkpoint records the run's own options (train.args: every option that shapes the
+ * run, once, in table order, without those that only steer this process: --log, --checkpoint...,
+ * --resume, --quiet); --resume FILE parses them first and the command line after them, so a resumed run
+ * is the same run unless an option is given again. */
 #include "cli.h"
 #include "run.h"
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAX_OPTS 64
+#define MAX_ARGS 256
 
 static void usage(FILE *f) {
     fprintf(f, "Usage: ampc train [options]\n\n"
                "Trains one model in one precision: FP32, or BF16/FP16 autocast (FP32 master weights, loss\n"
                "scaling for FP16). Writes one JSON object per optimizer step with --log, and evaluates at the\n"
-               "end (test accuracy for images, validation loss for text).\n\n"
+               "end (test accuracy for images, validation loss for text). --checkpoint saves the whole state\n"
+               "(safetensors); --resume continues a run bit for bit, with the options it was started with.\n\n"
                "Examples:\n"
                "  ampc train --layers 2 --d-model 128 --heads 4 --context 64 --steps 300\n"
                "  ampc train --model cnn --data fashion-mnist --precision fp16 --epochs 3 --log cnn.jsonl\n"
-               "  ampc train --data text:book.txt --precision bf16 --fp32-ops gelu --steps 2000\n\n");
+               "  ampc train --data text:book.txt --steps 2000 --checkpoint run.safetensors --checkpoint-every 200\n"
+               "  ampc train --resume run.safetensors --checkpoint run.safetensors --checkpoint-every 200\n\n");
+}
+
+/* Options that steer this process only; a checkpoint does not record them. */
+static const char *const control_opts[] = {"log", "checkpoint", "checkpoint-every", "keep", "resume", "quiet", NULL};
+
+static bool is_control(const char *name) {
+    for (int i = 0; control_opts[i]; i++)
+        if (!strcmp(name, control_opts[i])) return true;
+    return false;
+}
+
+typedef struct train_cli {
+    run_config cfg;
+    int prec;
+    const char *log_path, *resume_path;
+    cli_opt opts[MAX_OPTS];
+    int n;
+    bool seen[MAX_OPTS];
+} train_cli;
+
+static void build_table(train_cli *t) {
+    memset(t, 0, sizeof *t);
+    t->prec = PREC_BF16;
+    run_config *c = &t->cfg;
+    int n = run_options(c, t->opts, MAX_OPTS - 6);
+    cli_opt *o = t->opts;
+    o[n++] = (cli_opt){.name = "precision", .kind = CLI_CHOICE, .out = &t->prec, .choices = precision_names,
+                       .defval = "bf16", .help = "fp32, or autocast in bf16 / fp16"};
+    o[n++] = (cli_opt){.name = "log", .kind = CLI_STRING, .out = &t->log_path, .metavar = "FILE.jsonl",
+                       .help = "one JSON object per step, then a final one (appended to with --resume)"};
+    o[n++] = (cli_opt){.name = "checkpoint", .kind = CLI_STRING, .out = &c->checkpoint, .metavar = "FILE",
+                       .help = "save the whole training state here (safetensors) at the end"};
+    o[n++] = (cli_opt){.name = "checkpoint-every", .kind = CLI_INT, .out = &c->checkpoint_every, .imin = 1,
+                       .imax = INT64_MAX / 2, .metavar = "K", .help = "also save every K steps"};
+    o[n++] = (cli_opt){.name = "keep", .kind = CLI_INT, .out = &c->keep, .imin = 1, .imax = 1000000, .metavar = "N",
+                       .defval = "1", .help = "keep the newest N checkpoints (FILE-stepS.EXT; FILE is the newest)"};
+    o[n++] = (cli_opt){.name = "resume", .kind = CLI_STRING, .out = &t->resume_path, .metavar = "FILE",
+                       .help = "continue the run saved in FILE, with its options (given ones override)"};
+    t->n = n;
+}
+
+static int find(const train_cli *t, const char *name, size_t len) {
+    for (int i = 0; i < t->n; i++)
+        if (strlen(t->opts[i].name) == len && !strncmp(t->opts[i].name, name, len)) return i;
+    return -1;
+}
+
+/* train.args from an argument list that parsed: the last value of each run option, in table order,
+ * one token per line. 1 (after a message) when a value cannot be recorded. */
+static int canonical_args(const train_cli *t, int argc, char **argv, char *buf, size_t size) {
+    const char *val[MAX_OPTS];
+    bool set[MAX_OPTS] = {false};
+    for (int i = 0; i < argc && strcmp(argv[i], "--"); i++) {
+        const char *name = argv[i] + 2, *eq = strchr(name, '=');
+        int k = find(t, name, eq ? (size_t)(eq - name) : strlen(name));
+        if (k < 0) continue;
+        set[k] = true;
+        val[k] = t->opts[k].kind == CLI_FLAG ? NULL : eq ? eq + 1 : argv[++i];
+    }
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < t->n; k++) {
+        if (!set[k] || is_control(t->opts[k].name)) continue;
+        if (val[k] && strchr(val[k], '\n')) {
+            fprintf(stderr, "ampc train: --%s: a value with a line break cannot be recorded in a checkpoint\n",
+                    t->opts[k].name);
+            return 1;
+        }
+        len += (size_t)snprintf(buf + len, len < size ? size - len : 0, "%s--%s%s%s", len ? "\n" : "", t->opts[k].name,
+                                val[k] ? "\n" : "", val[k] ? val[k] : "");
+    }
+    if (len >= size) return fprintf(stderr, "ampc train: the options are too long to record in a checkpoint\n"), 1;
+    return 0;
+}
+
+/* Parses argv; with --resume, the checkpoint's train.args first. Returns -1 to go on. */
+static int parse(train_cli *t, int argc, char **argv, ampc_safetensors **ck, char *args, size_t args_size) {
+    const char *prog = "ampc train";
+    cli_parse_out po = {.seen = t->seen};
+    build_table(t);
+    int rc = cli_parse_or_exit(prog, usage, t->opts, (size_t)t->n, argc, argv, 0, NULL, &po);
+    if (rc >= 0) return rc;
+    char *all[MAX_ARGS + 1];
+    int nall = 0;
+    static char stored[16384];
+    if (t->resume_path && argc >= MAX_ARGS / 2) {
+        fprintf(stderr, "%s: too many arguments (%d) to combine with a checkpoint's options\n", prog, argc);
+        return CLI_EXIT_USAGE;
+    }
+    if (t->resume_path) {
+        if (ampc_checkpoint_open(t->resume_path, ck) != AMPC_OK) return cli_fail_lib("ampc train: --resume", ampc_last_status());
+        const char *a = ampc_safetensors_metadata(*ck, "train.args");
+        if (!a) {
+            fprintf(stderr, "%s: --resume: %s was not written by ampc train (no train.args metadata)\n", prog, t->resume_path);
+            return CLI_EXIT_FAIL;
+        }
+        snprintf(stored, sizeof stored, "%s", a);
+        for (char *tok = stored; *tok && nall < MAX_ARGS - argc;) {
+            all[nall++] = tok;
+            char *nl = strchr(tok, '\n');
+            if (!nl) break;
+            *nl = '\0', tok = nl + 1;
+        }
+        for (int i = 0; i < argc; i++) all[nall++] = argv[i];
+        all[nall] = NULL;
+        build_table(t);
+        if (cli_parse(t->opts, (size_t)t->n, nall, all, 0, NULL, &po) != CLI_PARSED) {
+            fprintf(stderr, "%s: --resume: the options recorded in %s with these: %s\n", prog, t->resume_path, po.error);
+            return CLI_EXIT_USAGE;
+        }
+        argc = nall, argv = all;
+    }
+    rc = run_finish_options(prog, &t->cfg, t->opts, t->n, t->seen);
+    if (rc >= 0) return rc;
+    if ((t->cfg.checkpoint_every || t->cfg.keep) && !t->cfg.checkpoint) {
+        fprintf(stderr, "%s: --%s needs --checkpoint FILE\n", prog, t->cfg.keep ? "keep" : "checkpoint-every");
+        return CLI_EXIT_USAGE;
+    }
+    return canonical_args(t, argc, argv, args, args_size) ? CLI_EXIT_USAGE : -1;
 }
 
 static void print_summary(const run_config *cfg, const run_output *o) {
@@ -29,40 +156,43 @@ static void print_summary(const run_config *cfg, const run_output *o) {
            r->final_scale, (double)r->peak_bytes / (1 << 20), r->throughput, r->throughput_unit);
 }
 
-int cmd_train(int argc, char **argv) {
+static int train(train_cli *t, const char *args) {
     const char *prog = "ampc train";
-    run_config cfg = {0};
-    int prec = PREC_BF16;
-    const char *log_path = NULL;
-    cli_opt opts[MAX_OPTS];
-    int n = run_options(&cfg, opts, MAX_OPTS - 2);
-    opts[n++] = (cli_opt){.name = "precision", .kind = CLI_CHOICE, .out = &prec, .choices = precision_names,
-                          .defval = "bf16", .help = "fp32, or autocast in bf16 / fp16"};
-    opts[n++] = (cli_opt){.name = "log", .kind = CLI_STRING, .out = &log_path, .metavar = "FILE.jsonl",
-                          .help = "one JSON object per step, then a final one"};
-    bool seen[MAX_OPTS] = {false};
-    cli_parse_out po = {.seen = seen};
-    int rc = cli_parse_or_exit(prog, usage, opts, (size_t)n, argc, argv, 0, NULL, &po);
-    if (rc < 0) rc = run_finish_options(prog, &cfg, opts, n, seen);
-    if (rc >= 0) return rc;
-    cfg.prec = (precision)prec;
-    cfg.label = precision_names[prec];
+    run_config *cfg = &t->cfg;
+    cfg->prec = (precision)t->prec;
+    cfg->label = precision_names[t->prec];
+    const char *meta[] = {"train.args", args};
+    cfg->ck_meta = meta, cfg->n_ck_meta = 1;
     ampc_dataset *ds = NULL;
-    if ((rc = run_open_data(prog, &cfg, &ds))) return rc;
+    int rc = run_open_data(prog, cfg, &ds);
+    if (rc) return rc;
     FILE *log = NULL;
-    if (log_path && !(log = fopen(log_path, "w"))) {
-        fprintf(stderr, "%s: --log: cannot write '%s': %s\n", prog, log_path, strerror(errno));
+    if (t->log_path && !(log = fopen(t->log_path, cfg->resume ? "a" : "w"))) {
+        fprintf(stderr, "%s: --log: cannot write '%s': %s\n", prog, t->log_path, strerror(errno));
         ampc_dataset_free(ds);
         return CLI_EXIT_FAIL;
     }
     run_output out;
-    rc = run_training(prog, &cfg, ds, log, &out);
-    if (!rc) print_summary(&cfg, &out);
+    rc = run_training(prog, cfg, ds, log, &out);
+    if (!rc) print_summary(cfg, &out);
     if (log && fclose(log) != 0 && !rc) {
-        fprintf(stderr, "%s: --log: writing '%s' failed: %s\n", prog, log_path, strerror(errno));
+        fprintf(stderr, "%s: --log: writing '%s' failed: %s\n", prog, t->log_path, strerror(errno));
         rc = CLI_EXIT_FAIL;
     }
     run_output_free(&out);
     ampc_dataset_free(ds);
+    return rc;
+}
+
+int cmd_train(int argc, char **argv) {
+    static train_cli t;   /* large; one per process */
+    static char args[16384];
+    ampc_safetensors *ck = NULL;
+    int rc = parse(&t, argc, argv, &ck, args, sizeof args);
+    if (rc < 0) {
+        t.cfg.resume = ck;
+        rc = train(&t, args);
+    }
+    ampc_safetensors_free(ck);
     return rc;
 }

@@ -1,0 +1,121 @@
+#!/bin/sh
+# checkpoint_cli.sh AMPC JSON_CHECK: checkpoints through `ampc train` and `ampc inspect`.
+#  - Resume is exact: for fp32, bf16 and fp16 (GradScaler), 2N steps in one run and N steps + --resume +
+#    N steps give the same checkpoint file byte for byte and the same JSONL step records (all fields but
+#    the timing ones and peak_bytes); the second half crosses an epoch boundary, and the fp16 one a
+#    skipped step (checked from the log).
+#  - --keep N keeps the newest N numbered checkpoints and FILE is the newest.
+#  - Bad input: missing, foreign, corrupt or truncated files, another model shape, flags without
+#    --checkpoint, an unwritable directory: one clear line, the right exit status, nothing lost.
+set -u
+AMPC=$1
+JSON_CHECK=$2
+DIR=$(mktemp -d "${TMPDIR:-/tmp}/ampc_ckpt_cli_XXXXXX")
+trap 'rm -rf "$DIR"' EXIT
+FAILS=0
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+ok() { echo "ok: $*"; }
+
+# A small corpus: 2,900 bytes of text -> with context 16 the training split has 163 windows, 20 steps of
+# batch 8 per epoch, so steps 12..24 cross the epoch boundary at step 20.
+i=0
+: > "$DIR/corpus.txt"
+while [ $i -lt 100 ]; do echo "line $i: the quick brown fox $((i * 7 % 13))" >> "$DIR/corpus.txt"; i=$((i + 1)); done
+head -c 2900 "$DIR/corpus.txt" > "$DIR/c.txt"
+COMMON="--data text:$DIR/c.txt --layers 1 --d-model 32 --heads 2 --context 16 --batch 8 --threads 2 --quiet
+        --dropout 0.1 --lr 3e-3"
+
+# The JSONL step records without the fields that may differ between processes.
+records() { grep -v '"final"' "$1" | sed -E 's/,"(tokens_per_s|samples_per_s|peak_bytes)":[^,}]*//g'; }
+
+check_resume() {   # precision, extra flags
+    p=$1; shift
+    d="$DIR/$p"; mkdir -p "$d"
+    # shellcheck disable=SC2086
+    "$AMPC" train $COMMON --precision "$p" "$@" --steps 24 --log "$d/a.jsonl" --checkpoint "$d/a.st" > /dev/null ||
+        { fail "$p: uninterrupted run"; return; }
+    # shellcheck disable=SC2086
+    "$AMPC" train $COMMON --precision "$p" "$@" --steps 24 --checkpoint "$d/b.st" --checkpoint-every 12 --keep 3 \
+        --log "$d/b.jsonl" > /dev/null || { fail "$p: run with periodic checkpoints"; return; }
+    [ -f "$d/b-step00000012.st" ] || { fail "$p: no numbered checkpoint at step 12"; return; }
+    "$AMPC" train --resume "$d/b-step00000012.st" --checkpoint "$d/c.st" --log "$d/c.jsonl" --quiet > /dev/null ||
+        { fail "$p: resume"; return; }
+    if cmp -s "$d/a.st" "$d/c.st"; then ok "$p: 24 steps == 12 + resume + 12 (checkpoint files identical)"
+    else fail "$p: final checkpoints differ after resume"; fi
+    records "$d/a.jsonl" | tail -n 12 > "$d/a.tail"
+    records "$d/c.jsonl" > "$d/c.rec"
+    if [ "$(wc -l < "$d/c.rec")" -eq 12 ] && cmp -s "$d/a.tail" "$d/c.rec"; then ok "$p: steps 12..23 logged identically"
+    else fail "$p: resumed log differs"; diff "$d/a.tail" "$d/c.rec" | head -5; fi
+    cmp -s "$d/a.st" "$d/b.st" || fail "$p: periodic checkpoints changed the run"
+}
+
+check_resume fp32
+check_resume bf16
+check_resume fp16 --init-scale 1e7 --growth-interval 2
+if grep -v '"step":[0-9],' "$DIR/fp16/a.jsonl" | grep -v '"step":1[01],' | grep -q '"skipped":true'; then
+    ok "fp16: the resumed half holds a skipped step"
+else
+    fail "fp16: no skipped step after step 12 (the test does not cover a resume across a skip)"
+fi
+# the simple model: no data loader, an RNG and a scaler
+"$AMPC" train --model simple --precision fp16 --steps 10 --checkpoint "$DIR/s.st" --quiet > /dev/null &&
+"$AMPC" train --model simple --precision fp16 --steps 10 --checkpoint "$DIR/s5.st" --checkpoint-every 5 --keep 2 --quiet > /dev/null &&
+"$AMPC" train --resume "$DIR/s5-step00000005.st" --checkpoint "$DIR/s2.st" --quiet > /dev/null &&
+cmp -s "$DIR/s.st" "$DIR/s2.st" && ok "simple: resume exact" || fail "simple: resume"
+
+# --keep: the newest N numbered files survive, FILE is the newest
+d="$DIR/keep"; mkdir -p "$d"
+# shellcheck disable=SC2086
+"$AMPC" train $COMMON --steps 10 --checkpoint "$d/k.safetensors" --checkpoint-every 3 --keep 2 > /dev/null
+got=$(cd "$d" && ls | tr '\n' ' ')
+[ "$got" = "k-step00000009.safetensors k-step00000010.safetensors k.safetensors " ] && ok "--keep 2: $got" ||
+    fail "--keep 2 left: $got"
+cmp -s "$d/k.safetensors" "$d/k-step00000010.safetensors" || fail "--keep: FILE is not the newest"
+
+# ampc inspect
+out=$("$AMPC" inspect "$DIR/fp16/a.st") || fail "inspect exit status"
+for want in "ampc checkpoint, format version 1" "step:       24" "scaler:     enabled" "optimizer:  adamw" \
+            "data:       epoch 1" "options:    --data text:" "optim.wte.weight.exp_avg_sq" "blocks.0.attn.qkv.weight"; do
+    case "$out" in *"$want"*) ;; *) fail "inspect output lacks '$want'" ;; esac
+done
+"$AMPC" inspect --json "$DIR/fp16/a.st" | "$JSON_CHECK" || fail "inspect --json is not valid JSON"
+"$AMPC" inspect --json "$DIR/fp16/a.st" | grep -q '"ampc.scaler.scale"' || fail "inspect --json lacks the scaler"
+ok "inspect"
+
+# expect STATUS NEEDLE CMD...: exit status and one stderr line containing NEEDLE
+expect() {
+    st=$1 needle=$2; shift 2
+    "$@" > /dev/null 2> "$DIR/err"
+    rc=$?
+    lines=$(wc -l < "$DIR/err")
+    if [ $rc -eq "$st" ] && [ "$lines" -eq 1 ] && grep -qF -- "$needle" "$DIR/err"; then ok "exit $st: $(cat "$DIR/err")"
+    else fail "$* -> exit $rc (want $st), stderr: $(cat "$DIR/err")"; fi
+}
+A="$DIR/fp32/a.st"
+expect 1 "nothing.st" "$AMPC" train --resume "$DIR/nothing.st"
+expect 1 "nothing.st" "$AMPC" inspect "$DIR/nothing.st"
+expect 2 "--keep needs --checkpoint" "$AMPC" train --keep 3
+expect 2 "--checkpoint-every needs --checkpoint" "$AMPC" train --checkpoint-every 3
+# shellcheck disable=SC2086
+expect 1 "ampc.model.d_model is 32, this model has 64" "$AMPC" train --resume "$A" --d-model 64
+printf 'not a safetensors file at all' > "$DIR/junk.st"
+expect 1 "junk.st" "$AMPC" train --resume "$DIR/junk.st"
+expect 1 "junk.st" "$AMPC" inspect "$DIR/junk.st"
+size=$(wc -c < "$A")
+head -c $((size - 7)) "$A" > "$DIR/trunc.st"
+expect 1 "trunc.st" "$AMPC" train --resume "$DIR/trunc.st"
+# a flipped payload byte
+cp "$A" "$DIR/flip.st"
+printf '\377' | dd of="$DIR/flip.st" bs=1 seek=$((size - 3)) conv=notrunc 2> /dev/null
+expect 1 "checksum" "$AMPC" train --resume "$DIR/flip.st"
+expect 1 "checksum" "$AMPC" inspect "$DIR/flip.st"
+# an unwritable destination: the error names it, and an existing checkpoint is not touched
+cp "$A" "$DIR/keep.st"
+# shellcheck disable=SC2086
+expect 1 "no/such/dir/x.st" "$AMPC" train $COMMON --steps 2 --checkpoint "$DIR/no/such/dir/x.st"
+cmp -s "$A" "$DIR/keep.st" || fail "a failed save changed another file"
+# resuming a finished run trains nothing and keeps the state
+"$AMPC" train --resume "$A" --checkpoint "$DIR/again.st" --quiet > /dev/null && cmp -s "$A" "$DIR/again.st" &&
+    ok "resume of a finished run keeps its state" || fail "resume of a finished run"
+
+[ $FAILS -eq 0 ] && echo "checkpoint_cli: all passed" || { echo "checkpoint_cli: $FAILS failed"; exit 1; }

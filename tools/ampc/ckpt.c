@@ -1,0 +1,124 @@
+/* ckpt.c: saving with rotation (see ckpt.h). The library writes one file atomically; this adds the
+ * numbered copies: the checkpoint is written as its numbered name, then linked to FILE through a
+ * temporary name and a rename (link() cannot replace a file), and old numbered copies are pruned by
+ * scanning the directory, so copies left by an earlier, interrupted process are counted too. */
+#include "ckpt.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The directory part of path ("." when none) and the file name part. */
+static void split_path(const char *path, char *dir, size_t dsize, const char **base) {
+    const char *slash = strrchr(path, '/');
+    *base = slash ? slash + 1 : path;
+    if (!slash) snprintf(dir, dsize, ".");
+    else snprintf(dir, dsize, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+}
+
+/* Length of the stem of a file name: up to its last '.', unless the name has none (or starts with it). */
+static size_t stem_len(const char *name) {
+    const char *dot = strrchr(name, '.');
+    return dot && dot != name ? (size_t)(dot - name) : strlen(name);
+}
+
+void ckpt_step_name(const char *path, int64_t step, char *buf, size_t size) {
+    const char *dir_end = strrchr(path, '/');
+    const char *name = dir_end ? dir_end + 1 : path;
+    size_t stem = (size_t)(name - path) + stem_len(name);
+    snprintf(buf, size, "%.*s-step%08lld%s", (int)stem, path, (long long)step, path + stem);
+}
+
+static int sync_dir(const char *prog, const char *path) {
+    char dir[4096];
+    const char *base;
+    split_path(path, dir, sizeof dir, &base);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0 || fsync(fd) != 0) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        fprintf(stderr, "%s: --checkpoint: cannot sync directory '%s': %s\n", prog, dir, strerror(e));
+        return 1;
+    }
+    close(fd);
+    return 0;
+}
+
+/* FILE becomes a second name of the numbered checkpoint. */
+static int link_newest(const char *prog, const char *numbered, const char *path) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.link", path);
+    unlink(tmp);
+    if (link(numbered, tmp) != 0 || rename(tmp, path) != 0) {
+        fprintf(stderr, "%s: --checkpoint: cannot make '%s' name the newest checkpoint '%s': %s\n", prog, path, numbered,
+                strerror(errno));
+        unlink(tmp);
+        return 1;
+    }
+    return sync_dir(prog, path);
+}
+
+/* Is name STEM-step<digits>EXT for this path? Its step in *step. */
+static bool numbered_copy(const char *name, const char *base, int64_t *step) {
+    size_t stem = stem_len(base), ext = strlen(base) - stem, n = strlen(name);
+    if (n < stem + 5 + 1 + ext || strncmp(name, base, stem) || strncmp(name + stem, "-step", 5) ||
+        strcmp(name + n - ext, base + stem))
+        return false;
+    int64_t s = 0;
+    for (size_t i = stem + 5; i < n - ext; i++) {
+        if (name[i] < '0' || name[i] > '9' || s > INT64_MAX / 10 - 10) return false;
+        s = s * 10 + (name[i] - '0');
+    }
+    *step = s;
+    return true;
+}
+
+static int cmp_desc(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x < y) - (x > y);
+}
+
+/* Deletes all but the newest keep numbered copies. Failures only warn: the checkpoint is saved. */
+static void prune(const char *prog, const char *path, int64_t keep) {
+    char dir[4096], victim[4200];
+    const char *base;
+    split_path(path, dir, sizeof dir, &base);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    int64_t *steps = NULL, s;
+    size_t n = 0, cap = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!numbered_copy(e->d_name, base, &s)) continue;
+        if (n == cap) {
+            int64_t *g = realloc(steps, (cap = cap ? 2 * cap : 16) * sizeof *g);
+            if (!g) break;
+            steps = g;
+        }
+        steps[n++] = s;
+    }
+    closedir(d);
+    qsort(steps, n, sizeof *steps, cmp_desc);
+    for (size_t i = (size_t)keep; i < n; i++) {
+        ckpt_step_name(path, steps[i], victim, sizeof victim);
+        if (unlink(victim) != 0 && errno != ENOENT)
+            fprintf(stderr, "%s: warning: cannot delete old checkpoint '%s': %s\n", prog, victim, strerror(errno));
+    }
+    free(steps);
+}
+
+int ckpt_save(const char *prog, const char *path, int64_t keep, const ampc_checkpoint_state *state) {
+    char numbered[4200];
+    if (keep > 1) ckpt_step_name(path, state->step, numbered, sizeof numbered);
+    if (ampc_checkpoint_save(keep > 1 ? numbered : path, state) != AMPC_OK) {
+        fprintf(stderr, "%s: --checkpoint: %s\n", prog, ampc_last_error());
+        return 1;
+    }
+    if (keep <= 1) return 0;
+    int rc = link_newest(prog, numbered, path);
+    if (!rc) prune(prog, path, keep);
+    return rc;
+}

@@ -1,0 +1,17 @@
+/* ckpt.h: checkpoint files as `ampc train` keeps them. --checkpoint FILE always names the newest
+ * checkpoint. With --keep N > 1 every save is also kept as STEM-stepS.EXT (FILE = STEM.EXT; S the step,
+ * zero-padded to 8 digits so names sort by step), FILE being a second link to the newest, and all but
+ * the newest N of those are deleted. Each file appears by an atomic rename, so a crash at any moment
+ * leaves FILE either the previous checkpoint or the new one. */
+#ifndef AMPC_CLI_CKPT_H
+#define AMPC_CLI_CKPT_H
+
+#include "ampc.h"
+
+/* Saves state; 1 after printing `prog: --checkpoint: ...` on stderr. */
+int ckpt_save(const char *prog, const char *path, int64_t keep, const ampc_checkpoint_state *state);
+
+/* STEM-stepS.EXT for path = STEM.EXT (EXT: the last extension of the file name, or none). */
+void ckpt_step_name(const char *path, int64_t step, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,160 @@
+/* inspect.c: `ampc inspect FILE [--json]`: what a safetensors file holds. Any safetensors file gets its
+ * metadata and tensor table; an ampc checkpoint is first checked like --resume checks it (format
+ * version, payload checksum) and gets a summary of the run it continues: step, model, optimizer,
+ * GradScaler, RNG, data cursor and the options it was started with. A file that fails a check gets one
+ * error line naming the file and the field, and status 1. */
+#include "cli.h"
+#include "json.h"
+#include "run.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f, "Usage: ampc inspect FILE [--json]\n\n"
+               "Shows a safetensors file: its metadata and tensors (name, dtype, shape, bytes). For an ampc\n"
+               "checkpoint it also checks the format version and payload checksum and summarises the run:\n"
+               "step, model, optimizer, loss scaler, RNG, data position and the options of `ampc train`.\n\n");
+}
+
+static const char *meta(const ampc_safetensors *st, const char *key) {
+    const char *v = ampc_safetensors_metadata(st, key);
+    return v ? v : "?";
+}
+
+static bool is_state(const char *name) { return !strncmp(name, "optim.", 6) || !strncmp(name, "master.", 7); }
+
+static void shape_text(const ampc_st_tensor *t, char *buf, size_t size) {
+    size_t n = (size_t)snprintf(buf, size, "[");
+    for (int d = 0; d < t->ndim && n < size; d++) n += (size_t)snprintf(buf + n, size - n, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+    if (n < size) snprintf(buf + n, size - n, "]");
+}
+
+/* The options of train.args, one token per line, as one command line. */
+static void args_line(const char *args, char *buf, size_t size) {
+    size_t n = 0;
+    for (const char *p = args; *p && n + 1 < size; p++) buf[n++] = *p == '\n' ? ' ' : *p;
+    buf[n] = '\0';
+}
+
+static void summary_human(const ampc_safetensors *st) {
+    char args[4096];
+    ampc_model_config mc;
+    printf("ampc checkpoint, format version %s, written by ampc %s, payload checksum ok (crc32 %s)\n",
+           meta(st, "ampc.format_version"), meta(st, "ampc.version"), meta(st, "ampc.payload_crc32"));
+    printf("step:       %s\n", meta(st, "ampc.step"));
+    if (ampc_checkpoint_model_config(st, &mc) == AMPC_OK) {
+        char d[256];
+        run_describe_model(&mc, d, sizeof d);
+        printf("model:      %s, parameters %s, seed %llu\n", d, ampc_dtype_name(mc.param_dtype), (unsigned long long)mc.seed);
+    }
+    if (ampc_safetensors_metadata(st, "ampc.optim.kind"))
+        printf("optimizer:  %s, lr %s (base %s), %s steps\n", meta(st, "ampc.optim.kind"), meta(st, "ampc.optim.lr"),
+               meta(st, "ampc.optim.base_lr"), meta(st, "ampc.optim.steps"));
+    if (ampc_safetensors_metadata(st, "ampc.scaler.enabled"))
+        printf("scaler:     %s, scale %s, growth tracker %s, hysteresis tracker %s, %s updates, %s skipped\n",
+               !strcmp(meta(st, "ampc.scaler.enabled"), "true") ? "enabled" : "disabled", meta(st, "ampc.scaler.scale"),
+               meta(st, "ampc.scaler.growth_tracker"), meta(st, "ampc.scaler.hysteresis_tracker"),
+               meta(st, "ampc.scaler.steps"), meta(st, "ampc.scaler.skipped_steps"));
+    if (ampc_safetensors_metadata(st, "ampc.rng.seed"))
+        printf("rng:        seed %s, stream %s, counter %s\n", meta(st, "ampc.rng.seed"), meta(st, "ampc.rng.stream"),
+               meta(st, "ampc.rng.counter"));
+    if (ampc_safetensors_metadata(st, "ampc.data.epoch"))
+        printf("data:       epoch %s, position %s of %s samples\n", meta(st, "ampc.data.epoch"),
+               meta(st, "ampc.data.position"), meta(st, "ampc.data.samples"));
+    if (ampc_safetensors_metadata(st, "train.args")) {
+        args_line(meta(st, "train.args"), args, sizeof args);
+        printf("options:    %s\n", args);
+    }
+}
+
+static void print_human(const ampc_safetensors *st, bool checkpoint) {
+    size_t bytes;
+    ampc_safetensors_data(st, &bytes);
+    printf("file:       %s (%d tensors, %.2f MiB of data)\n", ampc_safetensors_name(st), ampc_safetensors_count(st),
+           (double)bytes / (1 << 20));
+    if (checkpoint) summary_human(st);
+    int nm = ampc_safetensors_metadata_count(st);
+    printf("\nmetadata (%d):\n", nm);
+    for (int i = 0; i < nm; i++) {
+        const char *k, *v;
+        ampc_safetensors_metadata_at(st, i, &k, &v);
+        if (strcmp(k, "train.args")) printf("  %-28s %s\n", k, v);
+    }
+    printf("\n%-44s %-6s %-18s %s\n", "tensor", "dtype", "shape", "bytes");
+    int64_t params = 0;
+    for (int i = 0; i < ampc_safetensors_count(st); i++) {
+        const ampc_st_tensor *t = ampc_safetensors_tensor(st, i);
+        char sh[160];
+        shape_text(t, sh, sizeof sh);
+        printf("%-44s %-6s %-18s %llu\n", t->name, t->dtype_name, sh, (unsigned long long)(t->end - t->begin));
+        if (!is_state(t->name)) params += t->numel;
+    }
+    printf("\n%lld model parameters (tensors other than optim.* and master.*)\n", (long long)params);
+}
+
+static void print_json(const ampc_safetensors *st, bool checkpoint) {
+    json_writer w;
+    json_init(&w, stdout, true);
+    json_obj_begin(&w);
+    json_kstr(&w, "file", ampc_safetensors_name(st));
+    json_kbool(&w, "ampc_checkpoint", checkpoint);
+    if (checkpoint) json_kstr(&w, "checksum", "ok");
+    size_t bytes;
+    ampc_safetensors_data(st, &bytes);
+    json_kint(&w, "data_bytes", (int64_t)bytes);
+    json_key(&w, "metadata");
+    json_obj_begin(&w);
+    for (int i = 0; i < ampc_safetensors_metadata_count(st); i++) {
+        const char *k, *v;
+        ampc_safetensors_metadata_at(st, i, &k, &v);
+        json_kstr(&w, k, v);
+    }
+    json_obj_end(&w);
+    json_key(&w, "tensors");
+    json_arr_begin(&w);
+    for (int i = 0; i < ampc_safetensors_count(st); i++) {
+        const ampc_st_tensor *t = ampc_safetensors_tensor(st, i);
+        json_obj_begin(&w);
+        json_kstr(&w, "name", t->name);
+        json_kstr(&w, "dtype", t->dtype_name);
+        json_key(&w, "shape");
+        json_arr_begin(&w);
+        for (int d = 0; d < t->ndim; d++) json_int(&w, t->shape[d]);
+        json_arr_end(&w);
+        json_key(&w, "data_offsets");
+        json_arr_begin(&w);
+        json_uint(&w, t->begin), json_uint(&w, t->end);
+        json_arr_end(&w);
+        json_obj_end(&w);
+    }
+    json_arr_end(&w);
+    json_obj_end(&w);
+    json_finish(&w);
+}
+
+int cmd_inspect(int argc, char **argv) {
+    const char *prog = "ampc inspect";
+    bool json = false;
+    char *pos[1];
+    cli_opt opts[] = {{.name = "json", .kind = CLI_FLAG, .out = &json, .help = "machine-readable output"}};
+    cli_parse_out po = {.pos = pos};
+    int rc = cli_parse_or_exit(prog, usage, opts, 1, argc, argv, 1, "the file", &po);
+    if (rc >= 0) return rc;
+    if (po.npos != 1) {
+        fprintf(stderr, "%s: expected one FILE (a .safetensors file or ampc checkpoint)\n", prog);
+        return CLI_EXIT_USAGE;
+    }
+    ampc_safetensors *st;
+    if (ampc_safetensors_read(pos[0], &st) != AMPC_OK) return cli_fail_lib(prog, ampc_last_status());
+    bool checkpoint = ampc_safetensors_metadata(st, "ampc.format") != NULL;
+    if (checkpoint) {   /* the checks --resume makes: version and checksum */
+        ampc_safetensors_free(st);
+        if (ampc_checkpoint_open(pos[0], &st) != AMPC_OK) return cli_fail_lib(prog, ampc_last_status());
+    }
+    if (json) print_json(st, checkpoint);
+    else print_human(st, checkpoint);
+    ampc_safetensors_free(st);
+    return fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
