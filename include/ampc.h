@@ -1077,7 +1077,7 @@ AMPC_API ampc_status ampc_safetensors_serialize(ampc_safetensors_writer *w, void
  *              "ampc.scaler.*" (the whole GradScaler state and configuration); "ampc.rng.*" (seed, stream,
  *              counter); "ampc.data.*" (the loader cursor and samples per epoch); the caller's own
  *              entries; "ampc.payload_crc32", the CRC-32 of the data buffer. Numbers are decimal,
- *              doubles with 17 significant digits, so every value round-trips exactly.
+ *              doubles in the fewest digits (15 to 17) that read back exactly.
  * ---------------------------------------------------------------------------------------------- */
 
 #define AMPC_CHECKPOINT_FORMAT "ampc-checkpoint"

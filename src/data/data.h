@@ -41,6 +41,14 @@ AMPCI_HIDDEN ampc_status ampci_read_file(const char *fn, const char *path, size_
 AMPCI_HIDDEN ampc_status ampci_idx_parse(const char *fn, const char *path, const uint8_t *buf, size_t len,
                                          ampci_idx *out);
 
+/* One split's pair of IDX images already in memory, as the Fashion-MNIST reader checks them: each through
+ * ampci_idx_parse, then images N x 28 x 28 with N > 0, labels a list of N values in 0..9. On success
+ * *count = N and *pixels, *labels point into ibuf, lbuf (past the headers); FORMAT naming ipath or lpath
+ * otherwise, and the outputs are untouched. The Fashion-MNIST reader calls it after reading the files
+ * (ampci_read_file), and the fuzzer calls it on raw bytes. */
+AMPCI_HIDDEN ampc_status ampci_fashion_parse_split(const char *fn, const char *ipath, const uint8_t *ibuf, size_t ilen,
+                                                   const char *lpath, const uint8_t *lbuf, size_t llen,
+                                                   int64_t *count, const uint8_t **pixels, const uint8_t **labels);
 /* Opens the Fashion-MNIST files of dir into ds (kind, task, counts, buffers; not the name). */
 AMPCI_HIDDEN ampc_status ampci_fashion_open(const char *fn, const char *dir, ampc_dataset *ds);
 /* Fills a char-LM data set from path (NULL: the built-in corpus) and splits it by val_fraction (already

@@ -199,21 +199,28 @@ static ampc_status check_pair(const char *fn, const char *ipath, const ampci_idx
     return AMPC_OK;
 }
 
+ampc_status ampci_fashion_parse_split(const char *fn, const char *ipath, const uint8_t *ibuf, size_t ilen,
+                                      const char *lpath, const uint8_t *lbuf, size_t llen, int64_t *count,
+                                      const uint8_t **pixels, const uint8_t **labels) {
+    ampci_idx im, lb;
+    ampc_status st = ampci_idx_parse(fn, ipath, ibuf, ilen, &im);
+    if (st == AMPC_OK) st = ampci_idx_parse(fn, lpath, lbuf, llen, &lb);
+    if (st == AMPC_OK) st = check_pair(fn, ipath, &im, lpath, &lb);
+    if (st != AMPC_OK) return st;
+    *count = im.dims[0];
+    *pixels = im.data;
+    *labels = lb.data;
+    return AMPC_OK;
+}
+
 static ampc_status open_split(const char *fn, const char *dir, int s, ampc_dataset *ds) {
     char ipath[4096], lpath[4096];
     size_t ilen, llen;
     ampc_status st = read_named(fn, dir, FASHION_FILES[s][0], ipath, sizeof ipath, &ds->img_buf[s], &ilen);
     if (st == AMPC_OK) st = read_named(fn, dir, FASHION_FILES[s][1], lpath, sizeof lpath, &ds->lbl_buf[s], &llen);
     if (st != AMPC_OK) return st;
-    ampci_idx im, lb;
-    st = ampci_idx_parse(fn, ipath, ds->img_buf[s], ilen, &im);
-    if (st == AMPC_OK) st = ampci_idx_parse(fn, lpath, ds->lbl_buf[s], llen, &lb);
-    if (st == AMPC_OK) st = check_pair(fn, ipath, &im, lpath, &lb);
-    if (st != AMPC_OK) return st;
-    ds->count[s] = im.dims[0];
-    ds->pixels[s] = im.data;
-    ds->labels[s] = lb.data;
-    return AMPC_OK;
+    return ampci_fashion_parse_split(fn, ipath, ds->img_buf[s], ilen, lpath, ds->lbl_buf[s], llen, &ds->count[s],
+                                     &ds->pixels[s], &ds->labels[s]);
 }
 
 ampc_status ampci_fashion_open(const char *fn, const char *dir, ampc_dataset *ds) {

@@ -83,7 +83,12 @@ static void format_field(const field *f, const void *base, char *buf, size_t siz
     case F_INT: snprintf(buf, size, "%d", *(const int *)p); break;
     case F_I64: snprintf(buf, size, "%" PRId64, *(const int64_t *)p); break;
     case F_U64: snprintf(buf, size, "%" PRIu64, *(const uint64_t *)p); break;
-    case F_DOUBLE: snprintf(buf, size, "%.17g", *(const double *)p); break;
+    case F_DOUBLE: {   /* the shortest of 15..17 digits that reads back exactly */
+        double d = *(const double *)p;
+        for (int digits = 15; digits <= 17; digits++)
+            if (snprintf(buf, size, "%.*g", digits, d) > 0 && strtod(buf, NULL) == d) break;
+        break;
+    }
     case F_BOOL: snprintf(buf, size, "%s", *(const bool *)p ? "true" : "false"); break;
     case F_DTYPE: snprintf(buf, size, "%s", ampc_dtype_name(*(const ampc_dtype *)p)); break;
     case F_KIND: snprintf(buf, size, "%s", ampc_model_kind_name(*(const ampc_model_kind *)p)); break;

@@ -66,6 +66,13 @@ bool run_parse_precisions(const char *v, void *out, char *why, size_t why_size);
 
 /* The options train and compare share (defined in run_options.c). Each points into the config. */
 int run_options(run_config *cfg, cli_opt *opts, int max);
+/* The rows only `ampc train` has (--precision, --log, --checkpoint, --checkpoint-every, --keep, --resume),
+ * appended at o[n] (up to max rows in all); returns the new count. The fuzzer drives the same table. */
+typedef struct train_only {
+    int prec;                       /* precision; set to bf16 (the default) by the call */
+    const char *log_path, *resume_path;
+} train_only;
+int run_train_options(run_config *cfg, train_only *t, cli_opt *o, int n, int max);
 /* Defaults that depend on other options (model-dependent batch, lr, steps), after parsing; seen[i] tells
  * whether opts[i] was given. Fails (2) with a message for combinations that cannot work. */
 int run_finish_options(const char *prog, run_config *cfg, const cli_opt *opts, int nopts, const bool *seen);

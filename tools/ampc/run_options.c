@@ -146,6 +146,26 @@ int run_options(run_config *cfg, cli_opt *o, int max) {
     return n;
 }
 
+int run_train_options(run_config *c, train_only *t, cli_opt *o, int n, int max) {
+    t->prec = PREC_BF16;
+    cli_opt rows[] = {
+        OPT(.name = "precision", .kind = CLI_CHOICE, .out = &t->prec, .choices = precision_names, .defval = "bf16",
+            .help = "fp32, or autocast in bf16 / fp16"),
+        OPT(.name = "log", .kind = CLI_STRING, .out = &t->log_path, .metavar = "FILE.jsonl",
+            .help = "one JSON object per step, then a final one (appended to with --resume)"),
+        OPT(.name = "checkpoint", .kind = CLI_STRING, .out = &c->checkpoint, .metavar = "FILE",
+            .help = "save the whole training state here (safetensors) at the end"),
+        OPT(.name = "checkpoint-every", .kind = CLI_INT, .out = &c->checkpoint_every, .imin = 1, .imax = INT64_MAX / 2,
+            .metavar = "K", .help = "also save every K steps"),
+        OPT(.name = "keep", .kind = CLI_INT, .out = &c->keep, .imin = 1, .imax = 1000000, .metavar = "N", .defval = "1",
+            .help = "keep the newest N checkpoints (FILE-stepS.EXT; FILE is the newest)"),
+        OPT(.name = "resume", .kind = CLI_STRING, .out = &t->resume_path, .metavar = "FILE",
+            .help = "continue the run saved in FILE, with its options (given ones override)"),
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0] && n < max; i++) o[n++] = rows[i];
+    return n;
+}
+
 static int opt_index(const cli_opt *opts, int n, const char *name) {
     for (int i = 0; i < n; i++)
         if (strcmp(opts[i].name, name) == 0) return i;

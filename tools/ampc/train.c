@@ -39,8 +39,7 @@ static bool is_control(const char *name) {
 
 typedef struct train_cli {
     run_config cfg;
-    int prec;
-    const char *log_path, *resume_path;
+    train_only x;   /* precision, log and resume paths */
     cli_opt opts[MAX_OPTS];
     int n;
     bool seen[MAX_OPTS];
@@ -48,23 +47,7 @@ typedef struct train_cli {
 
 static void build_table(train_cli *t) {
     memset(t, 0, sizeof *t);
-    t->prec = PREC_BF16;
-    run_config *c = &t->cfg;
-    int n = run_options(c, t->opts, MAX_OPTS - 6);
-    cli_opt *o = t->opts;
-    o[n++] = (cli_opt){.name = "precision", .kind = CLI_CHOICE, .out = &t->prec, .choices = precision_names,
-                       .defval = "bf16", .help = "fp32, or autocast in bf16 / fp16"};
-    o[n++] = (cli_opt){.name = "log", .kind = CLI_STRING, .out = &t->log_path, .metavar = "FILE.jsonl",
-                       .help = "one JSON object per step, then a final one (appended to with --resume)"};
-    o[n++] = (cli_opt){.name = "checkpoint", .kind = CLI_STRING, .out = &c->checkpoint, .metavar = "FILE",
-                       .help = "save the whole training state here (safetensors) at the end"};
-    o[n++] = (cli_opt){.name = "checkpoint-every", .kind = CLI_INT, .out = &c->checkpoint_every, .imin = 1,
-                       .imax = INT64_MAX / 2, .metavar = "K", .help = "also save every K steps"};
-    o[n++] = (cli_opt){.name = "keep", .kind = CLI_INT, .out = &c->keep, .imin = 1, .imax = 1000000, .metavar = "N",
-                       .defval = "1", .help = "keep the newest N checkpoints (FILE-stepS.EXT; FILE is the newest)"};
-    o[n++] = (cli_opt){.name = "resume", .kind = CLI_STRING, .out = &t->resume_path, .metavar = "FILE",
-                       .help = "continue the run saved in FILE, with its options (given ones override)"};
-    t->n = n;
+    t->n = run_train_options(&t->cfg, &t->x, t->opts, run_options(&t->cfg, t->opts, MAX_OPTS), MAX_OPTS);
 }
 
 static int find(const train_cli *t, const char *name, size_t len) {
@@ -111,15 +94,15 @@ static int parse(train_cli *t, int argc, char **argv, ampc_safetensors **ck, cha
     char *all[MAX_ARGS + 1];
     int nall = 0;
     static char stored[16384];
-    if (t->resume_path && argc >= MAX_ARGS / 2) {
+    if (t->x.resume_path && argc >= MAX_ARGS / 2) {
         fprintf(stderr, "%s: too many arguments (%d) to combine with a checkpoint's options\n", prog, argc);
         return CLI_EXIT_USAGE;
     }
-    if (t->resume_path) {
-        if (ampc_checkpoint_open(t->resume_path, ck) != AMPC_OK) return cli_fail_lib("ampc train: --resume", ampc_last_status());
+    if (t->x.resume_path) {
+        if (ampc_checkpoint_open(t->x.resume_path, ck) != AMPC_OK) return cli_fail_lib("ampc train: --resume", ampc_last_status());
         const char *a = ampc_safetensors_metadata(*ck, "train.args");
         if (!a) {
-            fprintf(stderr, "%s: --resume: %s was not written by ampc train (no train.args metadata)\n", prog, t->resume_path);
+            fprintf(stderr, "%s: --resume: %s was not written by ampc train (no train.args metadata)\n", prog, t->x.resume_path);
             return CLI_EXIT_FAIL;
         }
         snprintf(stored, sizeof stored, "%s", a);
@@ -133,7 +116,7 @@ static int parse(train_cli *t, int argc, char **argv, ampc_safetensors **ck, cha
         all[nall] = NULL;
         build_table(t);
         if (cli_parse(t->opts, (size_t)t->n, nall, all, 0, NULL, &po) != CLI_PARSED) {
-            fprintf(stderr, "%s: --resume: the options recorded in %s with these: %s\n", prog, t->resume_path, po.error);
+            fprintf(stderr, "%s: --resume: the options recorded in %s with these: %s\n", prog, t->x.resume_path, po.error);
             return CLI_EXIT_USAGE;
         }
         argc = nall, argv = all;
@@ -159,16 +142,16 @@ static void print_summary(const run_config *cfg, const run_output *o) {
 static int train(train_cli *t, const char *args) {
     const char *prog = "ampc train";
     run_config *cfg = &t->cfg;
-    cfg->prec = (precision)t->prec;
-    cfg->label = precision_names[t->prec];
+    cfg->prec = (precision)t->x.prec;
+    cfg->label = precision_names[t->x.prec];
     const char *meta[] = {"train.args", args};
     cfg->ck_meta = meta, cfg->n_ck_meta = 1;
     ampc_dataset *ds = NULL;
     int rc = run_open_data(prog, cfg, &ds);
     if (rc) return rc;
     FILE *log = NULL;
-    if (t->log_path && !(log = fopen(t->log_path, cfg->resume ? "a" : "w"))) {
-        fprintf(stderr, "%s: --log: cannot write '%s': %s\n", prog, t->log_path, strerror(errno));
+    if (t->x.log_path && !(log = fopen(t->x.log_path, cfg->resume ? "a" : "w"))) {
+        fprintf(stderr, "%s: --log: cannot write '%s': %s\n", prog, t->x.log_path, strerror(errno));
         ampc_dataset_free(ds);
         return CLI_EXIT_FAIL;
     }
@@ -176,7 +159,7 @@ static int train(train_cli *t, const char *args) {
     rc = run_training(prog, cfg, ds, log, &out);
     if (!rc) print_summary(cfg, &out);
     if (log && fclose(log) != 0 && !rc) {
-        fprintf(stderr, "%s: --log: writing '%s' failed: %s\n", prog, t->log_path, strerror(errno));
+        fprintf(stderr, "%s: --log: writing '%s' failed: %s\n", prog, t->x.log_path, strerror(errno));
         rc = CLI_EXIT_FAIL;
     }
     run_output_free(&out);
