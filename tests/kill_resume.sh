@@ -44,7 +44,8 @@ while [ $done -eq 0 ]; do
         if kill -9 $pid 2> /dev/null; then
             wait $pid 2> /dev/null
             kills=$((kills + 1))
-            ls "$DIR"/ck.st.tmp > /dev/null 2>&1 && in_save=$((in_save + 1))
+            # a temp file written by this attempt (not one left by an earlier kill): the kill hit a save
+            [ -n "$(find "$ck.tmp" -newer "$DIR/err.$attempts" 2> /dev/null)" ] && in_save=$((in_save + 1))
             if [ -f "$ck" ] && ! "$AMPC" inspect "$ck" > /dev/null 2> "$DIR/inspect.err"; then
                 echo "FAIL: after kill $kills the checkpoint is not loadable: $(cat "$DIR/inspect.err")"
                 exit 1

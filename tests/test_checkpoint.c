@@ -4,7 +4,7 @@
  * parameters with F32 masters too); a model-only restore; and bad files (foreign, corrupt, truncated,
  * newer version, another model, a missing, extra or mistyped tensor, bad metadata, another loader),
  * each refused with a message naming the file and the field, leaving the objects untouched. */
-#include "test_util.h"
+#include "test_dir.h"
 
 #include "optim/optim.h"
 
@@ -14,7 +14,6 @@
 
 TU_CONTEXT(3, 2)
 
-static char g_dir[256];
 static ampc_dataset *g_ds;
 
 typedef struct run {
@@ -69,7 +68,7 @@ static void train_step(run *r) {
     ampc_ctx_step_end(g_ctx);
 }
 
-static void path_of(const char *name, char *buf, size_t size) { snprintf(buf, size, "%s/%s", g_dir, name); }
+static void path_of(const char *name, char *buf, size_t size) { snprintf(buf, size, "%s", tu_path(name)); }
 
 /* Every parameter, master and moment of a and b equal byte for byte. */
 static void assert_same_state(const run *a, const run *b) {
@@ -100,7 +99,7 @@ static void assert_same_state(const run *a, const run *b) {
 
 /* 4 steps, save, 3 more; a fresh run restored from the save takes the same 3 steps: same bytes. */
 static void check_continuation(ampc_dtype pdt) {
-    char path[300];
+    char path[512];
     path_of(pdt == AMPC_DTYPE_F32 ? "cont.safetensors" : "cont_bf16.safetensors", path, sizeof path);
     run a, b;
     run_new(&a, model_config(pdt, 16), 8);
@@ -144,7 +143,7 @@ static void test_continuation_bf16_params(void **state) {
  * beside them, metadata strings. */
 static void test_layout(void **state) {
     (void)state;
-    char path[300];
+    char path[512];
     path_of("layout.safetensors", path, sizeof path);
     run a;
     run_new(&a, model_config(AMPC_DTYPE_BF16, 16), 8);
@@ -186,7 +185,7 @@ static void test_layout(void **state) {
 /* A model alone can be loaded from a full checkpoint (optimizer state is then ignored). */
 static void test_model_only(void **state) {
     (void)state;
-    char path[300];
+    char path[512];
     path_of("model_only.safetensors", path, sizeof path);
     run a;
     run_new(&a, model_config(AMPC_DTYPE_F32, 16), 8);
@@ -271,7 +270,7 @@ static void expect_refusal(const char *path, int d_model, int64_t context, ampc_
 
 static void test_bad_files(void **state) {
     (void)state;
-    char good[300], bad[300];
+    char good[512], bad[512];
     path_of("good.safetensors", good, sizeof good);
     path_of("bad.safetensors", bad, sizeof bad);
     run a;
@@ -282,26 +281,28 @@ static void test_bad_files(void **state) {
     run_free(&a);
     expect_refusal(good, 32, 8, AMPC_STATUS_SHAPE, "another model", "ampc.model.d_model is 16, this model has 32");
     expect_refusal(good, 16, 4, AMPC_STATUS_FORMAT, "data cursor is for 36252 samples", "this loader has 72504");
-    rewrite(good, bad, (edit){.drop = "blocks.0.mlp.fc.bias"});
-    expect_refusal(bad, 16, 8, AMPC_STATUS_FORMAT, bad, "\"blocks.0.mlp.fc.bias\" is missing");
-    rewrite(good, bad, (edit){.drop = "optim.ln_f.weight.exp_avg_sq"});
-    expect_refusal(bad, 16, 8, AMPC_STATUS_FORMAT, "optim.ln_f.weight.exp_avg_sq", "missing");
-    rewrite(good, bad, (edit){.add = "head.weight"});
-    expect_refusal(bad, 16, 8, AMPC_STATUS_FORMAT, "\"head.weight\"", "not a parameter");
-    rewrite(good, bad, (edit){.as_f16 = "optim.wpe.weight.exp_avg"});
-    expect_refusal(bad, 16, 8, AMPC_STATUS_DTYPE, "optim.wpe.weight.exp_avg\" is F16", "expects F32");
-    rewrite(good, bad, (edit){.key = "ampc.format_version", .value = "2"});
-    expect_refusal(bad, 16, 8, AMPC_STATUS_FORMAT, "format version 2", "reads version 1");
-    rewrite(good, bad, (edit){.key = "ampc.format", .value = "something-else"});
-    expect_refusal(bad, 16, 8, AMPC_STATUS_FORMAT, "not an ampc checkpoint", "something-else");
-    rewrite(good, bad, (edit){.key = "ampc.step", .value = "12x"});
-    expect_refusal(bad, 16, 8, AMPC_STATUS_FORMAT, "metadata ampc.step is \"12x\"", "64-bit integer");
-    rewrite(good, bad, (edit){.key = "ampc.scaler.scale", .value = "-1"});
-    expect_refusal(bad, 16, 8, AMPC_STATUS_FORMAT, "GradScaler state", "scale");
-    rewrite(good, bad, (edit){.key = "ampc.data.position", .value = "999999999"});
-    expect_refusal(bad, 16, 8, AMPC_STATUS_FORMAT, "data cursor", "outside");
-    rewrite(good, bad, (edit){.key = "ampc.rng.counter", .value = ""});
-    expect_refusal(bad, 16, 8, AMPC_STATUS_FORMAT, "ampc.rng.counter", "unsigned");
+    /* files rewritten with one change each (the checksum recomputed, so the checks behind it are reached) */
+    static const struct {
+        edit e;
+        ampc_status s;
+        const char *n1, *n2;
+    } cases[] = {
+        {{.drop = "blocks.0.mlp.fc.bias"}, AMPC_STATUS_FORMAT, "bad.safetensors", "\"blocks.0.mlp.fc.bias\" is missing"},
+        {{.drop = "optim.ln_f.weight.exp_avg_sq"}, AMPC_STATUS_FORMAT, "optim.ln_f.weight.exp_avg_sq", "missing"},
+        {{.add = "head.weight"}, AMPC_STATUS_FORMAT, "\"head.weight\"", "not a parameter"},
+        {{.as_f16 = "optim.wpe.weight.exp_avg"}, AMPC_STATUS_DTYPE, "optim.wpe.weight.exp_avg\" is F16", "expects F32"},
+        {{.key = "ampc.format_version", .value = "2"}, AMPC_STATUS_FORMAT, "format version 2", "reads version 1"},
+        {{.key = "ampc.format", .value = "something-else"}, AMPC_STATUS_FORMAT, "not an ampc checkpoint", "something-else"},
+        {{.key = "ampc.step", .value = "12x"}, AMPC_STATUS_FORMAT, "metadata ampc.step is \"12x\"", "64-bit integer"},
+        {{.key = "ampc.scaler.scale", .value = "-1"}, AMPC_STATUS_FORMAT, "GradScaler state", "scale"},
+        {{.key = "ampc.scaler.growth_factor", .value = "1"}, AMPC_STATUS_FORMAT, "GradScaler state", "growth_factor"},
+        {{.key = "ampc.data.position", .value = "999999999"}, AMPC_STATUS_FORMAT, "data cursor", "outside"},
+        {{.key = "ampc.rng.counter", .value = ""}, AMPC_STATUS_FORMAT, "ampc.rng.counter", "unsigned"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rewrite(good, bad, cases[i].e);
+        expect_refusal(bad, 16, 8, cases[i].s, cases[i].n1, cases[i].n2);
+    }
 
     /* the bytes themselves: a flipped payload byte, a truncation, a file that is no safetensors at all */
     FILE *f = fopen(good, "rb");
@@ -322,17 +323,13 @@ static void test_bad_files(void **state) {
 
 static int group_setup(void **state) {
     if (setup(state)) return -1;
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/ampc_test_ckpt_XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
-    if (!mkdtemp(g_dir)) return -1;
+    tu_dir_make("ckpt");
     return ampc_dataset_open(NULL, &g_ds) == AMPC_OK ? 0 : -1;
 }
 
 static int group_teardown(void **state) {
     ampc_dataset_free(g_ds);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    tu_dir_remove();
     return teardown(state);
 }
 

@@ -5,7 +5,7 @@
  * the documented Fisher-Yates order re-derived here, each sample once per epoch, cursor resume, drop_last;
  * the built-in corpus regenerated independently line by line; and, when Debian's package is installed,
  * the real Fashion-MNIST files. */
-#include "test_util.h"
+#include "test_dir.h"
 
 #include "data/data.h"
 
@@ -21,37 +21,9 @@ enum { NTRAIN = 37, NTEST = 11, PX = 28 * 28 };
 
 /* ---- fixtures ---- */
 
-static char g_dir[256];
-
-static void make_dir(void) {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/ampc_test_data_XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
-    if (!mkdtemp(g_dir)) FAILF("mkdtemp %s failed", g_dir);
-}
-
-/* Removes the directory's entries (files, or empty directories standing in for files) and the directory. */
-static void remove_dir(void) {
-    DIR *d = opendir(g_dir);
-    if (!d) return;
-    struct dirent *e;
-    char p[512];
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", g_dir, e->d_name);
-            if (unlink(p) != 0) rmdir(p);
-        }
-    closedir(d);
-    rmdir(g_dir);
-}
-
-static const char *path_of(const char *name) {
-    static char p[512];
-    snprintf(p, sizeof p, "%s/%s", g_dir, name);
-    return p;
-}
 
 static void write_file(const char *name, const void *data, size_t n, bool gz) {
-    const char *p = path_of(name);
+    const char *p = tu_path(name);
     if (gz) {
         gzFile g = gzopen(p, "wb");
         if (!g || (n && gzwrite(g, data, (unsigned)n) != (int)n) || gzclose(g) != Z_OK) FAILF("gzwrite %s", p);
@@ -126,7 +98,7 @@ static int row_id(const ampc_tensor *x, int64_t b) {
 
 static void test_idx_read_back(void **state) {
     (void)state;
-    make_dir();
+    tu_dir_make("data");
     write_fashion();
     ampc_dataset *ds;
     ASSERT_OK(open_fashion(&ds));
@@ -173,7 +145,7 @@ static void test_idx_read_back(void **state) {
         ampc_loader_free(ld);
     }
     ampc_dataset_free(ds);
-    remove_dir();
+    tu_dir_remove();
 }
 
 /* ---- malformed IDX files ---- */
@@ -190,7 +162,7 @@ static void expect_bad_images(const uint8_t *f, size_t len, ampc_status s) {
 
 static void test_idx_malformed_images(void **state) {
     (void)state;
-    make_dir();
+    tu_dir_make("data");
     write_fashion();
     static uint8_t px[NTRAIN * PX];
     size_t len;
@@ -243,7 +215,7 @@ static void test_idx_malformed_images(void **state) {
     expect_bad_images(f, len, AMPC_STATUS_FORMAT);
     ASSERT_ERROR_MENTIONS("36 images", "train-labels-idx1-ubyte.gz", "37 labels");
     free(f);
-    remove_dir();
+    tu_dir_remove();
 }
 
 static void expect_bad_labels(const uint8_t *f, size_t len, bool gz) {
@@ -255,7 +227,7 @@ static void expect_bad_labels(const uint8_t *f, size_t len, bool gz) {
 
 static void test_idx_malformed_labels_and_files(void **state) {
     (void)state;
-    make_dir();
+    tu_dir_make("data");
     write_fashion();
     uint8_t lb[NTEST] = {0, 1, 2, 3, 4, 12, 6, 7, 8, 9, 0};
     size_t len;
@@ -271,7 +243,7 @@ static void test_idx_malformed_labels_and_files(void **state) {
     lb[5] = 5;
     f = idx_image(0x08, 1, (uint32_t[]){NTEST}, lb, NTEST, &len);
     write_file("t10k-labels-idx1-ubyte.gz", f, len, true);
-    FILE *g = fopen(path_of("t10k-labels-idx1-ubyte.gz"), "rb");
+    FILE *g = fopen(tu_path("t10k-labels-idx1-ubyte.gz"), "rb");
     uint8_t gzb[256];
     size_t gzn = fread(gzb, 1, sizeof gzb, g);
     fclose(g);
@@ -286,14 +258,14 @@ static void test_idx_malformed_labels_and_files(void **state) {
     ASSERT_ERROR_MENTIONS("t10k-labels-idx1-ubyte.gz", "gzip");
     free(f);
     /* a missing file, a directory where a file should be, a missing directory */
-    unlink(path_of("t10k-labels-idx1-ubyte.gz"));
-    unlink(path_of("t10k-labels-idx1-ubyte"));
+    unlink(tu_path("t10k-labels-idx1-ubyte.gz"));
+    unlink(tu_path("t10k-labels-idx1-ubyte"));
     assert_int_equal(open_fashion(&ds), AMPC_STATUS_IO);
     ASSERT_ERROR_MENTIONS("t10k-labels-idx1-ubyte.gz", "apt-get install dataset-fashion-mnist", "fashion-mnist:DIR");
-    mkdir(path_of("t10k-labels-idx1-ubyte"), 0700);
+    mkdir(tu_path("t10k-labels-idx1-ubyte"), 0700);
     assert_int_equal(open_fashion(&ds), AMPC_STATUS_IO);
     ASSERT_ERROR_MENTIONS("t10k-labels-idx1-ubyte", "is a directory");
-    remove_dir();
+    tu_dir_remove();
     assert_int_equal(open_fashion(&ds), AMPC_STATUS_IO);
     ASSERT_ERROR_MENTIONS(g_dir, "apt-get install dataset-fashion-mnist");
 }
@@ -331,13 +303,13 @@ static void test_idx_parse_prefixes(void **state) {
 /* ---- text data sets ---- */
 
 static ampc_status open_text(const char *name, double frac, ampc_dataset **ds) {
-    return ampc_dataset_open(&(ampc_dataset_params){.kind = AMPC_DATA_TEXT, .path = path_of(name),
+    return ampc_dataset_open(&(ampc_dataset_params){.kind = AMPC_DATA_TEXT, .path = tu_path(name),
                                                     .val_fraction = frac}, ds);
 }
 
 static void test_text_splits_and_windows(void **state) {
     (void)state;
-    make_dir();
+    tu_dir_make("data");
     uint8_t text[1000];
     for (int i = 0; i < 1000; i++) text[i] = (uint8_t)(i * 37 + i / 256);
     write_file("a.txt", text, sizeof text, false);
@@ -388,12 +360,12 @@ static void test_text_splits_and_windows(void **state) {
         ampc_loader_free(ld);
     }
     ampc_dataset_free(ds);
-    remove_dir();
+    tu_dir_remove();
 }
 
 static void test_text_errors(void **state) {
     (void)state;
-    make_dir();
+    tu_dir_make("data");
     ampc_dataset *ds = (ampc_dataset *)1;
     write_file("empty.txt", "", 0, false);
     assert_int_equal(open_text("empty.txt", 0, &ds), AMPC_STATUS_FORMAT);
@@ -445,7 +417,7 @@ static void test_text_errors(void **state) {
     assert_int_equal(ampc_loader_new(g_ctx, ds, &(ampc_loader_params){.context = 5}, &ld), AMPC_STATUS_INVALID_ARG);
     ASSERT_ERROR_MENTIONS("context 5", "text only");
     ampc_dataset_free(ds);
-    remove_dir();
+    tu_dir_remove();
 }
 
 static void test_parse_spec(void **state) {
@@ -500,7 +472,7 @@ static int next_ids(ampc_loader *ld, int *ids) {
 
 static void test_shuffle_epochs(void **state) {
     (void)state;
-    make_dir();
+    tu_dir_make("data");
     write_fashion();
     ampc_dataset *ds;
     ASSERT_OK(open_fashion(&ds));
@@ -552,12 +524,12 @@ static void test_shuffle_epochs(void **state) {
         }
     ampc_loader_free(ld);
     ampc_dataset_free(ds);
-    remove_dir();
+    tu_dir_remove();
 }
 
 static void test_eval_order_and_end(void **state) {
     (void)state;
-    make_dir();
+    tu_dir_make("data");
     write_fashion();
     ampc_dataset *ds;
     ASSERT_OK(open_fashion(&ds));
@@ -582,7 +554,7 @@ static void test_eval_order_and_end(void **state) {
     ampc_ctx_step_end(g_ctx);
     ampc_loader_free(ld);
     ampc_dataset_free(ds);
-    remove_dir();
+    tu_dir_remove();
 }
 
 /* Runs k batches of ld and returns their concatenated bytes (x then y per batch). */

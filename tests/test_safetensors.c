@@ -5,7 +5,7 @@
  * crash); a header of 100k tensors (no quadratic work); and golden files written by Python's safetensors
  * (tests/fixtures, made by make_safetensors_golden.py), which must read back with the right values and
  * which our writer must reproduce byte for byte from the same tensors. */
-#include "test_util.h"
+#include "test_dir.h"
 
 #include <dirent.h>
 #include <stdlib.h>
@@ -21,33 +21,6 @@ TU_CONTEXT(11, 1)
 
 /* ---- helpers ---- */
 
-static char g_dir[256];
-
-static void make_dir(void) {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/ampc_test_st_XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
-    if (!mkdtemp(g_dir)) FAILF("mkdtemp %s failed", g_dir);
-}
-
-static void remove_dir(void) {
-    DIR *d = opendir(g_dir);
-    if (!d) return;
-    struct dirent *e;
-    char p[512];
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", g_dir, e->d_name);
-            if (unlink(p) != 0) rmdir(p);
-        }
-    closedir(d);
-    rmdir(g_dir);
-}
-
-static const char *path_of(const char *name) {
-    static char p[512];
-    snprintf(p, sizeof p, "%s/%s", g_dir, name);
-    return p;
-}
 
 static bool exists(const char *p) { return access(p, F_OK) == 0; }
 
@@ -516,8 +489,8 @@ static void test_many_tensors(void **state) {
 
 static void test_write_atomic(void **state) {
     (void)state;
-    make_dir();
-    const char *p = path_of("model.safetensors");
+    tu_dir_make("st");
+    const char *p = tu_path("model.safetensors");
     char path[512], tmp[520];
     snprintf(path, sizeof path, "%s", p);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -544,7 +517,7 @@ static void test_write_atomic(void **state) {
     assert_int_equal(ampc_safetensors_write(w, bad), AMPC_STATUS_IO);
     ASSERT_ERROR_MENTIONS(bad, "No such file or directory");
     /* rename onto a directory fails after the temp file was written: it must be removed, the target kept */
-    const char *dp = path_of("adir");
+    const char *dp = tu_path("adir");
     char dpath[512], dtmp[520];
     snprintf(dpath, sizeof dpath, "%s", dp);
     snprintf(dtmp, sizeof dtmp, "%s.tmp", dpath);
@@ -557,7 +530,7 @@ static void test_write_atomic(void **state) {
     assert_true(S_ISDIR(sb.st_mode));
     ampc_safetensors_writer_free(w);
     /* reading: missing file, a directory, a bad file */
-    assert_int_equal(ampc_safetensors_read(path_of("missing.safetensors"), &st), AMPC_STATUS_IO);
+    assert_int_equal(ampc_safetensors_read(tu_path("missing.safetensors"), &st), AMPC_STATUS_IO);
     ASSERT_ERROR_MENTIONS("missing.safetensors", "No such file");
     assert_int_equal(ampc_safetensors_read(dpath, &st), AMPC_STATUS_IO);
     ASSERT_ERROR_MENTIONS("directory");
@@ -566,7 +539,7 @@ static void test_write_atomic(void **state) {
     fclose(f);
     assert_int_equal(ampc_safetensors_read(path, &st), AMPC_STATUS_FORMAT);
     ASSERT_ERROR_MENTIONS(path, "header length 4 exceeds the file (10 bytes)");
-    remove_dir();
+    tu_dir_remove();
 }
 
 static void test_checksum(void **state) {

@@ -220,33 +220,53 @@ static optim_rec optim_record(const ampc_optim *o) {
                        .eps = c->eps, .nesterov = c->nesterov, .steps = o->steps, .master = (int)c->master};
 }
 
-/* ---- save ---- */
+static int tensor_shape(const ampc_tensor *t, int64_t *shape) {
+    int nd = ampc_tensor_ndim(t);
+    for (int d = 0; d < nd; d++) shape[d] = ampc_tensor_dim(t, d);
+    return nd;
+}
 
-static ampc_status add_optim(ampc_safetensors_writer *w, const ampc_optim *opt, int64_t *steps) {
+/* One optimizer-state entry of a checkpoint: a tensor (a master) or raw memory (moments, step count). */
+typedef ampc_status (*state_fn)(void *arg, const char *name, ampc_tensor *t, ampc_dtype dt, int nd,
+                                const int64_t *shape, void *data);
+
+/* Calls fn for every state entry of opt in parameter order: master.NAME (when separate), the moments
+ * optim.NAME.SLOT, and optim.NAME.step. Saving and restoring walk the same list. */
+static ampc_status each_state(ampc_optim *opt, state_fn fn, void *arg) {
     char name[320];
     for (int i = 0; i < opt->n; i++) {
-        const ampci_param *pp = &opt->params[i];
+        ampci_param *pp = &opt->params[i];
         const char *pn = ampc_tensor_name(pp->p);
         int64_t shape[AMPC_MAX_DIMS];
-        int nd = ampc_tensor_ndim(pp->p);
-        for (int d = 0; d < nd; d++) shape[d] = ampc_tensor_dim(pp->p, d);
+        int nd = tensor_shape(pp->p, shape);
         ampc_status s = AMPC_OK;
         if (pp->master_t) {
             snprintf(name, sizeof name, "master.%s", pn);
-            s = ampc_safetensors_add_tensor(w, name, pp->master_t);
+            s = fn(arg, name, pp->master_t, AMPC_DTYPE_F32, nd, shape, NULL);
         }
         slot sl[2];
         for (int k = 0, ns = state_slots(opt, pp, sl); k < ns && s == AMPC_OK; k++) {
             snprintf(name, sizeof name, "optim.%s.%s", pn, sl[k].suffix);
-            s = ampc_safetensors_add(w, name, AMPC_DTYPE_F32, nd, shape, sl[k].data);
+            s = fn(arg, name, NULL, AMPC_DTYPE_F32, nd, shape, sl[k].data);
         }
-        steps[i] = pp->steps;
         snprintf(name, sizeof name, "optim.%s.step", pn);
-        if (s == AMPC_OK) s = ampc_safetensors_add(w, name, AMPC_DTYPE_I64, 0, NULL, &steps[i]);
+        if (s == AMPC_OK) s = fn(arg, name, NULL, AMPC_DTYPE_I64, 0, NULL, &pp->steps);
         if (s != AMPC_OK) return s;
     }
+    return AMPC_OK;
+}
+
+/* ---- save ---- */
+
+static ampc_status save_entry(void *w, const char *name, ampc_tensor *t, ampc_dtype dt, int nd, const int64_t *shape,
+                              void *data) {
+    return t ? ampc_safetensors_add_tensor(w, name, t) : ampc_safetensors_add(w, name, dt, nd, shape, data);
+}
+
+static ampc_status add_optim(ampc_safetensors_writer *w, ampc_optim *opt) {
+    ampc_status s = each_state(opt, save_entry, w);
     optim_rec r = optim_record(opt);
-    return put_fields(w, optim_fields, NF(optim_fields), &r);
+    return s == AMPC_OK ? put_fields(w, optim_fields, NF(optim_fields), &r) : s;
 }
 
 static ampc_status add_scalars(ampc_safetensors_writer *w, const ampc_checkpoint_state *st) {
@@ -298,19 +318,15 @@ ampc_status ampc_checkpoint_save(const char *path, const ampc_checkpoint_state *
                           "(extra %d entries, step %lld)", st ? st->n_extra : 0, st ? (long long)st->step : 0);
     ampc_safetensors_writer *w;
     ampc_status s = ampc_safetensors_writer_new(&w);
-    if (s != AMPC_OK) return s;
-    int64_t *steps = st->optim ? calloc((size_t)st->optim->n + 1, sizeof *steps) : NULL;
-    if (st->optim && !steps) s = ampci_fail(AMPC_STATUS_OOM, "ampc_checkpoint_save: out of memory");
     for (int i = 0, n = ampc_model_num_params(st->model); i < n && s == AMPC_OK; i++) {
         const ampc_tensor *p = ampc_model_param(st->model, i);
         s = ampc_safetensors_add_tensor(w, ampc_tensor_name(p), p);
     }
-    if (s == AMPC_OK && st->optim) s = add_optim(w, st->optim, steps);
+    if (s == AMPC_OK && st->optim) s = add_optim(w, st->optim);
     if (s == AMPC_OK) s = add_header(w, st);
     if (s == AMPC_OK) s = add_scalars(w, st);
     if (s == AMPC_OK) s = ampc_safetensors_write(w, path);
     ampc_safetensors_writer_free(w);
-    free(steps);
     return s;
 }
 
@@ -404,34 +420,13 @@ static ampc_status plan_add(plan *pl, const char *name, ampc_dtype dt, int nd, c
 
 static ampc_status plan_tensor(plan *pl, const char *name, ampc_tensor *t) {
     int64_t shape[AMPC_MAX_DIMS];
-    int nd = ampc_tensor_ndim(t);
-    for (int d = 0; d < nd; d++) shape[d] = ampc_tensor_dim(t, d);
+    int nd = tensor_shape(t, shape);
     return plan_add(pl, name, ampc_tensor_dtype(t), nd, shape, t, NULL);
 }
 
-static ampc_status plan_optim(plan *pl, ampc_optim *opt) {
-    char name[320];
-    for (int i = 0; i < opt->n; i++) {
-        ampci_param *pp = &opt->params[i];
-        const char *pn = ampc_tensor_name(pp->p);
-        int64_t shape[AMPC_MAX_DIMS];
-        int nd = ampc_tensor_ndim(pp->p);
-        for (int d = 0; d < nd; d++) shape[d] = ampc_tensor_dim(pp->p, d);
-        ampc_status s = AMPC_OK;
-        if (pp->master_t) {
-            snprintf(name, sizeof name, "master.%s", pn);
-            s = plan_tensor(pl, name, pp->master_t);
-        }
-        slot sl[2];
-        for (int k = 0, ns = state_slots(opt, pp, sl); k < ns && s == AMPC_OK; k++) {
-            snprintf(name, sizeof name, "optim.%s.%s", pn, sl[k].suffix);
-            s = plan_add(pl, name, AMPC_DTYPE_F32, nd, shape, NULL, sl[k].data);
-        }
-        snprintf(name, sizeof name, "optim.%s.step", pn);
-        if (s == AMPC_OK) s = plan_add(pl, name, AMPC_DTYPE_I64, 0, NULL, NULL, &pp->steps);
-        if (s != AMPC_OK) return s;
-    }
-    return AMPC_OK;
+static ampc_status plan_entry(void *pl, const char *name, ampc_tensor *t, ampc_dtype dt, int nd, const int64_t *shape,
+                              void *data) {
+    return plan_add(pl, name, dt, nd, shape, t, data);
 }
 
 /* Compares the recorded model configuration with the model's, naming the first field that differs. */
@@ -508,7 +503,7 @@ static ampc_status make_plan(plan *pl, const ampc_checkpoint_state *st, optim_re
         ampc_tensor *p = ampc_model_param(st->model, i);
         s = plan_tensor(pl, ampc_tensor_name(p), p);
     }
-    if (s == AMPC_OK && st->optim && (s = check_optim(pl, st->optim, rec)) == AMPC_OK) s = plan_optim(pl, st->optim);
+    if (s == AMPC_OK && st->optim && (s = check_optim(pl, st->optim, rec)) == AMPC_OK) s = each_state(st->optim, plan_entry, pl);
     if (s == AMPC_OK) s = check_leftovers(pl, st->optim != NULL);
     return s;
 }
@@ -533,8 +528,8 @@ ampc_status ampc_checkpoint_restore(const ampc_safetensors *ck, ampc_checkpoint_
     ampc_status s = make_plan(&pl, st, &rec);
     if (s == AMPC_OK) s = check_scalars(&pl, st, &x, &gs, &load_scaler);
     /* The scaler checks its own state as it loads; it goes last among the fallible steps. */
-    if (s == AMPC_OK && load_scaler && (s = ampc_grad_scaler_state_load(st->scaler, &gs)) != AMPC_OK)
-        s = ampci_fail(s, "%s: GradScaler state: %s", ck_name(&pl), ampc_last_error());
+    if (s == AMPC_OK && load_scaler && ampc_grad_scaler_state_load(st->scaler, &gs) != AMPC_OK)   /* a bad file */
+        s = ampci_fail(AMPC_STATUS_FORMAT, "%s: GradScaler state: %s", ck_name(&pl), ampc_last_error());
     if (s == AMPC_OK) {
         apply(&pl);
         if (st->optim) st->optim->lr = rec.lr, st->optim->steps = rec.steps;

@@ -158,7 +158,7 @@ int run_train_options(run_config *c, train_only *t, cli_opt *o, int n, int max) 
         OPT(.name = "checkpoint-every", .kind = CLI_INT, .out = &c->checkpoint_every, .imin = 1, .imax = INT64_MAX / 2,
             .metavar = "K", .help = "also save every K steps"),
         OPT(.name = "keep", .kind = CLI_INT, .out = &c->keep, .imin = 1, .imax = 1000000, .metavar = "N", .defval = "1",
-            .help = "keep the newest N checkpoints (FILE-stepS.EXT; FILE is the newest)"),
+            .help = "keep the newest N checkpoints as STEM-stepNNNNNNNN.EXT (FILE names the newest)"),
         OPT(.name = "resume", .kind = CLI_STRING, .out = &t->resume_path, .metavar = "FILE",
             .help = "continue the run saved in FILE, with its options (given ones override)"),
     };
