@@ -72,6 +72,13 @@ got=$(cd "$d" && ls | tr '\n' ' ')
     fail "--keep 2 left: $got"
 cmp -s "$d/k.safetensors" "$d/k-step00000010.safetensors" || fail "--keep: FILE is not the newest"
 
+# a run length on the command line replaces the recorded one (--epochs 1 = 20 steps, then --steps 25)
+# shellcheck disable=SC2086
+"$AMPC" train $COMMON --epochs 1 --checkpoint "$DIR/e.st" > /dev/null &&
+"$AMPC" train --resume "$DIR/e.st" --steps 25 --checkpoint "$DIR/e2.st" --quiet > /dev/null &&
+"$AMPC" inspect "$DIR/e2.st" | grep -q '^step:       25$' && ok "--resume --steps 25 extends an --epochs 1 run" ||
+    fail "--resume with a new run length"
+
 # ampc inspect
 out=$("$AMPC" inspect "$DIR/fp16/a.st") || fail "inspect exit status"
 for want in "ampc checkpoint, format version 1" "step:       24" "scaler:     enabled" "optimizer:  adamw" \

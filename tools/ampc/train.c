@@ -84,44 +84,78 @@ static int canonical_args(const train_cli *t, int argc, char **argv, char *buf, 
     return 0;
 }
 
+/* Did argv give option `name`? */
+static bool given(const train_cli *t, int argc, char **argv, const char *name) {
+    for (int i = 0; i < argc && strcmp(argv[i], "--"); i++) {
+        const char *n = argv[i] + 2, *eq = strchr(n, '=');
+        int k = strncmp(argv[i], "--", 2) ? -1 : find(t, n, eq ? (size_t)(eq - n) : strlen(n));
+        if (k >= 0 && !strcmp(t->opts[k].name, name)) return true;
+    }
+    return false;
+}
+
+/* all = the checkpoint's recorded options, then argv. A run length given on the command line (--steps
+ * or --epochs) replaces the recorded one, whichever it was. Returns the count, or -1 after a message. */
+static int merge_args(const train_cli *t, const char *recorded, int argc, char **argv, char **all) {
+    static char buf[16384];
+    snprintf(buf, sizeof buf, "%s", recorded);
+    bool new_length = given(t, argc, argv, "steps") || given(t, argc, argv, "epochs");
+    int n = 0;
+    for (char *tok = buf; *tok;) {
+        char *val = NULL, *nl = strchr(tok, '\n');
+        if (nl) *nl = '\0';
+        int k = strncmp(tok, "--", 2) ? -1 : find(t, tok + 2, strlen(tok + 2));
+        if (k >= 0 && t->opts[k].kind != CLI_FLAG && nl) {   /* its value is the next line */
+            val = nl + 1, nl = strchr(val, '\n');
+            if (nl) *nl = '\0';
+        }
+        bool drop = k >= 0 && new_length && (!strcmp(t->opts[k].name, "steps") || !strcmp(t->opts[k].name, "epochs"));
+        if (n + 2 + argc > MAX_ARGS)
+            return fprintf(stderr, "ampc train: too many arguments to combine with a checkpoint's options\n"), -1;
+        if (!drop) {
+            all[n++] = tok;
+            if (val) all[n++] = val;
+        }
+        if (!nl) break;
+        tok = nl + 1;
+    }
+    for (int i = 0; i < argc; i++) all[n++] = argv[i];
+    all[n] = NULL;
+    return n;
+}
+
+/* --resume: opens the checkpoint and parses its recorded options followed by the command line's.
+ * Returns -1 to go on (with *argc, *argv the merged list), else the exit status. */
+static int with_recorded(train_cli *t, int *argc, char ***argv, char **all, ampc_safetensors **ck) {
+    const char *prog = "ampc train", *path = t->x.resume_path;
+    if (ampc_checkpoint_open(path, ck) != AMPC_OK) return cli_fail_lib("ampc train: --resume", ampc_last_status());
+    const char *recorded = ampc_safetensors_metadata(*ck, "train.args");
+    if (!recorded) {
+        fprintf(stderr, "%s: --resume: %s was not written by ampc train (no train.args metadata)\n", prog, path);
+        return CLI_EXIT_FAIL;
+    }
+    int n = merge_args(t, recorded, *argc, *argv, all);
+    if (n < 0) return CLI_EXIT_USAGE;
+    cli_parse_out po = {.seen = t->seen};
+    build_table(t);
+    if (cli_parse(t->opts, (size_t)t->n, n, all, 0, NULL, &po) != CLI_PARSED) {
+        fprintf(stderr, "%s: --resume: the options recorded in %s do not parse with the command line's: %s\n", prog, path,
+                po.error);
+        return CLI_EXIT_USAGE;
+    }
+    *argc = n, *argv = all;
+    return -1;
+}
+
 /* Parses argv; with --resume, the checkpoint's train.args first. Returns -1 to go on. */
 static int parse(train_cli *t, int argc, char **argv, ampc_safetensors **ck, char *args, size_t args_size) {
     const char *prog = "ampc train";
+    static char *all[MAX_ARGS + 1];
     cli_parse_out po = {.seen = t->seen};
     build_table(t);
     int rc = cli_parse_or_exit(prog, usage, t->opts, (size_t)t->n, argc, argv, 0, NULL, &po);
-    if (rc >= 0) return rc;
-    char *all[MAX_ARGS + 1];
-    int nall = 0;
-    static char stored[16384];
-    if (t->x.resume_path && argc >= MAX_ARGS / 2) {
-        fprintf(stderr, "%s: too many arguments (%d) to combine with a checkpoint's options\n", prog, argc);
-        return CLI_EXIT_USAGE;
-    }
-    if (t->x.resume_path) {
-        if (ampc_checkpoint_open(t->x.resume_path, ck) != AMPC_OK) return cli_fail_lib("ampc train: --resume", ampc_last_status());
-        const char *a = ampc_safetensors_metadata(*ck, "train.args");
-        if (!a) {
-            fprintf(stderr, "%s: --resume: %s was not written by ampc train (no train.args metadata)\n", prog, t->x.resume_path);
-            return CLI_EXIT_FAIL;
-        }
-        snprintf(stored, sizeof stored, "%s", a);
-        for (char *tok = stored; *tok && nall < MAX_ARGS - argc;) {
-            all[nall++] = tok;
-            char *nl = strchr(tok, '\n');
-            if (!nl) break;
-            *nl = '\0', tok = nl + 1;
-        }
-        for (int i = 0; i < argc; i++) all[nall++] = argv[i];
-        all[nall] = NULL;
-        build_table(t);
-        if (cli_parse(t->opts, (size_t)t->n, nall, all, 0, NULL, &po) != CLI_PARSED) {
-            fprintf(stderr, "%s: --resume: the options recorded in %s with these: %s\n", prog, t->x.resume_path, po.error);
-            return CLI_EXIT_USAGE;
-        }
-        argc = nall, argv = all;
-    }
-    rc = run_finish_options(prog, &t->cfg, t->opts, t->n, t->seen);
+    if (rc < 0 && t->x.resume_path) rc = with_recorded(t, &argc, &argv, all, ck);
+    if (rc < 0) rc = run_finish_options(prog, &t->cfg, t->opts, t->n, t->seen);
     if (rc >= 0) return rc;
     if ((t->cfg.checkpoint_every || t->cfg.keep) && !t->cfg.checkpoint) {
         fprintf(stderr, "%s: --%s needs --checkpoint FILE\n", prog, t->cfg.keep ? "keep" : "checkpoint-every");
