@@ -3,7 +3,8 @@
  * counts, the scaler, RNG and data cursor, and the next steps of both runs agree bit for bit (BF16
  * parameters with F32 masters too); a model-only restore; and bad files (foreign, corrupt, truncated,
  * newer version, another model, a missing, extra or mistyped tensor, bad metadata, another loader),
- * each refused with a message naming the file and the field, leaving the objects untouched. */
+ * each refused with a message naming the file and the field, leaving the objects untouched; and an
+ * optimizer parameter without a name, refused at save. */
 #include "test_dir.h"
 
 #include "optim/optim.h"
@@ -208,6 +209,26 @@ static void test_model_only(void **state) {
     run_free(&a);
 }
 
+/* Optimizer state is stored under parameter names: an unnamed parameter is refused, nothing written. */
+static void test_unnamed_parameter(void **state) {
+    (void)state;
+    run a;
+    run_new(&a, model_config(AMPC_DTYPE_F32, 16), 8);
+    ampc_tensor *w = ampc_tensor_new(g_ctx, AMPC_DTYPE_F32, 1, (int64_t[]){3});
+    ampc_optim *opt;
+    assert_non_null(w);
+    assert_int_equal(ampc_tensor_set_requires_grad(w, true), AMPC_OK);
+    assert_int_equal(ampc_optim_new(g_ctx, NULL, &opt), AMPC_OK);
+    assert_int_equal(ampc_optim_add_group(opt, "extra", &w, 1, NULL), AMPC_OK);
+    ampc_checkpoint_state st = {.model = a.model, .optim = opt};
+    assert_int_equal(ampc_checkpoint_save(tu_path("unnamed.safetensors"), &st), AMPC_STATUS_INVALID_ARG);
+    ASSERT_ERROR_MENTIONS("parameter 0", "no name", "ampc_tensor_set_name");
+    assert_int_equal(access(tu_path("unnamed.safetensors"), F_OK), -1);
+    ampc_optim_free(opt);
+    ampc_tensor_free(w);
+    run_free(&a);
+}
+
 /* ---- bad files ---- */
 
 /* Copies src to dst, leaving out tensor `drop`, adding an extra F32 tensor `add`, storing tensor `as_f16`
@@ -339,6 +360,7 @@ int main(void) {
         cmocka_unit_test(test_continuation_bf16_params),
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_model_only),
+        cmocka_unit_test(test_unnamed_parameter),
         cmocka_unit_test(test_bad_files),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -237,6 +237,9 @@ static ampc_status each_state(ampc_optim *opt, state_fn fn, void *arg) {
     for (int i = 0; i < opt->n; i++) {
         ampci_param *pp = &opt->params[i];
         const char *pn = ampc_tensor_name(pp->p);
+        if (!pn[0])   /* state is stored under the parameter's name */
+            return ampci_fail(AMPC_STATUS_INVALID_ARG, "checkpoint: parameter %d of the optimizer has no name; name it "
+                              "with ampc_tensor_set_name", i);
         int64_t shape[AMPC_MAX_DIMS];
         int nd = tensor_shape(pp->p, shape);
         ampc_status s = AMPC_OK;
