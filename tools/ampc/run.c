@@ -412,10 +412,10 @@ static int loop(run_state *s, FILE *log, run_output *out) {
         if (cfg->checkpoint && (last || (cfg->checkpoint_every && (step + 1) % cfg->checkpoint_every == 0)) &&
             save(s, step + 1))
             return 1;
-        if (s->cfg->eval_every && (step + 1) % s->cfg->eval_every == 0 && step + 1 < s->steps) {
+        if (cfg->eval_every && (step + 1) % cfg->eval_every == 0 && !last) {
             eval_result e;
             if (evaluate(s, &e)) return 1;
-            if (!s->cfg->quiet) fprintf(stderr, "%s step %lld: eval loss %.4f\n", s->cfg->label, (long long)step + 1, e.loss);
+            if (!cfg->quiet) fprintf(stderr, "%s step %lld: eval loss %.4f\n", cfg->label, (long long)step + 1, e.loss);
         }
     }
     if (cfg->checkpoint && s->start >= s->steps && save(s, s->start)) return 1;   /* nothing left to train */
