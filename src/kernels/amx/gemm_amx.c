@@ -60,7 +60,7 @@
  *
  * The tile instructions go through amx_tile.h: tests/test_amx.c includes this file with
  * AMPCI_AMX_EMULATE defined and runs the same code on an emulation of the instructions. */
-#include "../kernels.h"
+#include "../driver_util.h"
 #include "amx_pack.h"
 #include "amx_tile.h"
 
@@ -236,8 +236,6 @@ typedef struct ajob {
     int nslots;
 } ajob;
 
-static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 AI int64_t block_kc(const ajob *j, int64_t pc) { return pc + 1 < j->nkb ? j->KC : j->g->K - pc * j->KC; }
 AI size_t group_words(const ajob *j, int64_t kt) { return (size_t)(kt * j->parts) * TWORDS; }
@@ -276,16 +274,6 @@ static void pack_b_range(void *arg, int64_t i0, int64_t i1, int64_t chunk) {
             j->bflag[pc * j->ngc + h] = g_pack_group[j->kd][1](&s, kt, blk + group_words(j, kt) * (size_t)h);
         }
     }
-}
-
-static int take_slot(ajob *j) {
-    for (;;)
-        for (int i = 0; i < j->nslots; i++) {
-            int expect = 0;
-            if (atomic_load_explicit(&j->busy[i], memory_order_relaxed) == 0 &&
-                atomic_compare_exchange_strong(&j->busy[i], &expect, 1))
-                return i;
-        }
 }
 
 /* One micro-tile, rows from row and columns from col (ng, nh groups), over K-block pc of kt k-steps: the
@@ -336,7 +324,7 @@ static void run_task(const ajob *j, int64_t t, uint16_t *ab, bool *aflag, float 
 static void compute_range(void *arg, int64_t t0, int64_t t1, int64_t chunk) {
     (void)chunk;
     ajob *j = arg;
-    int slot = take_slot(j);
+    int slot = take_slot(j->busy, j->nslots);
     unsigned char *mem = j->slots + (size_t)slot * j->slot_bytes;
     AMX_CONFIG();   /* tile state is per thread: configure it on the thread that runs these tasks */
     for (int64_t t = t0; t < t1; t++)
@@ -395,19 +383,10 @@ static unsigned char *alloc_scratch(ampc_ctx *ctx, ajob *j, int64_t ngc_chunk, c
     return mem;
 }
 
-/* K = 0: c = beta c + 0, as the ref kernel (beta 0 gives 0 over NaN). */
-static void scale_c(const ampci_gemm *g) {
-    for (int64_t i = 0; i < g->M; i++)
-        for (int64_t n = 0; n < g->N; n++) {
-            float *p = g->c + i * g->ldc + n;
-            *p = g->beta == 0.0f ? 0.0f : g->beta * *p + 0.0f;
-        }
-}
-
 static ampc_status gemm_amx(ampc_ctx *ctx, const ampci_gemm *g, akind kd, const char *what) {
     if (g->M <= 0 || g->N <= 0) return AMPC_OK;
     if (g->K <= 0) {
-        scale_c(g);
+        gemm_scale_c(g);
         return AMPC_OK;
     }
     ajob j = {.g = g, .kd = kd, .parts = kind_parts(kd)};

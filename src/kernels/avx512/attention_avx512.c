@@ -4,7 +4,7 @@
  * and the forward's stats, which mean what the ref kernel's do (stats[2r] = m, the row max of the scaled
  * scores; stats[2r+1] = 1 / sum_j exp(s_j - m); P = exp(s - m) 1/sum), so the two kernels' stats are
  * interchangeable. Results do not depend on the thread count. */
-#include "../kernels.h"
+#include "../driver_util.h"
 #include "simd_avx512.h"
 
 #include <immintrin.h>
@@ -26,8 +26,6 @@ typedef enum kind { K_F32 = 0, K_F16, K_BF16W, K_BF16DP } kind;   /* how q, k, v
 typedef enum mkind { MK_F32 = 0, MK_DP, MK_DPX } mkind;           /* F32 FMA, vdpbf16ps, its emulation */
 enum { MODE_SET = 0, MODE_ADD, MODE_SCALE };
 
-static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static size_t fl16(int64_t n) { return (size_t)ceil_div(n, 16) * 16; }   /* floats, rounded to a line */
 
 /* ------------------------------------------------------------------------------------------------
@@ -338,16 +336,10 @@ typedef struct job {
     int nslots;
 } job;
 
-static float *take_slot(job *j, int *slot) {
-    for (;;)
-        for (int i = 0; i < j->nslots; i++) {
-            int expect = 0;
-            if (atomic_load_explicit(&j->busy[i], memory_order_relaxed) == 0 &&
-                atomic_compare_exchange_strong(&j->busy[i], &expect, 1)) {
-                *slot = i;
-                return j->mem + (size_t)i * j->slot_floats;
-            }
-        }
+/* A free scratch slot (its index in *slot, released with atomic_store(&busy[slot], 0)). */
+static float *slot_buffer(job *j, int *slot) {
+    *slot = take_slot(j->busy, j->nslots);
+    return j->mem + (size_t)*slot * j->slot_floats;
 }
 
 /* ------------------------------------------------------------------------------------------------
@@ -451,7 +443,7 @@ static void fw_range(void *arg, int64_t t0, int64_t t1, int64_t chunk) {
     (void)chunk;
     job *j = arg;
     int slot;
-    float *buf = take_slot(j, &slot);
+    float *buf = slot_buffer(j, &slot);
     for (int64_t t = t0; t < t1; t++) fw_block(j, buf, t / j->nqb, t % j->nqb * BQ);
     atomic_store(&j->busy[slot], 0);
 }
@@ -613,7 +605,7 @@ static void bw_range(void *arg, int64_t h0, int64_t h1, int64_t chunk) {
     const ampci_attn *a = j->a;
     int slot;
     bw_bufs b;
-    bw_carve(j, take_slot(j, &slot), &b);
+    bw_carve(j, slot_buffer(j, &slot), &b);
     for (int64_t h = h0; h < h1; h++) {
         if (j->gk) memset(j->gk + h * a->Tk * a->D, 0, (size_t)(a->Tk * a->D) * sizeof(float));
         if (j->gv) memset(j->gv + h * a->Tk * a->Dv, 0, (size_t)(a->Tk * a->Dv) * sizeof(float));

@@ -51,7 +51,7 @@
  * Threads: B packing and the tasks go through ampc_parallel_for; each task takes one of `threads`
  * packing buffers for A (claimed with an atomic flag; which one never changes the arithmetic). Problems
  * below SERIAL_WORK multiply-adds run on the calling thread. Scratch: one ampci_alloc per call. */
-#include "../kernels.h"
+#include "../driver_util.h"
 #include "simd_avx512.h"
 
 #include <immintrin.h>
@@ -446,7 +446,6 @@ typedef struct job {
     int nslots;
 } job;
 
-static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 AI int64_t block_kc(const job *j, int64_t pc) { return pc + 1 < j->nkb ? j->KC : j->g->K - pc * j->KC; }
 AI int64_t block_kp(const job *j, int64_t kc) { return pair_kind(j->kd) ? (kc + 1) / 2 : kc; }
@@ -475,21 +474,11 @@ static void pack_b_range(void *arg, int64_t i0, int64_t i1, int64_t chunk) {
     }
 }
 
-static int take_slot(job *j) {
-    for (;;)
-        for (int i = 0; i < j->nslots; i++) {
-            int expect = 0;
-            if (atomic_load_explicit(&j->busy[i], memory_order_relaxed) == 0 &&
-                atomic_compare_exchange_strong(&j->busy[i], &expect, 1))
-                return i;
-        }
-}
-
 static void compute_range(void *arg, int64_t t0, int64_t t1, int64_t chunk) {
     (void)chunk;
     job *j = arg;
     const ampci_gemm *g = j->g;
-    int slot = take_slot(j);
+    int slot = take_slot(j->busy, j->nslots);
     uint32_t *abuf = j->abuf + (size_t)slot * (size_t)j->slot_words;
     uint32_t *bbuf = abuf + ceil_div(j->ms * MR * j->kpf, 16) * 16;   /* bpriv: one sliver, 64-byte aligned */
     const unsigned char *a = g->a, *b = g->b;
@@ -542,12 +531,8 @@ static void compute_range(void *arg, int64_t t0, int64_t t1, int64_t chunk) {
 
 static ampc_status gemm_avx512(ampc_ctx *ctx, const ampci_gemm *g, kind kd, const char *name) {
     if (g->M <= 0 || g->N <= 0) return AMPC_OK;
-    if (g->K <= 0) {   /* c = beta c + 0, as the ref kernel */
-        for (int64_t i = 0; i < g->M; i++)
-            for (int64_t n = 0; n < g->N; n++) {
-                float *p = g->c + i * g->ldc + n;
-                *p = g->beta == 0.0f ? 0.0f : g->beta * *p + 0.0f;
-            }
+    if (g->K <= 0) {
+        gemm_scale_c(g);
         return AMPC_OK;
     }
     job j = {.g = g, .kd = kd, .es = kd == K_F32 || kd == K_F32BF16DP ? 4 : 2};
