@@ -1,0 +1,109 @@
+#!/bin/sh
+# layer_check.sh: the library's floors, checked. Every #include of a file under src/ and every call from
+# one object file of the library into another must point down the layer order below (or stay on its
+# floor); the order is written here once. docs/architecture.md explains what lives on each floor.
+#
+#   sh tests/layer_check.sh SRC_DIR [OBJECT_DIR]
+#
+# SRC_DIR is the project's src/. OBJECT_DIR (optional) is where the build put the library's object files
+# (build/CMakeFiles/ampc_objects.dir/src): with it, calls are checked too, from the symbols each object
+# defines and uses (nm), so a call through the public header (ampc.h declares everything) cannot hide an
+# upward dependency. Prints the layer graph of includes (and calls), every upward edge with the file and
+# the name it reaches, and exits 1 when there is one.
+set -eu
+
+LAYERS="core numerics kernels tensor autograd amp ops optim nn data io dist ctx"
+
+src=${1:?usage: layer_check.sh SRC_DIR [OBJECT_DIR]}
+obj=${2:-}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# The floor of a path relative to src/: its first folder, or "ctx" for the assembly files at the top.
+floor_of() {
+    case "$1" in
+    */*) echo "${1%%/*}" ;;
+    *) echo ctx ;;
+    esac
+}
+
+# ---- includes: "FROM_FLOOR TO_FLOOR FILE HEADER" per line ----
+cd "$src"
+find . -name '*.[ch]' | sed 's|^\./||' | sort | while read -r f; do
+    dir=$(dirname "$f")
+    grep -E '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" | sed -E 's/.*"([^"]+)".*/\1/' | while read -r inc; do
+        case "$inc" in ampc.h) continue ;; esac
+        # resolve ../ against the including file's folder
+        path=$(printf '%s/%s\n' "$dir" "$inc" | awk -F/ '{
+            n = 0
+            for (i = 1; i <= NF; i++) {
+                if ($i == "." || $i == "") continue
+                if ($i == "..") { if (n > 0) n--; continue }
+                p[++n] = $i
+            }
+            s = p[1]; for (i = 2; i <= n; i++) s = s "/" p[i]; print s }')
+        if [ ! -f "$path" ]; then
+            echo "layer_check: $f includes \"$inc\", which is not a file under src/" >&2
+            echo "MISSING $f $inc" >>"$tmp/missing"
+            continue
+        fi
+        echo "$(floor_of "$f") $(floor_of "$path") $f $path"
+    done
+done >"$tmp/includes"
+cd - >/dev/null
+
+# ---- calls: "FROM_FLOOR TO_FLOOR OBJECT SYMBOL DEFINING_OBJECT" per line ----
+if [ -n "$obj" ]; then
+    (cd "$obj" && find . -name '*.o' | sed 's|^\./||' | sort) >"$tmp/objects"
+    while read -r o; do
+        nm --defined-only -g "$obj/$o" | awk -v o="$o" 'NF == 3 { print $3, o }'
+    done <"$tmp/objects" | sort >"$tmp/defs"
+    while read -r o; do
+        nm -u "$obj/$o" | awk -v o="$o" '{ print $NF, o }'
+    done <"$tmp/objects" | sort >"$tmp/uses"
+    # join on the symbol: SYMBOL USER DEFINER
+    join "$tmp/uses" "$tmp/defs" | while read -r sym user def; do
+        u=${user%.c.o}
+        d=${def%.c.o}
+        echo "$(floor_of "$u") $(floor_of "$d") $u.c $sym $d.c"
+    done >"$tmp/calls"
+fi
+
+# ---- report ----
+rank_awk='BEGIN { n = split(layers, L, " "); for (i = 1; i <= n; i++) R[L[i]] = i }'
+report() {   # $1: file of edges, $2: what they are
+    awk -v layers="$LAYERS" -v what="$2" "$rank_awk"'
+        { if (!($1 in R) || !($2 in R)) { print "layer_check: unknown floor in: " $0 > "/dev/stderr"; bad = 1; next }
+          if ($1 != $2) e[$1 " -> " $2]++ }
+        END {
+            printf "%s between floors (FROM -> TO: count; ^ marks an upward edge):\n", what
+            for (i = 1; i <= n; i++) for (j = 1; j <= n; j++) {
+                k = L[i] " -> " L[j]
+                if (k in e) printf "  %-22s %5d%s\n", k, e[k], (j > i ? "  ^" : "")
+            }
+            exit bad
+        }' "$1"
+}
+upward() {   # the upward edges themselves
+    awk -v layers="$LAYERS" "$rank_awk"'R[$2] > R[$1]' "$1"
+}
+
+report "$tmp/includes" "#include edges"
+up_inc=$(upward "$tmp/includes" | tee "$tmp/up_inc" | wc -l)
+up_call=0
+if [ -n "$obj" ]; then
+    report "$tmp/calls" "call edges"
+    up_call=$(upward "$tmp/calls" | tee "$tmp/up_call" | wc -l)
+fi
+if [ "$up_inc" -gt 0 ]; then
+    echo "upward includes:"
+    awk '{ printf "  %s (%s) includes %s (%s)\n", $3, $1, $4, $2 }' "$tmp/up_inc"
+fi
+if [ "$up_call" -gt 0 ]; then
+    echo "upward calls:"
+    awk '{ printf "  %s (%s) calls %s of %s (%s)\n", $3, $1, $4, $5, $2 }' "$tmp/up_call"
+fi
+files=$(awk '{ print $3 }' "$tmp/up_inc" "$tmp/up_call" 2>/dev/null | sort -u | wc -l)
+echo "floors: $LAYERS"
+echo "upward edges: $up_inc includes, $up_call calls, in $files files"
+[ ! -f "$tmp/missing" ] && [ "$up_inc" -eq 0 ] && [ "$up_call" -eq 0 ]
