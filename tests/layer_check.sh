@@ -54,7 +54,14 @@ cd - >/dev/null
 
 # ---- calls: "FROM_FLOOR TO_FLOOR OBJECT SYMBOL DEFINING_OBJECT" per line ----
 if [ -n "$obj" ]; then
-    (cd "$obj" && find . -name '*.o' | sed 's|^\./||' | sort) >"$tmp/objects"
+    # objects of sources that still exist (a build folder keeps the objects of moved files)
+    (cd "$obj" && find . -name '*.c.o' | sed 's|^\./||' | sort) | while read -r o; do
+        if [ -f "$src/${o%.o}" ]; then echo "$o"; fi
+    done >"$tmp/objects"
+    if [ ! -s "$tmp/objects" ]; then
+        echo "layer_check: no object files of src/ under $obj (build the library first)" >&2
+        exit 2
+    fi
     while read -r o; do
         nm --defined-only -g "$obj/$o" | awk -v o="$o" 'NF == 3 { print $3, o }'
     done <"$tmp/objects" | sort >"$tmp/defs"

@@ -1,10 +1,9 @@
-/* amp.h: internal interface of autocast and the anomaly checks. Every public op starts with
- * ampci_op_enter(ctx, id, inputs, n): it records the op for diagnostics and, inside an enabled autocast
- * region, replaces the op's floating inputs by their casts according to the op's policy. */
+/* amp.h: internal interface of autocast. Autocast answers one question for the op layer: which dtype
+ * must input i of op X have here (ampci_autocast_plan)? The op layer then casts (src/ops) and keeps the
+ * casts of F32 weights in the weight-cast cache held here, which lives as long as the outermost region. */
 #ifndef AMPC_AMP_H
 #define AMPC_AMP_H
 
-#include "../kernels/kernels.h"
 #include "../tensor/tensor.h"
 
 /* Every op autocast knows; the names (ampc_autocast_op_name) are the public spelling. */
@@ -18,22 +17,25 @@ typedef enum ampci_op {
     AMPCI_OP_COUNT
 } ampci_op;
 
-/* Records the op as the context's current one (for anomaly messages) and applies autocast to in[0..n):
- * entries may be replaced by casts. False (error recorded) when the op is banned or a cast fails.
- * NULL entries stay NULL (the op reports them). */
-AMPCI_HIDDEN bool ampci_op_enter(ampc_ctx *ctx, ampci_op op, const ampc_tensor **in, int n);
+/* "linear", "softmax", ...: the op's autocast name. */
+AMPCI_HIDDEN const char *ampci_op_name(ampci_op op);
 
-/* Anomaly mode: fails (false, error recorded) when t (a contiguous op output) holds a non-finite value. */
-AMPCI_HIDDEN bool ampci_check_output(ampc_ctx *ctx, const ampc_tensor *t);
-/* ... and for a gradient handed to `input` by the backward of node op `op`. */
-AMPCI_HIDDEN bool ampci_check_grad(ampc_ctx *ctx, const char *op, const ampc_tensor *input, const ampc_tensor *g);
-/* Index of the first non-finite element of a contiguous float tensor, or -1. */
-AMPCI_HIDDEN int64_t ampci_first_nonfinite(const ampc_tensor *t);
+/* Autocast's answer for a call of op with inputs in[0..n) (NULL entries allowed): to[i] is the dtype
+ * input i must have (its own dtype when it stays as it is); cache[i] says that the cast may be served
+ * from, and kept in, the weight-cast cache. Outside an enabled region every input stays. False (error
+ * recorded) when the op is banned in the region or a promote mixes F16 and BF16. */
+AMPCI_HIDDEN bool ampci_autocast_plan(const ampc_ctx *ctx, ampci_op op, const ampc_tensor *const *in, int n,
+                                      ampc_dtype *to, bool *cache);
+/* The weight-cast cache of the current outermost region: a cast of t to `to` made earlier under the same
+ * version and grad mode (counted as a hit), or NULL; and remembering a new one. Only for inputs the plan
+ * marked cacheable. */
+AMPCI_HIDDEN const ampc_tensor *ampci_autocast_cache_find(ampc_ctx *ctx, const ampc_tensor *t, ampc_dtype to);
+AMPCI_HIDDEN void ampci_autocast_cache_put(ampc_ctx *ctx, const ampc_tensor *t, ampc_dtype to, ampc_tensor *cast);
+/* Counts a cast autocast asked for (ampc_autocast_stats_get). */
+AMPCI_HIDDEN void ampci_autocast_count_cast(ampc_ctx *ctx);
 
-/* Lifecycle hooks the context calls. */
+/* The context assembly's hooks: step end (cached casts live in the arena) and context end. */
 AMPCI_HIDDEN void ampci_amp_step_end(ampc_ctx *ctx);
-/* The GEMM kernel for operands of dtype dt under the context's FP32 matmul precision (fp32_precision.c). */
-AMPCI_HIDDEN ampc_k_gemm_fn ampci_gemm_fn(const ampc_ctx *ctx, ampc_dtype dt);
 AMPCI_HIDDEN void ampci_amp_release(ampc_ctx *ctx);
 
 #endif

@@ -1,12 +1,11 @@
-/* autocast.c: autocast regions, per-op cast policies and the weight-cast cache (amp-semantics.md §3).
- * A region stack per context holds (enabled, dtype, cache_enabled); every op calls ampci_op_enter, which
- * casts its eligible inputs (F32/F16/BF16; never F64 or integers) as the op's policy says, through the
- * differentiable cast, so gradients flow back in each source's dtype. F32 leaf parameters cast to the
- * region dtype are cached per outermost region, keyed by (tensor, dtype, version counter, grad mode), so
+/* autocast.c: autocast regions, per-op cast policies and the weight-cast cache's memory (PyTorch's
+ * autocast semantics). A region stack per context holds (enabled, dtype, cache_enabled). For every op
+ * call, ampci_autocast_plan answers which dtype each input must have, as the op's policy says; eligible
+ * inputs are F32/F16/BF16, never F64 or integers. The op layer does the casting (through the
+ * differentiable cast, so gradients flow back in each source's dtype) and keeps F32 leaf parameters cast
+ * to the region dtype here, per outermost region, keyed by (tensor, dtype, version counter, grad mode):
  * a weight used many times is cast once and an in-place update inside a region is never served stale. */
 #include "amp.h"
-
-#include "../autograd/autograd.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +45,7 @@ static const char *const op_names[AMPCI_OP_COUNT] = {
 static const char *const policy_names[AMPC_CAST_COUNT] = {"none", "lower", "fp32", "fp32_output", "promote", "banned"};
 
 const char *ampc_autocast_op_name(int i) { return i >= 0 && i < AMPCI_OP_COUNT ? op_names[i] : NULL; }
+const char *ampci_op_name(ampci_op op) { return op_names[op]; }
 const char *ampc_cast_policy_name(ampc_cast_policy p) {
     return (unsigned)p < AMPC_CAST_COUNT ? policy_names[p] : "?";
 }
@@ -100,8 +100,6 @@ static void cache_clear(struct ampci_autocast *ac) { ac->ncache = 0; }
 void ampci_amp_step_end(ampc_ctx *ctx) {
     /* cached casts live in the step arena: they go with it */
     if (ctx->autocast) cache_clear(ctx->autocast);
-    ctx->cur_op = NULL;
-    ctx->cur_nin = 0;
 }
 
 void ampci_amp_release(ampc_ctx *ctx) {
@@ -211,7 +209,7 @@ ampc_status ampc_autocast_stats_get(const ampc_ctx *ctx, ampc_autocast_stats *ou
     return AMPC_OK;
 }
 
-/* ---- casting inputs ---- */
+/* ---- the answer for one op call, and the weight-cast cache ---- */
 
 static bool eligible(const ampc_tensor *t) {
     return t && (t->dtype == AMPC_DTYPE_F32 || t->dtype == AMPC_DTYPE_F16 || t->dtype == AMPC_DTYPE_BF16);
@@ -222,31 +220,35 @@ static bool cacheable(const ampc_tensor *t, const region *r, ampc_dtype to) {
     return r->cache && to == r->dtype && t->dtype == AMPC_DTYPE_F32 && t->requires_grad && !t->node && t->owned;
 }
 
-static const ampc_tensor *cast_cached(ampc_ctx *ctx, struct ampci_autocast *ac, const ampc_tensor *t, ampc_dtype to) {
+const ampc_tensor *ampci_autocast_cache_find(ampc_ctx *ctx, const ampc_tensor *t, ampc_dtype to) {
+    struct ampci_autocast *ac = ctx->autocast;
     bool with_grad = ampc_grad_enabled(ctx);
     for (size_t i = 0; i < ac->ncache; i++) {
-        cache_entry *e = &ac->cache[i];
+        const cache_entry *e = &ac->cache[i];
         if (e->src == t && e->dtype == to && e->version == t->storage->version && e->with_grad == with_grad) {
             ac->hits++;
             return e->cast;
         }
     }
-    ampc_tensor *c = ampc_tensor_cast(t, to);
-    if (!c) return NULL;
-    ac->casts++;
+    return NULL;
+}
+
+void ampci_autocast_cache_put(ampc_ctx *ctx, const ampc_tensor *t, ampc_dtype to, ampc_tensor *cast) {
+    struct ampci_autocast *ac = ctx->autocast;
     if (ac->ncache == ac->cap) {
         size_t cap = ac->cap ? ac->cap * 2 : 64;
         cache_entry *n = realloc(ac->cache, cap * sizeof *n);
-        if (!n) return c;   /* no room to remember it: still a correct cast */
+        if (!n) return;   /* no room to remember it: the cast is still correct */
         ac->cache = n, ac->cap = cap;
     }
-    ac->cache[ac->ncache++] = (cache_entry){t, to, t->storage->version, with_grad, c};
-    return c;
+    ac->cache[ac->ncache++] = (cache_entry){t, to, t->storage->version, ampc_grad_enabled(ctx), cast};
 }
+
+void ampci_autocast_count_cast(ampc_ctx *ctx) { ctx->autocast->casts++; }
 
 /* PROMOTE: F32 if any eligible input is F32, else the region dtype; the other 16-bit dtype is refused
  * (at::autocast::prioritize raises on a Half/BFloat16 mix). */
-static bool promote_target(ampc_ctx *ctx, ampci_op op, const region *r, const ampc_tensor **in, int n, ampc_dtype *to) {
+static bool promote_target(ampci_op op, const region *r, const ampc_tensor *const *in, int n, ampc_dtype *to) {
     *to = r->dtype;
     for (int i = 0; i < n; i++) {
         if (!eligible(in[i]) || in[i]->dtype == r->dtype) continue;
@@ -259,49 +261,41 @@ static bool promote_target(ampc_ctx *ctx, ampci_op op, const region *r, const am
             return false;
         }
     }
-    (void)ctx;
     return true;
 }
 
-bool ampci_op_enter(ampc_ctx *ctx, ampci_op op, const ampc_tensor **in, int n) {
-    if (!ctx) return true;   /* the op reports the NULL context */
-    ctx->cur_op = op_names[op];
-    ctx->cur_nin = n < 4 ? n : 4;
-    for (int i = 0; i < ctx->cur_nin; i++) ctx->cur_in[i] = in[i];
+bool ampci_autocast_plan(const ampc_ctx *ctx, ampci_op op, const ampc_tensor *const *in, int n, ampc_dtype *to,
+                         bool *cache) {
+    for (int i = 0; i < n; i++) to[i] = in[i] ? in[i]->dtype : AMPC_DTYPE_F32, cache[i] = false;
     const region *r = top(ctx);
     if (!r || !r->enabled) return true;
-    struct ampci_autocast *ac = ctx->autocast;
-    ampc_cast_policy pol = ac->policy[op];
-    ampc_dtype to;
+    ampc_cast_policy pol = ctx->autocast->policy[op];
+    ampc_dtype target;
+    int m = n;   /* the leading inputs the policy applies to */
     switch (pol) {
     case AMPC_CAST_NONE: return true;
     case AMPC_CAST_BANNED:
         ampci_fail(AMPC_STATUS_UNSUPPORTED, "ampc_%s is banned inside an autocast region (its policy is 'banned'); run "
                    "it in an enabled = false region, or change the policy with ampc_autocast_set_policy", op_names[op]);
         return false;
-    case AMPC_CAST_LOWER: to = r->dtype; break;
+    case AMPC_CAST_LOWER: target = r->dtype; break;
     case AMPC_CAST_PROMOTE:
-        if (!promote_target(ctx, op, r, in, n, &to)) return false;
+        if (!promote_target(op, r, in, n, &target)) return false;
         /* The binary elementwise ops already widen mixed F32/16-bit inputs to F32 exactly and round the
          * 16-bit input's gradient back once, as a cast's backward would: the same bits without a
          * materialised F32 copy of the 16-bit input (one activation per residual add). */
-        if (to == AMPC_DTYPE_F32 && op >= AMPCI_OP_ADD && op <= AMPCI_OP_DIV) n = 0;
+        if (target == AMPC_DTYPE_F32 && op >= AMPCI_OP_ADD && op <= AMPCI_OP_DIV) m = 0;
         break;
     case AMPC_CAST_FP32_OUTPUT:   /* only the first input, and only when it is eligible */
-        n = eligible(in[0]) ? 1 : 0;
-        to = AMPC_DTYPE_F32;
+        m = eligible(in[0]) ? 1 : 0;
+        target = AMPC_DTYPE_F32;
         break;
-    default: to = AMPC_DTYPE_F32; break;
+    default: target = AMPC_DTYPE_F32; break;
     }
-    for (int i = 0; i < n; i++) {
-        if (!eligible(in[i]) || in[i]->dtype == to || in[i]->ctx != ctx) continue;
-        bool cache = cacheable(in[i], r, to);
-        const ampc_tensor *c = cache ? cast_cached(ctx, ac, in[i], to) : ampc_tensor_cast(in[i], to);
-        if (!c) return false;
-        if (!cache) ac->casts++;
-        in[i] = c;
+    for (int i = 0; i < m; i++) {
+        if (!eligible(in[i]) || in[i]->dtype == target || in[i]->ctx != ctx) continue;
+        to[i] = target;
+        cache[i] = cacheable(in[i], r, target);
     }
-    ctx->cur_op = op_names[op];   /* the casts above were ops too */
-    for (int i = 0; i < ctx->cur_nin; i++) ctx->cur_in[i] = in[i];
     return true;
 }

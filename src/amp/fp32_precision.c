@@ -2,7 +2,7 @@
  * and scoped overrides); the op layer asks ampci_gemm_f32_fn which F32 GEMM the current setting allows.
  * The setting is a permission: a split kernel is used only where the kernel table has one (they exist
  * only where they beat F32 FMAs: AVX512-BF16 for one pass, AMX for one or three). */
-#include "amp.h"
+#include "../kernels/kernels.h"
 
 #include <string.h>
 

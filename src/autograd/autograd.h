@@ -1,6 +1,7 @@
-/* autograd.h: the tape. Each recorded op leaves a node {backward function, inputs, saved data}; the tape
- * is a list of nodes, newest first, living in the step arena. Backward walks it once from newest to
- * oldest (creation order is a topological order), so no recursion and no sorting are needed. */
+/* autograd.h: the tape and anomaly mode. Each recorded op leaves a node {backward function, inputs,
+ * saved data}; the tape is a list of nodes, newest first, living in the step arena. Backward walks it
+ * once from newest to oldest (creation order is a topological order), so no recursion and no sorting
+ * are needed. Anomaly mode checks what the ops and their backward functions produce. */
 #ifndef AMPC_AUTOGRAD_H
 #define AMPC_AUTOGRAD_H
 
@@ -39,5 +40,17 @@ AMPCI_HIDDEN ampci_node *ampci_record(ampc_ctx *ctx, const char *op, ampc_tensor
 AMPCI_HIDDEN bool ampci_input_needs_grad(const ampci_node *n, int i);
 /* Adds g (contiguous, t's shape, any dtype) to t's gradient, in t's dtype. */
 AMPCI_HIDDEN ampc_status ampci_grad_accumulate(ampc_tensor *t, const ampc_tensor *g);
+
+/* Step end (the context assembly calls it): the tape lives in the arena, so it is simply forgotten. */
+AMPCI_HIDDEN void ampci_autograd_step_end(ampc_ctx *ctx);
+
+/* ---- anomaly mode (anomaly.c) ---- */
+/* The op now running and its inputs (after autocast), named by an anomaly report. op is the op's short
+ * name ("linear"); the report prints it as ampc_<op>. */
+AMPCI_HIDDEN void ampci_anomaly_op(ampc_ctx *ctx, const char *op, const ampc_tensor *const *in, int n);
+/* When anomaly mode is on: false (error recorded) if t, a contiguous op output, holds a non-finite value. */
+AMPCI_HIDDEN bool ampci_check_output(ampc_ctx *ctx, const ampc_tensor *t);
+/* ... and for a gradient g handed to `input` by the backward of node op `op`. */
+AMPCI_HIDDEN bool ampci_check_grad(ampc_ctx *ctx, const char *op, const ampc_tensor *input, const ampc_tensor *g);
 
 #endif

@@ -10,12 +10,16 @@
  * contributions in place instead of as a fresh sum. */
 #include "autograd.h"
 
-#include "../amp/amp.h"
-
 #include <stdio.h>
 #include <string.h>
 
 #define ADD_CHUNK 4096
+
+void ampci_autograd_step_end(ampc_ctx *ctx) {
+    ctx->tape = NULL;
+    ctx->cur_op = NULL;
+    ctx->cur_nin = 0;
+}
 
 bool ampci_wants_grad(const ampc_ctx *ctx, const ampc_tensor *const *in, int nin) {
     if (ctx->no_grad_depth > 0) return false;
@@ -272,21 +276,4 @@ void ampc_tensor_clear_grad(ampc_tensor *t) {
     if (!t) return;
     if (t->grad != t->grad_slot) ampc_tensor_free(t->grad);   /* arena gradients: a no-op, freed at step end */
     t->grad = NULL;                                            /* an optimizer's slot is kept for reuse */
-}
-
-ampc_status ampc_tensor_set_name(ampc_tensor *t, const char *name) {
-    if (!t || !name) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_tensor_set_name: tensor and name must not be NULL");
-    size_t len = strlen(name);
-    if (len >= sizeof t->name)
-        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_tensor_set_name: name '%.40s...' has %zu characters; at most "
-                          "%zu fit", name, len, sizeof t->name - 1);
-    memcpy(t->name, name, len + 1);
-    return AMPC_OK;
-}
-
-const char *ampc_tensor_name(const ampc_tensor *t) { return t ? t->name : ""; }
-
-ampc_tensor *ampc_tensor_detach(const ampc_tensor *t) {
-    if (!t) return ampci_null_input("ampc_tensor_detach", "input tensor");
-    return ampci_tensor_view_of("ampc_tensor_detach", t);
 }

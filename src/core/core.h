@@ -76,7 +76,11 @@ struct ampc_kernels;
 struct ampci_node;
 struct ampci_autocast;
 
+/* The context. Core owns the first group; the floors above keep their per-context state in the groups
+ * after it, which core only stores (it never reads them): each floor reads and writes its own group, and
+ * src/ctx.c, the context assembly above every floor, creates, resets at step end and frees them. */
 struct ampc_ctx {
+    /* ---- core ---- */
     ampc_allocator alloc;
     atomic_size_t live, peak;
     atomic_uint_least64_t allocations;
@@ -84,26 +88,37 @@ struct ampc_ctx {
     ampci_heap heap;
     ampci_pool *pool;
     ampc_rng rng;
-    ampc_isa isa;
-    const struct ampc_kernels *kernels;
     ampc_log_fn log;
     void *log_user;
-    /* autograd: the tape (newest node first, in the arena) and the no-grad nesting depth */
+    uint64_t step_id;                      /* counts ampc_ctx_step_end calls, from 1 */
+    char scope[256];                       /* the module path ampc_scope_push builds: "blocks.3.attn" */
+    int scope_len[16], scope_depth;
+    /* ---- kernels: the table of this context's level and the FP32 matmul precision (the global setting
+     * in [0], then scoped overrides) ---- */
+    ampc_isa isa;
+    const struct ampc_kernels *kernels;
+    int fp32_prec[9];
+    int fp32_depth;
+    /* ---- autograd: the tape (newest node first, in the arena), the no-grad nesting depth, and anomaly
+     * mode with what it reports: the op running now, its inputs, the node whose backward runs ---- */
     struct ampci_node *tape;
     int no_grad_depth;
-    uint64_t step_id;   /* counts ampc_ctx_step_end calls, from 1 */
-    /* amp (src/amp): autocast state (NULL until first used), diagnostics */
-    struct ampci_autocast *autocast;
     bool check_finite;
-    int fp32_prec[9];                      /* ampc_fp32_precision: [0] the global setting, then overrides */
-    int fp32_depth;
-    const char *cur_op;                    /* the op running now, for anomaly messages */
-    const char *cur_backward;              /* the node whose backward is running */
+    const char *cur_op;
+    const char *cur_backward;
     const ampc_tensor *cur_in[4];
     int cur_nin;
-    char scope[256];                       /* "blocks.3.attn" */
-    int scope_len[16], scope_depth;
+    /* ---- amp: autocast regions, policies and the weight-cast cache (NULL until first used) ---- */
+    struct ampci_autocast *autocast;
 };
+
+/* Core's part of the context's life: a context with the allocator, log, RNG and threads of `p`
+ * (validated, defaults applied) and everything else zero, or NULL with the error recorded; and its
+ * release. The context assembly (src/ctx.c) calls them around the other floors' setup. */
+AMPCI_HIDDEN ampc_status ampci_ctx_core_new(const ampc_ctx_params *p, ampc_ctx **out);
+AMPCI_HIDDEN void ampci_ctx_core_free(ampc_ctx *ctx);
+/* Core's part of a step end: the arena and step heap are emptied and the step counter advances. */
+AMPCI_HIDDEN void ampci_ctx_core_step_end(ampc_ctx *ctx);
 
 /* Accounted allocation through the context's allocator; aligned to 64 bytes. NULL on failure (the
  * error is recorded, naming `what`). */

@@ -196,67 +196,17 @@ static ampc_status put_fields(ampc_safetensors_writer *w, const field *fs, int n
     return AMPC_OK;
 }
 
-/* ---- what a checkpoint holds for one optimizer parameter ---- */
-
-typedef struct slot {
-    const char *suffix;   /* "exp_avg", ... */
-    float *data;
-} slot;
-
-/* The F32 state tensors of parameter pp in PyTorch's names. */
-static int state_slots(const ampc_optim *opt, const ampci_param *pp, slot out[2]) {
-    if (opt->cfg.kind == AMPC_OPTIM_ADAMW) {
-        out[0] = (slot){"exp_avg", pp->m}, out[1] = (slot){"exp_avg_sq", pp->v};
-        return 2;
-    }
-    if (pp->m) return out[0] = (slot){"momentum_buffer", pp->m}, 1;
-    return 0;
-}
-
 static optim_rec optim_record(const ampc_optim *o) {
-    const ampc_optim_params *c = &o->cfg;
-    return (optim_rec){.kind = c->kind, .lr = o->lr, .base_lr = c->lr, .weight_decay = c->weight_decay,
+    const ampc_optim_params *c = ampci_optim_config(o);
+    return (optim_rec){.kind = c->kind, .lr = ampc_optim_lr(o), .base_lr = c->lr, .weight_decay = c->weight_decay,
                        .momentum = c->momentum, .dampening = c->dampening, .beta1 = c->beta1, .beta2 = c->beta2,
-                       .eps = c->eps, .nesterov = c->nesterov, .steps = o->steps, .master = (int)c->master};
+                       .eps = c->eps, .nesterov = c->nesterov, .steps = ampc_optim_steps(o), .master = (int)c->master};
 }
 
 static int tensor_shape(const ampc_tensor *t, int64_t *shape) {
     int nd = ampc_tensor_ndim(t);
     for (int d = 0; d < nd; d++) shape[d] = ampc_tensor_dim(t, d);
     return nd;
-}
-
-/* One optimizer-state entry of a checkpoint: a tensor (a master) or raw memory (moments, step count). */
-typedef ampc_status (*state_fn)(void *arg, const char *name, ampc_tensor *t, ampc_dtype dt, int nd,
-                                const int64_t *shape, void *data);
-
-/* Calls fn for every state entry of opt in parameter order: master.NAME (when separate), the moments
- * optim.NAME.SLOT, and optim.NAME.step. Saving and restoring walk the same list. */
-static ampc_status each_state(ampc_optim *opt, state_fn fn, void *arg) {
-    char name[320];
-    for (int i = 0; i < opt->n; i++) {
-        ampci_param *pp = &opt->params[i];
-        const char *pn = ampc_tensor_name(pp->p);
-        if (!pn[0])   /* state is stored under the parameter's name */
-            return ampci_fail(AMPC_STATUS_INVALID_ARG, "checkpoint: parameter %d of the optimizer has no name; name it "
-                              "with ampc_tensor_set_name", i);
-        int64_t shape[AMPC_MAX_DIMS];
-        int nd = tensor_shape(pp->p, shape);
-        ampc_status s = AMPC_OK;
-        if (pp->master_t) {
-            snprintf(name, sizeof name, "master.%s", pn);
-            s = fn(arg, name, pp->master_t, AMPC_DTYPE_F32, nd, shape, NULL);
-        }
-        slot sl[2];
-        for (int k = 0, ns = state_slots(opt, pp, sl); k < ns && s == AMPC_OK; k++) {
-            snprintf(name, sizeof name, "optim.%s.%s", pn, sl[k].suffix);
-            s = fn(arg, name, NULL, AMPC_DTYPE_F32, nd, shape, sl[k].data);
-        }
-        snprintf(name, sizeof name, "optim.%s.step", pn);
-        if (s == AMPC_OK) s = fn(arg, name, NULL, AMPC_DTYPE_I64, 0, NULL, &pp->steps);
-        if (s != AMPC_OK) return s;
-    }
-    return AMPC_OK;
 }
 
 /* ---- save ---- */
@@ -267,7 +217,7 @@ static ampc_status save_entry(void *w, const char *name, ampc_tensor *t, ampc_dt
 }
 
 static ampc_status add_optim(ampc_safetensors_writer *w, ampc_optim *opt) {
-    ampc_status s = each_state(opt, save_entry, w);
+    ampc_status s = ampci_optim_each_state(opt, save_entry, w);
     optim_rec r = optim_record(opt);
     return s == AMPC_OK ? put_fields(w, optim_fields, NF(optim_fields), &r) : s;
 }
@@ -506,7 +456,7 @@ static ampc_status make_plan(plan *pl, const ampc_checkpoint_state *st, optim_re
         ampc_tensor *p = ampc_model_param(st->model, i);
         s = plan_tensor(pl, ampc_tensor_name(p), p);
     }
-    if (s == AMPC_OK && st->optim && (s = check_optim(pl, st->optim, rec)) == AMPC_OK) s = each_state(st->optim, plan_entry, pl);
+    if (s == AMPC_OK && st->optim && (s = check_optim(pl, st->optim, rec)) == AMPC_OK) s = ampci_optim_each_state(st->optim, plan_entry, pl);
     if (s == AMPC_OK) s = check_leftovers(pl, st->optim != NULL);
     return s;
 }
@@ -535,7 +485,7 @@ ampc_status ampc_checkpoint_restore(const ampc_safetensors *ck, ampc_checkpoint_
         s = ampci_fail(AMPC_STATUS_FORMAT, "%s: GradScaler state: %s", ck_name(&pl), ampc_last_error());
     if (s == AMPC_OK) {
         apply(&pl);
-        if (st->optim) st->optim->lr = rec.lr, st->optim->steps = rec.steps;
+        if (st->optim) ampci_optim_restore_counters(st->optim, rec.lr, rec.steps);
         if (st->rng) *st->rng = (ampc_rng){x.rng_seed, x.rng_stream, x.rng_counter};
         if (st->loader) ampc_loader_set_cursor(st->loader, &(ampc_loader_cursor){x.epoch, x.position});
         st->step = x.step;

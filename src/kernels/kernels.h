@@ -232,6 +232,9 @@ AMPCI_HIDDEN ampc_status ampci_gemm_f32_split_ref(ampc_ctx *ctx, const ampci_gem
  * AVX512-BF16 (tests compare both paths). */
 AMPCI_HIDDEN void ampci_fill_avx512_gemm(struct ampc_kernels *k, bool allow_bf16dp);
 
+/* The GEMM kernel for operands of dtype dt under the context's FP32 matmul precision (fp32_precision.c). */
+AMPCI_HIDDEN ampc_k_gemm_fn ampci_gemm_fn(const ampc_ctx *ctx, ampc_dtype dt);
+
 /* The table for a level (AUTO = the process's chosen level); levels above the CPU's best are lowered. */
 AMPCI_HIDDEN const struct ampc_kernels *ampci_kernels(ampc_isa isa);
 

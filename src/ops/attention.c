@@ -6,7 +6,6 @@
  * floats per query row) instead of keeping the (Tq, Tk) matrix. */
 #include "ops.h"
 
-#include "../amp/amp.h"
 
 #include <math.h>
 

@@ -2,11 +2,41 @@
  * gradient hand-off, the parallel map and broadcasting. */
 #include "ops.h"
 
-#include "../amp/amp.h"
-
 #include <string.h>
 
 #define MAP_GRAIN 16384
+
+/* The cast of t to dtype `to` for autocast: from the weight-cast cache when the plan allows it. */
+static const ampc_tensor *autocast_cast(ampc_ctx *ctx, const ampc_tensor *t, ampc_dtype to, bool cache) {
+    const ampc_tensor *c = cache ? ampci_autocast_cache_find(ctx, t, to) : NULL;
+    if (c) return c;
+    ampc_tensor *fresh = ampc_tensor_cast(t, to);
+    if (!fresh) return NULL;
+    ampci_autocast_count_cast(ctx);
+    if (cache) ampci_autocast_cache_put(ctx, t, to, fresh);
+    return fresh;
+}
+
+bool ampci_op_enter(ampc_ctx *ctx, ampci_op op, const ampc_tensor **in, int n) {
+    if (!ctx) return true;   /* the op reports the NULL context */
+    ampci_anomaly_op(ctx, ampci_op_name(op), in, n);
+    ampc_dtype to_small[4], *to = to_small;
+    bool cache_small[4], *cache = cache_small;
+    if (n > 4) {   /* concat: any number of inputs */
+        to = ampci_arena_alloc(ctx, (size_t)n * sizeof *to, ampci_op_name(op));
+        cache = ampci_arena_alloc(ctx, (size_t)n * sizeof *cache, ampci_op_name(op));
+        if (!to || !cache) return false;
+    }
+    if (!ampci_autocast_plan(ctx, op, in, n, to, cache)) return false;
+    bool cast = false;
+    for (int i = 0; i < n; i++) {
+        if (!in[i] || in[i]->dtype == to[i]) continue;
+        if (!(in[i] = autocast_cast(ctx, in[i], to[i], cache[i]))) return false;
+        cast = true;
+    }
+    if (cast) ampci_anomaly_op(ctx, ampci_op_name(op), in, n);   /* the casts above were ops too */
+    return true;
+}
 
 bool ampci_op_dtype(ampc_dtype dt) {
     return dt == AMPC_DTYPE_F32 || dt == AMPC_DTYPE_F16 || dt == AMPC_DTYPE_BF16;

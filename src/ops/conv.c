@@ -7,7 +7,6 @@
  * window as an int32 plane index and routes the gradient there. */
 #include "ops.h"
 
-#include "../amp/amp.h"
 
 #define GRAIN_ELEMS 16384
 

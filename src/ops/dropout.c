@@ -6,7 +6,6 @@
  * saved RNG state instead of storing it. */
 #include "ops.h"
 
-#include "../amp/amp.h"
 
 #define PIECE 256   /* uniforms drawn per step of a range */
 

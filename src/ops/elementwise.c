@@ -4,7 +4,6 @@
  * dims (in double) before handing it to the operand. */
 #include "ops.h"
 
-#include "../amp/amp.h"
 
 #include <string.h>
 

@@ -5,7 +5,6 @@
  * repeated ids sum deterministically. */
 #include "ops.h"
 
-#include "../amp/amp.h"
 
 #include <math.h>
 #include <string.h>

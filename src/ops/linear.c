@@ -5,7 +5,6 @@
  * over the batches in one F32 buffer, in batch order. */
 #include "ops.h"
 
-#include "../amp/amp.h"
 
 #include <string.h>
 

@@ -4,7 +4,6 @@
  * double over fixed chunks added in chunk order, so the loss does not depend on the thread count. */
 #include "ops.h"
 
-#include "../amp/amp.h"
 
 #include <math.h>
 #include <string.h>

@@ -6,7 +6,6 @@
  * summed over fixed row chunks and the chunk partials added in chunk order. */
 #include "ops.h"
 
-#include "../amp/amp.h"
 
 #include <math.h>
 #include <string.h>

@@ -5,8 +5,15 @@
 #ifndef AMPC_OPS_H
 #define AMPC_OPS_H
 
+#include "../amp/amp.h"
 #include "../autograd/autograd.h"
 #include "../kernels/kernels.h"
+
+/* Every public op starts here: records the op for anomaly reports and, inside an enabled autocast
+ * region, replaces in[0..n) by their casts as autocast's plan says (weights through the weight-cast
+ * cache). False (error recorded) when the op is banned or a cast fails. NULL entries stay NULL (the op
+ * reports them). */
+AMPCI_HIDDEN bool ampci_op_enter(ampc_ctx *ctx, ampci_op op, const ampc_tensor **in, int n);
 
 /* A required op input: false (error recorded) when t is NULL (keeping an earlier failure's message), comes
  * from another context, or is not F32/F16/BF16. */

@@ -3,7 +3,6 @@
  * the input's dtype. The backward broadcasts the gradient back over the reduced dims. */
 #include "ops.h"
 
-#include "../amp/amp.h"
 
 #include <string.h>
 

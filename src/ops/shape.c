@@ -4,7 +4,6 @@
  * it into zeros; of a cast, converts it back to the source dtype. */
 #include "ops.h"
 
-#include "../amp/amp.h"
 
 #include <stdio.h>
 #include <string.h>

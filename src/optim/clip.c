@@ -3,7 +3,6 @@
  * first offending parameter. */
 #include "optim.h"
 
-#include "../amp/amp.h"
 #include "../kernels/kernels.h"
 
 #include <math.h>
@@ -37,7 +36,7 @@ bool ampc_optim_grads_finite(const ampc_optim *opt, const char **first_bad) {
     if (first_bad) *first_bad = NULL;
     for (int i = 0; opt && i < opt->n; i++) {
         const ampc_tensor *g = opt->params[i].p->grad;
-        if (g && ampci_first_nonfinite(g) >= 0) {
+        if (g && ampci_tensor_first_nonfinite(g) >= 0) {
             if (first_bad) *first_bad = opt->params[i].p->name;
             return false;
         }

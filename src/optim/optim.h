@@ -1,5 +1,5 @@
-/* optim.h: the optimizer's internals, shared with the GradScaler (which unscales and checks the
- * gradients of an optimizer's parameters). */
+/* optim.h: the optimizer's internals, shared by the optimizer files and the GradScaler (which unscales
+ * and checks the gradients of an optimizer's parameters); the floors above use the functions only. */
 #ifndef AMPC_OPTIM_H
 #define AMPC_OPTIM_H
 
@@ -33,6 +33,18 @@ struct ampc_optim {
     ampci_group *groups;
     int ngroups, gcap;
 };
+
+/* ---- the state walk and counters for checkpoints (state.c) ---- */
+/* One state entry: a tensor t (a master), or raw memory `data` of dtype dt and shape (nd, shape). */
+typedef ampc_status (*ampci_state_fn)(void *arg, const char *name, ampc_tensor *t, ampc_dtype dt, int nd,
+                                      const int64_t *shape, void *data);
+/* Calls fn for every state entry of opt in parameter order (names in state.c); stops at the first
+ * failure. Fails (INVALID_ARG) for an unnamed parameter: its state is stored under its name. */
+AMPCI_HIDDEN ampc_status ampci_optim_each_state(ampc_optim *opt, ampci_state_fn fn, void *arg);
+/* The configuration the optimizer runs with (defaults applied). */
+AMPCI_HIDDEN const ampc_optim_params *ampci_optim_config(const ampc_optim *opt);
+/* Sets the current learning rate and step count, as a checkpoint recorded them. */
+AMPCI_HIDDEN void ampci_optim_restore_counters(ampc_optim *opt, double lr, int64_t steps);
 
 /* Updates one parameter from its gradient (src/optim/update.c). */
 AMPCI_HIDDEN ampc_status ampci_optim_update(ampc_optim *opt, ampci_param *pp);

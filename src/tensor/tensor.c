@@ -4,6 +4,8 @@
  * arena hook that drops it at step end, so freeing the base early never leaves a view dangling. */
 #include "tensor.h"
 
+#include "../numerics/numerics.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -234,4 +236,34 @@ char *ampc_tensor_describe(const ampc_tensor *t, char *buf, size_t size) {
     else snprintf(buf, size, "%s %s (strides %s)", sh, ampc_dtype_name(t->dtype),
                   ampci_shape_str(st, sizeof st, t->ndim, t->stride));
     return buf;
+}
+
+ampc_status ampc_tensor_set_name(ampc_tensor *t, const char *name) {
+    if (!t || !name) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_tensor_set_name: tensor and name must not be NULL");
+    size_t len = strlen(name);
+    if (len >= sizeof t->name)
+        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_tensor_set_name: name '%.40s...' has %zu characters; at most "
+                          "%zu fit", name, len, sizeof t->name - 1);
+    memcpy(t->name, name, len + 1);
+    return AMPC_OK;
+}
+
+const char *ampc_tensor_name(const ampc_tensor *t) { return t ? t->name : ""; }
+
+ampc_tensor *ampc_tensor_detach(const ampc_tensor *t) {
+    if (!t) return ampci_null_input("ampc_tensor_detach", "input tensor");
+    return ampci_tensor_view_of("ampc_tensor_detach", t);   /* a fresh header: no node, no requires_grad */
+}
+
+/* ---- finiteness ---- */
+
+int64_t ampci_tensor_first_nonfinite(const ampc_tensor *t) {
+    return ampci_first_nonfinite(t->dtype, ampci_tensor_ptr(t), ampci_numel(t));
+}
+
+bool ampc_all_finite(const ampc_tensor *t) {
+    if (!t) return false;
+    if (ampc_tensor_is_contiguous(t)) return ampci_tensor_first_nonfinite(t) < 0;
+    ampc_tensor *c = ampci_copy_as("ampc_all_finite", t, t->dtype);
+    return c && ampci_tensor_first_nonfinite(c) < 0;
 }

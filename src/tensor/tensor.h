@@ -78,6 +78,9 @@ AMPCI_HIDDEN void ampci_tensor_release(const ampc_tensor *t);
 /* A saving node is done with s (its backward ran): releases s if its maker already let it go. */
 AMPCI_HIDDEN void ampci_storage_unsave(ampci_storage *s);
 
+/* Index of the first inf or NaN of a contiguous tensor, or -1. */
+AMPCI_HIDDEN int64_t ampci_tensor_first_nonfinite(const ampc_tensor *t);
+
 /* Copies t's elements (any strides) in row-major order into dst (dst_dtype), converting. */
 AMPCI_HIDDEN void ampci_tensor_gather(const ampc_tensor *t, void *dst, ampc_dtype dst_dtype);
 /* Writes numel row-major elements of src (src_dtype) into t (any strides), converting. */

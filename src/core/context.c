@@ -1,9 +1,7 @@
-/* ctx.c: the context, which owns everything a training run shares: the allocator and its byte
- * counters, the thread pool, the kernel table of its level, the RNG and the step arena. */
+/* context.c: core's part of the context: the allocator, the log callback, the RNG, the thread pool and
+ * the step counter, with their accessors. The other floors' state is set up by the context assembly
+ * (src/ctx.c), which calls ampci_ctx_core_new/_free/_step_end around it. */
 #include "core.h"
-
-#include "../amp/amp.h"
-#include "../kernels/kernels.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,11 +32,7 @@ void ampci_log(const ampc_ctx *ctx, ampc_log_level level, const char *fmt, ...) 
     else default_log(NULL, level, buf);
 }
 
-ampc_status ampc_ctx_new(const ampc_ctx_params *params, ampc_ctx **out) {
-    static const ampc_ctx_params defaults;
-    if (!out) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_ctx_new: out must not be NULL");
-    *out = NULL;
-    const ampc_ctx_params *p = params ? params : &defaults;
+ampc_status ampci_ctx_core_new(const ampc_ctx_params *p, ampc_ctx **out) {
     if (p->threads < 0)
         return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_ctx_new: threads = %d; expected 0 (all CPUs) or more",
                           p->threads);
@@ -54,8 +48,6 @@ ampc_status ampc_ctx_new(const ampc_ctx_params *params, ampc_ctx **out) {
     ctx->arena.initial = p->arena_initial_bytes;
     ctx->rng = ampc_rng_make(p->seed, 0);
     ctx->step_id = 1;
-    ctx->kernels = ampci_kernels(p->isa);
-    ctx->isa = ctx->kernels->isa;
     const ampc_cpu_info *cpu = ampc_cpu();
     if (!cpu->isa_env_valid)
         ampci_log(ctx, AMPC_LOG_WARN, "AMPC_ISA='%s' ignored: expected ref, avx2, avx512 or amx", cpu->isa_env);
@@ -68,13 +60,17 @@ ampc_status ampc_ctx_new(const ampc_ctx_params *params, ampc_ctx **out) {
     return AMPC_OK;
 }
 
-void ampc_ctx_free(ampc_ctx *ctx) {
-    if (!ctx) return;
-    ampci_amp_release(ctx);
+void ampci_ctx_core_free(ampc_ctx *ctx) {
     ampci_arena_release(ctx);
     ampci_heap_release(ctx);
     ampci_pool_free(ctx->pool);
     free(ctx);
+}
+
+void ampci_ctx_core_step_end(ampc_ctx *ctx) {
+    ampci_arena_reset(ctx);
+    ampci_heap_reset(ctx);
+    ctx->step_id++;
 }
 
 ampc_isa ampc_ctx_isa(const ampc_ctx *ctx) { return ctx ? ctx->isa : AMPC_ISA_AUTO; }
@@ -97,11 +93,4 @@ int ampc_ctx_threads(const ampc_ctx *ctx) { return ctx ? ampci_pool_threads(ctx-
 
 ampc_rng *ampc_ctx_rng(ampc_ctx *ctx) { return ctx ? &ctx->rng : NULL; }
 
-void ampc_ctx_step_end(ampc_ctx *ctx) {
-    if (!ctx) return;
-    ctx->tape = NULL;   /* the nodes live in the arena */
-    ampci_amp_step_end(ctx);
-    ampci_arena_reset(ctx);
-    ampci_heap_reset(ctx);
-    ctx->step_id++;
-}
+uint64_t ampc_ctx_step(const ampc_ctx *ctx) { return ctx ? ctx->step_id - 1 : 0; }

@@ -1,14 +1,13 @@
-/* grad_scaler.c: dynamic loss scaling (amp-semantics.md §1, §2). PyTorch's GradScaler to the bit: the
- * scale is an FP32 value; unscale multiplies every gradient by the FP32 rounding of the reciprocal
+/* grad_scaler.c: dynamic loss scaling, PyTorch's torch.amp.GradScaler to the bit, on top of an optimizer:
+ * the scale is an FP32 value; unscale multiplies every gradient by the FP32 rounding of the reciprocal
  * computed in double and records non-finite values per tensor; step skips an optimizer whose gradients
  * were non-finite at unscale time; update applies `_amp_update_scale_` (backoff and tracker reset on
  * overflow; growth when the clean-step tracker reaches the interval and the grown value is finite). Opt-in
  * extras: min/max scale (Megatron/DeepSpeed/Apex clamps) and hysteresis (Megatron-LM: back off only at
  * the n-th overflow since the last growth). With hysteresis 0/1 and no min/max the rule is PyTorch's. */
-#include "amp.h"
+#include "optim.h"
 
 #include "../kernels/kernels.h"
-#include "../optim/optim.h"
 
 #include <math.h>
 #include <stdio.h>

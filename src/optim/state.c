@@ -1,0 +1,56 @@
+/* state.c: the optimizer's state as named entries, for checkpoints: in parameter order, master.NAME (the
+ * F32 master, when separate), optim.NAME.exp_avg / exp_avg_sq (AdamW) or momentum_buffer (SGD with
+ * momentum), and optim.NAME.step, PyTorch's names. Saving and restoring walk the same list, so the two
+ * can never disagree about what a checkpoint holds. */
+#include "optim.h"
+
+#include <stdio.h>
+
+typedef struct slot {
+    const char *suffix;   /* "exp_avg", ... */
+    float *data;
+} slot;
+
+/* The F32 state tensors of parameter pp in PyTorch's names. */
+static int state_slots(const ampc_optim *opt, const ampci_param *pp, slot out[2]) {
+    if (opt->cfg.kind == AMPC_OPTIM_ADAMW) {
+        out[0] = (slot){"exp_avg", pp->m}, out[1] = (slot){"exp_avg_sq", pp->v};
+        return 2;
+    }
+    if (pp->m) return out[0] = (slot){"momentum_buffer", pp->m}, 1;
+    return 0;
+}
+
+ampc_status ampci_optim_each_state(ampc_optim *opt, ampci_state_fn fn, void *arg) {
+    char name[320];
+    for (int i = 0; i < opt->n; i++) {
+        ampci_param *pp = &opt->params[i];
+        const char *pn = pp->p->name;
+        if (!pn[0])   /* state is stored under the parameter's name */
+            return ampci_fail(AMPC_STATUS_INVALID_ARG, "checkpoint: parameter %d of the optimizer has no name; name it "
+                              "with ampc_tensor_set_name", i);
+        int nd = pp->p->ndim;
+        const int64_t *shape = pp->p->shape;
+        ampc_status s = AMPC_OK;
+        if (pp->master_t) {
+            snprintf(name, sizeof name, "master.%s", pn);
+            s = fn(arg, name, pp->master_t, AMPC_DTYPE_F32, nd, shape, NULL);
+        }
+        slot sl[2];
+        for (int k = 0, ns = state_slots(opt, pp, sl); k < ns && s == AMPC_OK; k++) {
+            snprintf(name, sizeof name, "optim.%s.%s", pn, sl[k].suffix);
+            s = fn(arg, name, NULL, AMPC_DTYPE_F32, nd, shape, sl[k].data);
+        }
+        snprintf(name, sizeof name, "optim.%s.step", pn);
+        if (s == AMPC_OK) s = fn(arg, name, NULL, AMPC_DTYPE_I64, 0, NULL, &pp->steps);
+        if (s != AMPC_OK) return s;
+    }
+    return AMPC_OK;
+}
+
+const ampc_optim_params *ampci_optim_config(const ampc_optim *opt) { return &opt->cfg; }
+
+void ampci_optim_restore_counters(ampc_optim *opt, double lr, int64_t steps) {
+    opt->lr = lr;
+    opt->steps = steps;
+}
