@@ -1,8 +1,14 @@
 /* ampc.h: the one public header of libampc, automatic mixed-precision training in C.
  *
- * Conventions (see shared/design.md):
+ * Conventions (docs/architecture.md has the whole picture):
  *  - Names are module first: ampc_<module>_<verb>[_<noun>]. Heap objects come in _new/_free pairs and
  *    every _free accepts NULL.
+ *  - Reads are ampc_<module>_<noun> (ampc_optim_lr), writes ampc_<module>_set_<noun> (ampc_optim_set_lr).
+ *    Where ampc_<module>_<noun> is already taken (C gives types and functions one name space, so
+ *    ampc_model_config the type forbids ampc_model_config the function; ampc_grad_scaler_scale is the
+ *    action that scales a loss), the read is ampc_<module>_get_<noun>: ampc_model_get_config,
+ *    ampc_format_get_info, ampc_loader_get_cursor, ampc_grad_scaler_get_scale.
+ *  - Renamed functions keep their old names for one release, as deprecated aliases (end of this file).
  *  - Lifecycle, I/O and configuration calls return ampc_status (AMPC_OK = 0, errors negative) and hand
  *    objects back through an out-parameter. Tensor-producing calls return a tensor or NULL.
  *  - After any failure ampc_last_error() (thread-local) names the function, the shapes and dtypes
@@ -29,7 +35,7 @@ extern "C" {
 #endif
 
 #define AMPC_VERSION_MAJOR 0
-#define AMPC_VERSION_MINOR 1
+#define AMPC_VERSION_MINOR 2
 #define AMPC_VERSION_PATCH 0
 
 /* "0.1.0": the version of the library actually linked (may differ from the header's macros). */
@@ -119,7 +125,7 @@ typedef struct ampc_format_info {
     char verify_note[160];       /* what disagreed, when !verified */
 } ampc_format_info;
 
-AMPC_API ampc_status ampc_format_info_get(ampc_format fmt, ampc_format_info *out);
+AMPC_API ampc_status ampc_format_get_info(ampc_format fmt, ampc_format_info *out);
 
 /* Generic conversions for every format of the table, on the format's bit pattern (right-aligned in a
  * uint32_t; TF32 uses FP32's 32-bit layout with the low 13 mantissa bits zero). Round to nearest even
@@ -570,7 +576,8 @@ typedef enum ampc_autocast_table {
 AMPC_API ampc_status ampc_autocast_load_table(ampc_ctx *ctx, ampc_autocast_table table);
 /* Moves one op (by name: "softmax", "linear", ... as listed by ampc_autocast_op_name) to a policy. */
 AMPC_API ampc_status ampc_autocast_set_policy(ampc_ctx *ctx, const char *op, ampc_cast_policy policy);
-AMPC_API ampc_status ampc_autocast_get_policy(const ampc_ctx *ctx, const char *op, ampc_cast_policy *out);
+/* The policy of one op (by name), into *out. */
+AMPC_API ampc_status ampc_autocast_policy(const ampc_ctx *ctx, const char *op, ampc_cast_policy *out);
 /* The ops autocast knows, i in [0, count): names for tables, CLIs and error messages. NULL past the end. */
 AMPC_API const char *ampc_autocast_op_name(int i);
 AMPC_API const char *ampc_cast_policy_name(ampc_cast_policy p);   /* "lower", "fp32", ... */
@@ -580,7 +587,7 @@ typedef struct ampc_autocast_stats {
     uint64_t cache_hits;     /* weight casts served from the cache */
     uint64_t cache_entries;  /* entries in the cache now */
 } ampc_autocast_stats;
-AMPC_API ampc_status ampc_autocast_stats_get(const ampc_ctx *ctx, ampc_autocast_stats *out);
+AMPC_API ampc_status ampc_autocast_get_stats(const ampc_ctx *ctx, ampc_autocast_stats *out);
 
 /* The tutorials' TF32 switch, CPU edition (torch.set_float32_matmul_precision, and as a scoped override
  * like torch.backends.mudnn.flags). It governs F32 x F32 GEMMs (linear, matmul, bmm, conv2d) outside
@@ -617,11 +624,12 @@ AMPC_API ampc_status ampc_scope_push(ampc_ctx *ctx, const char *name);
 AMPC_API void ampc_scope_pop(ampc_ctx *ctx);
 AMPC_API const char *ampc_scope_path(const ampc_ctx *ctx);   /* "" at top level */
 
-/* Anomaly mode (the CPU answer to CUDA_LAUNCH_BLOCKING debugging): every op's output, forward and
- * backward, is checked; the first non-finite value fails the op (NULL) or the backward (status), naming
- * the op, the tensor and parameter names, the scope path and the step. Off by default (it costs a pass
- * over every output). */
-AMPC_API void ampc_ctx_set_check_finite(ampc_ctx *ctx, bool on);
+/* Anomaly mode (torch.autograd.set_detect_anomaly; the CPU answer to CUDA_LAUNCH_BLOCKING debugging):
+ * every op's output, forward and backward, is checked; the first non-finite value fails the op (NULL) or
+ * the backward (status), naming the op, the tensor and parameter names, the scope path and the step. Off
+ * by default (it costs a pass over every output). */
+AMPC_API void ampc_autograd_set_detect_anomaly(ampc_ctx *ctx, bool on);
+AMPC_API bool ampc_autograd_detect_anomaly(const ampc_ctx *ctx);
 /* The number of ampc_ctx_step_end calls so far. */
 AMPC_API uint64_t ampc_ctx_step(const ampc_ctx *ctx);
 
@@ -749,7 +757,7 @@ AMPC_API ampc_status ampc_grad_scaler_step(ampc_grad_scaler *gs, ampc_optim *opt
 AMPC_API ampc_status ampc_grad_scaler_update(ampc_grad_scaler *gs);
 /* Sets the scale directly (growth tracker untouched, as PyTorch's update(new_scale)). */
 AMPC_API ampc_status ampc_grad_scaler_update_to(ampc_grad_scaler *gs, double new_scale);
-AMPC_API ampc_status ampc_grad_scaler_overflow_get(const ampc_grad_scaler *gs, ampc_grad_scaler_overflow *out);
+AMPC_API ampc_status ampc_grad_scaler_get_overflow(const ampc_grad_scaler *gs, ampc_grad_scaler_overflow *out);
 /* The whole state (scale, trackers, counts, configuration), and its restoration. Loading into a disabled
  * scaler does nothing (as in PyTorch); a state saved from a disabled scaler cannot be loaded into an
  * enabled one (AMPC_STATUS_STATE). */
@@ -915,7 +923,7 @@ typedef struct ampc_dataset_info {
     int64_t split_size[AMPC_SPLIT_COUNT];   /* images (60000 / 10000), or bytes of text */
 } ampc_dataset_info;
 
-AMPC_API ampc_status ampc_dataset_info_get(const ampc_dataset *ds, ampc_dataset_info *out);
+AMPC_API ampc_status ampc_dataset_get_info(const ampc_dataset *ds, ampc_dataset_info *out);
 AMPC_API const char *ampc_data_kind_name(ampc_data_kind kind);   /* "builtin", "fashion-mnist", "text" */
 AMPC_API const char *ampc_split_name(ampc_split split);          /* "train", "eval"; "?" out of range */
 /* Fashion-MNIST's class names ("T-shirt/top", "Trouser", ... "Ankle boot"); NULL for other data sets
@@ -1110,6 +1118,29 @@ AMPC_API ampc_status ampc_checkpoint_model_config(const ampc_safetensors *ck, am
  * on any error (FORMAT or SHAPE, naming the file and the field) the objects are untouched. The optimizer
  * gets its state, step counts and current lr; its hyperparameters stay as the caller made them. */
 AMPC_API ampc_status ampc_checkpoint_restore(const ampc_safetensors *ck, ampc_checkpoint_state *state);
+
+/* ------------------------------------------------------------------------------------------------
+ * Deprecated names. Renamed in 0.2.0 to follow the naming rules above; the old names still work (they
+ * call the new functions) and warn at compile time. They will be removed in 0.3.0.
+ * ---------------------------------------------------------------------------------------------- */
+
+#if defined(__GNUC__) || defined(__clang__)
+#define AMPC_DEPRECATED(use) __attribute__((deprecated("use " use)))
+#else
+#define AMPC_DEPRECATED(use)
+#endif
+
+AMPC_API AMPC_DEPRECATED("ampc_format_get_info")
+ampc_status ampc_format_info_get(ampc_format fmt, ampc_format_info *out);
+AMPC_API AMPC_DEPRECATED("ampc_autocast_policy")
+ampc_status ampc_autocast_get_policy(const ampc_ctx *ctx, const char *op, ampc_cast_policy *out);
+AMPC_API AMPC_DEPRECATED("ampc_autocast_get_stats")
+ampc_status ampc_autocast_stats_get(const ampc_ctx *ctx, ampc_autocast_stats *out);
+AMPC_API AMPC_DEPRECATED("ampc_autograd_set_detect_anomaly") void ampc_ctx_set_check_finite(ampc_ctx *ctx, bool on);
+AMPC_API AMPC_DEPRECATED("ampc_grad_scaler_get_overflow")
+ampc_status ampc_grad_scaler_overflow_get(const ampc_grad_scaler *gs, ampc_grad_scaler_overflow *out);
+AMPC_API AMPC_DEPRECATED("ampc_dataset_get_info")
+ampc_status ampc_dataset_info_get(const ampc_dataset *ds, ampc_dataset_info *out);
 
 #ifdef __cplusplus
 }

@@ -90,7 +90,7 @@ static void test_pytorch_tables(void **state) {
     /* CUDA: layer_norm fp32; softmax sets its output dtype to fp32 */
     check_classes(AMPC_DTYPE_F16, AMPC_DTYPE_F16, AMPC_DTYPE_F32, AMPC_DTYPE_F32);
     ampc_cast_policy p;
-    ASSERT_OK(ampc_autocast_get_policy(g_ctx, "softmax", &p));
+    ASSERT_OK(ampc_autocast_policy(g_ctx, "softmax", &p));
     assert_int_equal(p, AMPC_CAST_FP32_OUTPUT);
     assert_string_equal(ampc_cast_policy_name(p), "fp32_output");
 }
@@ -116,7 +116,7 @@ static void test_editable_policies(void **state) {
     assert_int_equal(ampc_autocast_set_policy(g_ctx, "exp", (ampc_cast_policy)9), AMPC_STATUS_INVALID_ARG);
     for (int i = 0; ampc_autocast_op_name(i); i++) {
         ampc_cast_policy p;
-        ASSERT_OK(ampc_autocast_get_policy(g_ctx, ampc_autocast_op_name(i), &p));
+        ASSERT_OK(ampc_autocast_policy(g_ctx, ampc_autocast_op_name(i), &p));
     }
 }
 
@@ -183,15 +183,15 @@ static void test_weight_cast_cache(void **state) {
     ASSERT_OK(ampc_tensor_fill_normal(w, 0, 0.1));
     ASSERT_OK(ampc_tensor_set_requires_grad(w, true));
     ampc_autocast_stats s0, s1;
-    ASSERT_OK(ampc_autocast_stats_get(g_ctx, &s0));
+    ASSERT_OK(ampc_autocast_get_stats(g_ctx, &s0));
     begin(AMPC_DTYPE_BF16);
     ampc_tensor *h = R(AMPC_DTYPE_F32, 2, 8);
     for (int i = 0; i < 5; i++) h = ampc_tanh(g_ctx, ampc_linear(g_ctx, h, w, NULL));
-    ASSERT_OK(ampc_autocast_stats_get(g_ctx, &s1));
+    ASSERT_OK(ampc_autocast_get_stats(g_ctx, &s1));
     assert_int_equal(s1.cache_hits - s0.cache_hits, 4);   /* 5 uses, 1 cast */
     assert_int_equal(s1.cache_entries, 1);
     ampc_autocast_end(g_ctx);
-    ASSERT_OK(ampc_autocast_stats_get(g_ctx, &s1));
+    ASSERT_OK(ampc_autocast_get_stats(g_ctx, &s1));
     assert_int_equal(s1.cache_entries, 0);                  /* cleared at the outermost exit */
     ASSERT_OK(ampc_backward(g_ctx, ampc_sum(g_ctx, h, NULL, 0, false)));
     assert_int_equal(ampc_tensor_dtype(ampc_tensor_grad(w)), AMPC_DTYPE_F32);
@@ -224,7 +224,7 @@ static void test_weight_cast_cache(void **state) {
 /* anomaly mode: the first non-finite value fails the op or the backward, with names, scope and step */
 static void test_anomaly_mode(void **state) {
     (void)state;
-    ampc_ctx_set_check_finite(g_ctx, true);
+    ampc_autograd_set_detect_anomaly(g_ctx, true);
     ampc_tensor *x = ampc_tensor_full(g_ctx, AMPC_DTYPE_F16, 1, (int64_t[]){4}, 20.0);
     ASSERT_OK(ampc_tensor_set_name(x, "logits"));
     ASSERT_OK(ampc_scope_push(g_ctx, "blocks"));
@@ -241,7 +241,7 @@ static void test_anomaly_mode(void **state) {
     assert_non_null(s);
     assert_int_equal(ampc_backward(g_ctx, s), AMPC_STATUS_STATE);
     ASSERT_ERROR_MENTIONS("anomaly", "backward of ampc_sqrt", "'gain'");
-    ampc_ctx_set_check_finite(g_ctx, false);
+    ampc_autograd_set_detect_anomaly(g_ctx, false);
     ampc_ctx_step_end(g_ctx);
     ampc_tensor_free(z);
     assert_true(ampc_all_finite(ampc_tensor_full(g_ctx, AMPC_DTYPE_BF16, 1, (int64_t[]){2}, 1.0)));

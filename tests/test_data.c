@@ -103,7 +103,7 @@ static void test_idx_read_back(void **state) {
     ampc_dataset *ds;
     ASSERT_OK(open_fashion(&ds));
     ampc_dataset_info info;
-    ASSERT_OK(ampc_dataset_info_get(ds, &info));
+    ASSERT_OK(ampc_dataset_get_info(ds, &info));
     assert_int_equal(info.task, AMPC_TASK_IMAGE_CLASSIFICATION);
     assert_int_equal(info.kind, AMPC_DATA_FASHION_MNIST);
     assert_int_equal(info.num_classes, 10);
@@ -317,7 +317,7 @@ static void test_text_splits_and_windows(void **state) {
     ampc_dataset *ds;
     ASSERT_OK(open_text("a.txt", 0, &ds));
     ampc_dataset_info info;
-    ASSERT_OK(ampc_dataset_info_get(ds, &info));
+    ASSERT_OK(ampc_dataset_get_info(ds, &info));
     assert_int_equal(info.task, AMPC_TASK_CHAR_LM);
     assert_int_equal(info.num_classes, 256);
     assert_int_equal(info.split_size[0], 900);
@@ -329,7 +329,7 @@ static void test_text_splits_and_windows(void **state) {
     assert_memory_equal(ampc_dataset_text(ds, AMPC_SPLIT_TRAIN, NULL), text, 1000);
     ampc_dataset_free(ds);
     ASSERT_OK(open_text("a.txt.gz", 0.25, &ds));
-    ASSERT_OK(ampc_dataset_info_get(ds, &info));
+    ASSERT_OK(ampc_dataset_get_info(ds, &info));
     assert_int_equal(info.split_size[0], 750);
     assert_int_equal(info.split_size[1], 250);
     assert_memory_equal(ampc_dataset_text(ds, AMPC_SPLIT_TRAIN, NULL), text, 1000);
@@ -653,7 +653,7 @@ static void test_builtin_corpus(void **state) {
     ASSERT_OK(ampc_dataset_open(NULL, &d1));
     ASSERT_OK(ampc_dataset_open(&(ampc_dataset_params){.kind = AMPC_DATA_BUILTIN, .val_fraction = 0.5}, &d2));
     ampc_dataset_info info;
-    ASSERT_OK(ampc_dataset_info_get(d1, &info));
+    ASSERT_OK(ampc_dataset_get_info(d1, &info));
     assert_int_equal(info.kind, AMPC_DATA_BUILTIN);
     assert_int_equal(info.task, AMPC_TASK_CHAR_LM);
     assert_int_equal(info.num_classes, 256);
@@ -711,7 +711,7 @@ static void test_fashion_mnist_installed(void **state) {
     ampc_dataset *ds;
     ASSERT_OK(ampc_dataset_open(&(ampc_dataset_params){.kind = AMPC_DATA_FASHION_MNIST}, &ds));
     ampc_dataset_info info;
-    ASSERT_OK(ampc_dataset_info_get(ds, &info));
+    ASSERT_OK(ampc_dataset_get_info(ds, &info));
     assert_int_equal(info.split_size[AMPC_SPLIT_TRAIN], 60000);
     assert_int_equal(info.split_size[AMPC_SPLIT_EVAL], 10000);
     /* the normalisation constants are the training set's: mean ~0, std ~1 after it */

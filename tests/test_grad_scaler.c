@@ -100,7 +100,7 @@ static void test_unscale_dtypes(void **state) {
         ASSERT_OK(ampc_tensor_copy_to(ampc_tensor_grad(o.w), g, AMPC_DTYPE_F32));
         for (int i = 0; i < 400; i++) assert_true(g[i] == 1.0f);
         ampc_grad_scaler_overflow ov;
-        ASSERT_OK(ampc_grad_scaler_overflow_get(gs, &ov));
+        ASSERT_OK(ampc_grad_scaler_get_overflow(gs, &ov));
         assert_false(ov.found_inf);
         ASSERT_OK(ampc_grad_scaler_update(gs));
         /* a NaN in one element */
@@ -110,7 +110,7 @@ static void test_unscale_dtypes(void **state) {
         bool stepped = true;
         ASSERT_OK(ampc_grad_scaler_step(gs, o.opt, &stepped));
         assert_false(stepped);
-        ASSERT_OK(ampc_grad_scaler_overflow_get(gs, &ov));
+        ASSERT_OK(ampc_grad_scaler_get_overflow(gs, &ov));
         assert_true(ov.found_inf && ov.tensors == 1);
         assert_string_equal(ov.first_tensor, "layers.1.weight");
         ASSERT_OK(ampc_grad_scaler_update(gs));
@@ -266,7 +266,7 @@ static void test_two_optimizers_one_skipped(void **state) {
     assert_same_params(&c0, &s0);
     assert_same_params(&c1, &s1);
     ampc_grad_scaler_overflow ov;
-    ASSERT_OK(ampc_grad_scaler_overflow_get(gs, &ov));
+    ASSERT_OK(ampc_grad_scaler_get_overflow(gs, &ov));
     assert_true(ov.found_inf && ov.at_step == SKIP_ITER);
     assert_string_equal(ov.first_tensor, "0.weight");
     ampc_grad_scaler_free(gs);

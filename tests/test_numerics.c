@@ -233,7 +233,7 @@ static void test_format_table(void **state) {
     };
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {
         ampc_format_info in;
-        ASSERT_OK(ampc_format_info_get(expect[i].f, &in));
+        ASSERT_OK(ampc_format_get_info(expect[i].f, &in));
         assert_string_equal(in.name, expect[i].name);
         if (!in.verified) FAILF("%s not verified: %s", in.name, in.verify_note);
         assert_int_equal(in.total_bits, expect[i].bits);
@@ -247,8 +247,8 @@ static void test_format_table(void **state) {
         assert_true(fabs(in.range_decades - log10(in.max_finite / in.min_subnormal)) < 1e-12);
     }
     ampc_format_info in;
-    assert_int_equal(ampc_format_info_get(AMPC_FORMAT_COUNT, &in), AMPC_STATUS_INVALID_ARG);
-    ASSERT_ERROR_MENTIONS("ampc_format_info_get");
+    assert_int_equal(ampc_format_get_info(AMPC_FORMAT_COUNT, &in), AMPC_STATUS_INVALID_ARG);
+    ASSERT_ERROR_MENTIONS("ampc_format_get_info");
 }
 
 /* ---- ampc_convert across dtypes: the generic pairs ---- */

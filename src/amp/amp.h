@@ -31,7 +31,7 @@ AMPCI_HIDDEN bool ampci_autocast_plan(const ampc_ctx *ctx, ampci_op op, const am
  * marked cacheable. */
 AMPCI_HIDDEN const ampc_tensor *ampci_autocast_cache_find(ampc_ctx *ctx, const ampc_tensor *t, ampc_dtype to);
 AMPCI_HIDDEN void ampci_autocast_cache_put(ampc_ctx *ctx, const ampc_tensor *t, ampc_dtype to, ampc_tensor *cast);
-/* Counts a cast autocast asked for (ampc_autocast_stats_get). */
+/* Counts a cast autocast asked for (ampc_autocast_get_stats). */
 AMPCI_HIDDEN void ampci_autocast_count_cast(ampc_ctx *ctx);
 
 /* The context assembly's hooks: step end (cached casts live in the arena) and context end. */

@@ -188,8 +188,8 @@ ampc_status ampc_autocast_set_policy(ampc_ctx *ctx, const char *op, ampc_cast_po
     return AMPC_OK;
 }
 
-ampc_status ampc_autocast_get_policy(const ampc_ctx *ctx, const char *op, ampc_cast_policy *out) {
-    static const char fn[] = "ampc_autocast_get_policy";
+ampc_status ampc_autocast_policy(const ampc_ctx *ctx, const char *op, ampc_cast_policy *out) {
+    static const char fn[] = "ampc_autocast_policy";
     if (!ctx || !out) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: ctx and out must not be NULL", fn);
     int i = find_op(op);
     if (i < 0) return unknown_op(fn, op);
@@ -202,8 +202,8 @@ ampc_status ampc_autocast_get_policy(const ampc_ctx *ctx, const char *op, ampc_c
     return AMPC_OK;
 }
 
-ampc_status ampc_autocast_stats_get(const ampc_ctx *ctx, ampc_autocast_stats *out) {
-    if (!ctx || !out) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_autocast_stats_get: ctx and out must not be NULL");
+ampc_status ampc_autocast_get_stats(const ampc_ctx *ctx, ampc_autocast_stats *out) {
+    if (!ctx || !out) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_autocast_get_stats: ctx and out must not be NULL");
     const struct ampci_autocast *ac = ctx->autocast;
     *out = (ampc_autocast_stats){ac ? ac->casts : 0, ac ? ac->hits : 0, ac ? ac->ncache : 0};
     return AMPC_OK;

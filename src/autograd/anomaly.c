@@ -50,9 +50,11 @@ bool ampci_check_grad(ampc_ctx *ctx, const char *op, const ampc_tensor *input, c
     return false;
 }
 
-void ampc_ctx_set_check_finite(ampc_ctx *ctx, bool on) {
+void ampc_autograd_set_detect_anomaly(ampc_ctx *ctx, bool on) {
     if (ctx) ctx->check_finite = on;
 }
+
+bool ampc_autograd_detect_anomaly(const ampc_ctx *ctx) { return ctx && ctx->check_finite; }
 
 void ampci_anomaly_op(ampc_ctx *ctx, const char *op, const ampc_tensor *const *in, int n) {
     ctx->cur_op = op;

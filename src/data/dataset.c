@@ -78,8 +78,8 @@ void ampc_dataset_free(ampc_dataset *ds) {
     free(ds);
 }
 
-ampc_status ampc_dataset_info_get(const ampc_dataset *ds, ampc_dataset_info *out) {
-    if (!ds || !out) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_dataset_info_get: ds and out must not be NULL");
+ampc_status ampc_dataset_get_info(const ampc_dataset *ds, ampc_dataset_info *out) {
+    if (!ds || !out) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_dataset_get_info: ds and out must not be NULL");
     memset(out, 0, sizeof *out);
     out->kind = ds->kind, out->task = ds->task, out->name = ds->name;
     if (ds->task == AMPC_TASK_IMAGE_CLASSIFICATION) {

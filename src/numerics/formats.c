@@ -161,9 +161,9 @@ static void verify(ampc_format fmt, ampc_format_info *in) {
     in->verified = c.ok;
 }
 
-ampc_status ampc_format_info_get(ampc_format fmt, ampc_format_info *out) {
+ampc_status ampc_format_get_info(ampc_format fmt, ampc_format_info *out) {
     if ((unsigned)fmt >= AMPC_FORMAT_COUNT || !out)
-        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_format_info_get: format %d is not one of the %d formats "
+        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_format_get_info: format %d is not one of the %d formats "
                           "(or out is NULL)", (int)fmt, AMPC_FORMAT_COUNT);
     const fmt_def *f = &defs[fmt];
     memset(out, 0, sizeof *out);

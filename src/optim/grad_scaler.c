@@ -230,8 +230,8 @@ ampc_status ampc_grad_scaler_update_to(ampc_grad_scaler *gs, double new_scale) {
     return AMPC_OK;
 }
 
-ampc_status ampc_grad_scaler_overflow_get(const ampc_grad_scaler *gs, ampc_grad_scaler_overflow *out) {
-    if (!gs || !out) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_grad_scaler_overflow_get: NULL argument");
+ampc_status ampc_grad_scaler_get_overflow(const ampc_grad_scaler *gs, ampc_grad_scaler_overflow *out) {
+    if (!gs || !out) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_grad_scaler_get_overflow: NULL argument");
     *out = gs->last;
     for (int i = 0; i < gs->nstates; i++)   /* a pending (not yet updated) overflow is the newest */
         if (gs->states[i].found_inf) {

@@ -111,7 +111,7 @@ int cmd_compare(int argc, char **argv) {
         }
         char model[160], command[2048];
         ampc_dataset_info info;
-        ampc_dataset_info_get(ds, &info);
+        ampc_dataset_get_info(ds, &info);
         run_describe_model(&cfg.model, model, sizeof model);
         join_command(argc, argv, command, sizeof command);
         int threads = cfg.threads ? cfg.threads : ampc_cpu()->online_cpus;

@@ -1,5 +1,5 @@
 /* formats.c: `ampc formats`, the table of floating-point formats ampc knows (FP32, TF32, BF16, FP16,
- * FP8-E4M3, FP8-E5M2) as ampc_format_info_get derives them: layout, range, precision, and whether the
+ * FP8-E4M3, FP8-E5M2) as ampc_format_get_info derives them: layout, range, precision, and whether the
  * conversion code reproduced every derived value. The exit status is 1 when any format failed that
  * check, so CI can run this command as a self-test of the numerics on each machine. */
 #include "cli.h"
@@ -104,7 +104,7 @@ int cmd_formats(int argc, char **argv) {
     ampc_format_info fis[AMPC_FORMAT_COUNT];
     bool all_ok = true;
     for (int i = 0; i < AMPC_FORMAT_COUNT; i++) {
-        ampc_status s = ampc_format_info_get((ampc_format)i, &fis[i]);
+        ampc_status s = ampc_format_get_info((ampc_format)i, &fis[i]);
         if (s != AMPC_OK) return cli_fail_lib(prog, s);
         all_ok = all_ok && fis[i].verified;
     }

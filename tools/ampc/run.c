@@ -96,13 +96,13 @@ static int next_batch(run_state *s, ampc_tensor **x, ampc_tensor **y) {
 
 static int setup(run_state *s, const ampc_dataset *ds) {
     const run_config *cfg = s->cfg;
-    if (ampc_dataset_info_get(ds, &s->info) != AMPC_OK) return fail(s->prog, "data");
+    if (ampc_dataset_get_info(ds, &s->info) != AMPC_OK) return fail(s->prog, "data");
     s->lm = s->info.task == AMPC_TASK_CHAR_LM && !is_simple(s);
     int rc = check_pairing(s);
     if (rc) return rc;
     if (ampc_ctx_new(&(ampc_ctx_params){.seed = cfg->seed, .threads = cfg->threads}, &s->ctx) != AMPC_OK)
         return fail(s->prog, "context");
-    ampc_ctx_set_check_finite(s->ctx, cfg->check_finite);
+    ampc_autograd_set_detect_anomaly(s->ctx, cfg->check_finite);
     ampc_model_config mc = cfg->model;
     if (s->lm) {
         mc.vocab = (int)s->info.num_classes;
@@ -285,7 +285,7 @@ static int train_step(run_state *s, int64_t step, step_result *r) {
     if (ampc_grad_scaler_enabled(s->scaler)) {
         if (ampc_grad_scaler_step(s->scaler, s->opt, &stepped) != AMPC_OK) return fail(s->prog, "step");
         ampc_grad_scaler_overflow ov;
-        ampc_grad_scaler_overflow_get(s->scaler, &ov);
+        ampc_grad_scaler_get_overflow(s->scaler, &ov);
         if (!stepped) snprintf(r->inf_tensor, sizeof r->inf_tensor, "%s", ov.first_tensor);
         if (ampc_grad_scaler_update(s->scaler) != AMPC_OK) return fail(s->prog, "scaler update");
     } else if (isfinite(lv) && ampc_optim_grads_finite(s->opt, &bad)) {   /* no scaler: skip non-finite steps */
