@@ -491,6 +491,7 @@ AMPC_API ampc_tensor *ampc_layer_norm(ampc_ctx *ctx, const ampc_tensor *x, const
 AMPC_API ampc_tensor *ampc_embedding(ampc_ctx *ctx, const ampc_tensor *weight, const ampc_tensor *ids);
 /* logits: (N, C); targets: (N) I32/I64 class indices in [0, C) or ignore_index. Mean over the targets
  * that are not ignore_index (NaN when all are ignored, as in PyTorch). -> a 0-dim tensor. */
+#define AMPC_IGNORE_INDEX (-100)   /* PyTorch's default ignore_index */
 AMPC_API ampc_tensor *ampc_cross_entropy(ampc_ctx *ctx, const ampc_tensor *logits, const ampc_tensor *targets,
                                          int64_t ignore_index);
 #define AMPC_IGNORE_INDEX_DEFAULT (-100)

@@ -61,7 +61,7 @@ static void state_free(run_state *s) {
 }
 
 static bool scaler_enabled(const run_config *cfg) {
-    return cfg->scaler_mode == 1 || (cfg->scaler_mode == 0 && cfg->prec == PREC_FP16);
+    return cfg->scaler_mode == RUN_SCALER_ON || (cfg->scaler_mode == RUN_SCALER_AUTO && cfg->prec == PREC_FP16);
 }
 
 /* Model and data must agree: the GPT reads text, the classifiers read images; simple brings its own data. */
@@ -113,13 +113,13 @@ static int setup(run_state *s, const ampc_dataset *ds) {
         mc.in_features = (int)(s->info.input_shape[0] * s->info.input_shape[1] * s->info.input_shape[2]);
     }
     if (ampc_model_new(s->ctx, &mc, &s->model) != AMPC_OK) return fail(s->prog, "model");
-    ampc_optim_params op = {.kind = cfg->optimizer == 1 ? AMPC_OPTIM_SGD : AMPC_OPTIM_ADAMW, .lr = cfg->lr,
+    ampc_optim_params op = {.kind = cfg->optimizer == RUN_OPTIM_SGD ? AMPC_OPTIM_SGD : AMPC_OPTIM_ADAMW, .lr = cfg->lr,
                             .weight_decay = cfg->weight_decay, .momentum = cfg->momentum, .beta2 = cfg->beta2,
-                            .master = (ampc_master_mode)cfg->master};
+                            .master = cfg->master};
     if (ampc_optim_new(s->ctx, &op, &s->opt) != AMPC_OK || ampc_model_add_to_optim(s->model, s->opt) != AMPC_OK)
         return fail(s->prog, "optimizer");
-    if (ampc_autocast_load_table(s->ctx, (ampc_autocast_table)cfg->amp_table) != AMPC_OK) return fail(s->prog, "amp table");
-    if (ampc_set_fp32_matmul_precision(s->ctx, (ampc_fp32_precision)cfg->fp32_matmul) != AMPC_OK)
+    if (ampc_autocast_load_table(s->ctx, cfg->amp_table) != AMPC_OK) return fail(s->prog, "amp table");
+    if (ampc_set_fp32_matmul_precision(s->ctx, cfg->fp32_matmul) != AMPC_OK)
         return fail(s->prog, "fp32 matmul precision");
     for (int i = 0; i < cfg->n_fp32_ops; i++)
         if (ampc_autocast_set_policy(s->ctx, cfg->fp32_ops[i], AMPC_CAST_FP32) != AMPC_OK) return fail(s->prog, "--fp32-ops");
@@ -169,7 +169,7 @@ static int save(run_state *s, int64_t step) {
 
 static double lr_at(const run_config *cfg, int64_t step, int64_t total) {
     if (step < cfg->warmup) return cfg->lr * (double)(step + 1) / (double)cfg->warmup;   /* either schedule */
-    if (cfg->lr_schedule == 0) return cfg->lr;
+    if (cfg->lr_schedule == RUN_LR_CONSTANT) return cfg->lr;
     double progress = total > cfg->warmup ? (double)(step - cfg->warmup) / (double)(total - cfg->warmup) : 1.0;
     return cfg->lr * (0.1 + 0.9 * 0.5 * (1.0 + cos(3.14159265358979323846 * progress)));
 }
@@ -238,7 +238,7 @@ static int evaluate(run_state *s, eval_result *out) {
         int64_t n = s->lm ? ampc_tensor_numel(y) : ampc_tensor_dim(y, 0);
         autocast_begin(s);
         ampc_tensor *logits = s->lm ? NULL : ampc_model_forward(s->model, x);
-        ampc_tensor *loss = s->lm ? ampc_model_loss(s->model, x, y) : ampc_cross_entropy(s->ctx, logits, y, -100);
+        ampc_tensor *loss = s->lm ? ampc_model_loss(s->model, x, y) : ampc_cross_entropy(s->ctx, logits, y, AMPC_IGNORE_INDEX);
         autocast_end(s);
         float v;
         if (!loss || ampc_tensor_copy_to(loss, &v, AMPC_DTYPE_F32) != AMPC_OK) rc = fail(s->prog, "evaluation");

@@ -12,25 +12,32 @@
 typedef enum precision { PREC_FP32 = 0, PREC_BF16, PREC_FP16, PREC_COUNT } precision;
 extern const char *const precision_names[PREC_COUNT + 1];   /* "fp32", "bf16", "fp16", NULL */
 
+/* The choices of options that have no library enum, in the order of their choice lists (run_options.c):
+ * a CLI_CHOICE option stores the index of the value given. */
+typedef enum run_scaler_mode { RUN_SCALER_AUTO = 0, RUN_SCALER_ON, RUN_SCALER_OFF } run_scaler_mode;
+typedef enum run_optimizer { RUN_OPTIM_ADAMW = 0, RUN_OPTIM_SGD } run_optimizer;
+typedef enum run_lr_schedule { RUN_LR_CONSTANT = 0, RUN_LR_COSINE } run_lr_schedule;
+typedef enum run_param_dtype { RUN_PARAM_F32 = 0, RUN_PARAM_BF16, RUN_PARAM_F16 } run_param_dtype;
+
 #define RUN_MAX_FP32_OPS 40
 
 typedef struct run_config {
     ampc_model_config model;
     const char *data_spec;          /* "builtin", "fashion-mnist[:DIR]", "text:FILE" */
     precision prec;
-    int scaler_mode;                /* index into {"auto", "on", "off"}; auto = on for fp16 only */
+    run_scaler_mode scaler_mode;    /* auto = on for fp16 only */
     ampc_grad_scaler_params scaler; /* the knobs (enabled is decided by scaler_mode) */
     const char *fp32_ops[RUN_MAX_FP32_OPS];
     int n_fp32_ops;
-    int amp_table;                  /* ampc_autocast_table */
-    int fp32_matmul;                /* ampc_fp32_precision */
+    ampc_autocast_table amp_table;
+    ampc_fp32_precision fp32_matmul;
     int64_t steps, epochs;          /* exactly one > 0 after defaults */
     int64_t batch;
     double lr;
-    int optimizer;                  /* 0 adamw, 1 sgd */
+    run_optimizer optimizer;
     double weight_decay, momentum;
     double beta2;                   /* AdamW */
-    int lr_schedule;                /* 0 constant, 1 cosine (with warmup) */
+    run_lr_schedule lr_schedule;    /* cosine: with warmup */
     int64_t warmup;
     double clip;                    /* 0 = no clipping */
     uint64_t seed;
@@ -39,7 +46,7 @@ typedef struct run_config {
     bool quiet;
     bool check_finite;              /* anomaly mode */
     bool no_eval;                   /* skip the final evaluation (benchmarks) */
-    int master;                     /* ampc_master_mode (for low-precision parameters) */
+    ampc_master_mode master;        /* for low-precision parameters */
     const char *label;              /* printed on progress lines */
     /* checkpoints (ampc train): */
     const char *checkpoint;         /* saved here at the end, and every checkpoint_every steps */
@@ -50,7 +57,8 @@ typedef struct run_config {
     int n_ck_meta;
     /* raw option values, turned into the fields above by run_finish_options */
     struct {
-        int model, param_dtype;
+        ampc_model_kind model;
+        run_param_dtype param_dtype;
         int64_t layers, d_model, heads, context, growth_interval, hysteresis, seed, threads;
         int64_t hidden[AMPC_MODEL_MAX_HIDDEN];
     } cli;

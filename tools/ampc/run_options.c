@@ -1,4 +1,4 @@
-/* run_options.c: the options `ampc train` and `ampc compare` share (design.md §4), as one table that
+/* run_options.c: the options `ampc train` and `ampc compare` share, as one table that
  * writes into a run_config, and the defaults that depend on other options: batch, learning rate and
  * run length follow the model and the data (a character GPT on text wants different numbers from a CNN
  * on Fashion-MNIST), unless given. */
@@ -11,14 +11,20 @@
 
 const char *const precision_names[PREC_COUNT + 1] = {"fp32", "bf16", "fp16", NULL};
 
-static const char *const model_names[] = {"gpt", "mlp", "cnn", "simple", NULL};
-static const char *const scaler_modes[] = {"auto", "on", "off", NULL};
-static const char *const tables[] = {"tutorial", "pytorch-cpu", "pytorch-cuda", NULL};
-static const char *const fp32_precisions[] = {"highest", "high", "medium", NULL};   /* ampc_fp32_precision */
-static const char *const optimizers[] = {"adamw", "sgd", NULL};
-static const char *const schedules[] = {"constant", "cosine", NULL};
-static const char *const dtypes[] = {"f32", "bf16", "f16", NULL};
-static const char *const masters[] = {"auto", "none", NULL};
+/* Choice lists, each in the order of the enum its option stores into (CLI_CHOICE stores the index). */
+static const char *const model_names[] = {"gpt", "mlp", "cnn", "simple", NULL};           /* ampc_model_kind */
+static const char *const scaler_modes[] = {"auto", "on", "off", NULL};                    /* run_scaler_mode */
+static const char *const tables[] = {"tutorial", "pytorch-cpu", "pytorch-cuda", NULL};    /* ampc_autocast_table */
+static const char *const fp32_precisions[] = {"highest", "high", "medium", NULL};         /* ampc_fp32_precision */
+static const char *const optimizers[] = {"adamw", "sgd", NULL};                           /* run_optimizer */
+static const char *const schedules[] = {"constant", "cosine", NULL};                      /* run_lr_schedule */
+static const char *const dtypes[] = {"f32", "bf16", "f16", NULL};                         /* run_param_dtype */
+static const char *const masters[] = {"auto", "none", NULL};                              /* ampc_master_mode */
+/* A CLI_CHOICE option writes an int; every enum above is int-sized (gcc: unsigned int or int). */
+_Static_assert(sizeof(run_scaler_mode) == sizeof(int) && sizeof(run_optimizer) == sizeof(int) && sizeof(run_lr_schedule) == sizeof(int) && sizeof(ampc_model_kind) == sizeof(int) &&
+                   sizeof(ampc_autocast_table) == sizeof(int) && sizeof(ampc_fp32_precision) == sizeof(int) &&
+                   sizeof(ampc_master_mode) == sizeof(int) && sizeof(run_param_dtype) == sizeof(int),
+               "CLI_CHOICE outputs are ints");
 
 /* --hidden 1024,1024: up to AMPC_MODEL_MAX_HIDDEN positive widths */
 static bool parse_hidden(const char *v, void *out, char *why, size_t why_size) {
@@ -178,9 +184,10 @@ static bool given(const cli_opt *opts, int n, const bool *seen, const char *name
 }
 
 int run_finish_options(const char *prog, run_config *cfg, const cli_opt *opts, int nopts, const bool *seen) {
-    static const ampc_dtype dt[] = {AMPC_DTYPE_F32, AMPC_DTYPE_BF16, AMPC_DTYPE_F16};
+    static const ampc_dtype dt[] = {[RUN_PARAM_F32] = AMPC_DTYPE_F32, [RUN_PARAM_BF16] = AMPC_DTYPE_BF16,
+                                    [RUN_PARAM_F16] = AMPC_DTYPE_F16};
     ampc_model_config *m = &cfg->model;
-    m->kind = (ampc_model_kind)cfg->cli.model;
+    m->kind = cfg->cli.model;
     m->layers = (int)cfg->cli.layers, m->d_model = (int)cfg->cli.d_model, m->heads = (int)cfg->cli.heads;
     m->context = (int)cfg->cli.context;
     m->param_dtype = dt[cfg->cli.param_dtype];
@@ -194,7 +201,7 @@ int run_finish_options(const char *prog, run_config *cfg, const cli_opt *opts, i
     bool text_model = m->kind == AMPC_MODEL_GPT;
     if (!given(opts, nopts, seen, "batch"))
         cfg->batch = m->kind == AMPC_MODEL_GPT ? 16 : m->kind == AMPC_MODEL_SIMPLE ? 6 : 64;
-    if (!given(opts, nopts, seen, "lr")) cfg->lr = cfg->optimizer == 1 ? 0.1 : 1e-3;
+    if (!given(opts, nopts, seen, "lr")) cfg->lr = cfg->optimizer == RUN_OPTIM_SGD ? 0.1 : 1e-3;
     /* small char-level GPTs at lr 1e-3 hit loss spikes early on without it (in every precision) */
     if (!given(opts, nopts, seen, "clip") && m->kind == AMPC_MODEL_GPT) cfg->clip = 1.0;
     /* GPT practice (GPT-3, nanoGPT): beta2 0.95; with 0.999 rarely-updated rows blow up in a single step */
@@ -212,10 +219,10 @@ int run_finish_options(const char *prog, run_config *cfg, const cli_opt *opts, i
      * the built-in corpus, 2 layers, warmup 30 spikes at step ~40 in both), and an FP16 run's skipped
      * steps there put it on another path; 100 warmup steps avoid it */
     if (m->kind == AMPC_MODEL_GPT) {
-        if (!given(opts, nopts, seen, "lr-schedule")) cfg->lr_schedule = 1;
+        if (!given(opts, nopts, seen, "lr-schedule")) cfg->lr_schedule = RUN_LR_COSINE;
         if (!given(opts, nopts, seen, "warmup")) cfg->warmup = cfg->steps ? (cfg->steps / 3 < 100 ? cfg->steps / 3 : 100) : 100;
     }
-    if (cfg->momentum > 0 && cfg->optimizer != 1) {
+    if (cfg->momentum > 0 && cfg->optimizer != RUN_OPTIM_SGD) {
         fprintf(stderr, "%s: --momentum applies to --optimizer sgd only\n", prog);
         return CLI_EXIT_USAGE;
     }

@@ -1,0 +1,43 @@
+#!/bin/sh
+# compat_resume.sh AMPC FIXTURES: a checkpoint written by an earlier release loads in this one and the
+# run continues exactly as it did there. FIXTURES (tests/fixtures/v0.1.0) holds what ampc 0.1.0 wrote
+# for two runs of 24 steps with a checkpoint every 12 (--keep 2), and their JSONL logs:
+#   gpt     1 layer, d 16, FP16 autocast + GradScaler (skipped steps and growth on both sides of step 12),
+#           dropout 0.1, AdamW, 1 thread
+#   simple  the tutorials' SimpleModel, BF16 parameters with F32 masters, SGD with momentum, 1 thread
+# This build resumes each step-12 file for the remaining 12 steps; its step records and final evaluation
+# must equal 0.1.0's (all fields but the timing ones and peak_bytes), and its step-24 checkpoint must
+# hold the same tensors (the payload checksum) and metadata as 0.1.0's, but for the library version.
+# A change that alters numerics on purpose regenerates the fixtures with the commands above (see
+# docs/testing.md) and says so.
+set -u
+AMPC=$1
+FIX=$2
+DIR=$(mktemp -d "${TMPDIR:-/tmp}/ampc_compat_XXXXXX")
+trap 'rm -rf "$DIR"' EXIT
+FAILS=0
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+ok() { echo "ok: $*"; }
+
+# JSONL records without the fields that differ between processes.
+records() { sed -E 's/,"(tokens_per_s|samples_per_s|peak_bytes|seconds)":[^,}]*//g' "$1"; }
+# `ampc inspect --json` without the library version (and the file name, which differs).
+summary() { "$AMPC" inspect --json "$1" | grep -v '"ampc.version"\|"file"'; }
+
+for run in gpt simple; do
+    "$AMPC" train --resume "$FIX/$run-step00000012.st" --checkpoint "$DIR/$run.st" --log "$DIR/$run.jsonl" \
+        --quiet > "$DIR/$run.out" 2>&1 || { fail "$run: resume of the 0.1.0 checkpoint: $(cat "$DIR/$run.out")"; continue; }
+    records "$FIX/${run}_full.jsonl" | tail -n 13 > "$DIR/$run.want"
+    records "$DIR/$run.jsonl" > "$DIR/$run.got"
+    if [ "$(wc -l < "$DIR/$run.got")" -eq 13 ] && cmp -s "$DIR/$run.want" "$DIR/$run.got"; then
+        ok "$run: steps 12..23 and the final evaluation equal 0.1.0's"
+    else
+        fail "$run: the resumed run differs from 0.1.0's"
+        diff "$DIR/$run.want" "$DIR/$run.got" | head -6
+    fi
+    summary "$FIX/$run-step00000024.st" > "$DIR/$run.want.st"
+    summary "$DIR/$run.st" > "$DIR/$run.got.st"
+    if cmp -s "$DIR/$run.want.st" "$DIR/$run.got.st"; then ok "$run: the step-24 checkpoint equals 0.1.0's"
+    else fail "$run: the step-24 checkpoint differs from 0.1.0's"; diff "$DIR/$run.want.st" "$DIR/$run.got.st" | head -6; fi
+done
+[ "$FAILS" -eq 0 ] && echo "compat_resume: passed" || { echo "compat_resume: $FAILS failed"; exit 1; }
