@@ -1,9 +1,11 @@
 #!/bin/sh
 # checkpoint_cli.sh AMPC JSON_CHECK: checkpoints through `ampc train` and `ampc inspect`.
 #  - Resume is exact: for fp32, bf16 and fp16 (GradScaler), 2N steps in one run and N steps + --resume +
-#    N steps give the same checkpoint file byte for byte and the same JSONL step records (all fields but
-#    the timing ones and peak_bytes); the second half crosses an epoch boundary, and the fp16 one a
-#    skipped step (checked from the log).
+#    N steps give the same checkpoint file byte for byte (with the same checkpoint settings: a checkpoint
+#    records its file name and cadence, so the runs save to x.st in folders of their own) and the same
+#    JSONL step records (all fields but the timing ones and peak_bytes); the second half crosses an epoch
+#    boundary, and the fp16 one a skipped step (checked from the log). A periodic save changes nothing
+#    but the recorded cadence.
 #  - --keep N keeps the newest N numbered checkpoints and FILE is the newest.
 #  - Bad input: missing, foreign, corrupt or truncated files, another model shape, flags without
 #    --checkpoint, an unwritable directory: one clear line, the right exit status, nothing lost.
@@ -27,26 +29,28 @@ COMMON="--data text:$DIR/c.txt --layers 1 --d-model 32 --heads 2 --context 16 --
 
 # The JSONL step records without the fields that may differ between processes.
 records() { grep -v '"final"' "$1" | sed -E 's/,"(tokens_per_s|samples_per_s|peak_bytes)":[^,}]*//g'; }
+# A checkpoint's content but its recorded cadence (and the file name inspect prints).
+content() { "$AMPC" inspect --json "$1" | grep -v '"file"\|"train.checkpoint_every"\|"train.keep"'; }
 
 check_resume() {   # precision, extra flags
     p=$1; shift
-    d="$DIR/$p"; mkdir -p "$d"
+    d="$DIR/$p"; mkdir -p "$d/a" "$d/b" "$d/c"
     # shellcheck disable=SC2086
-    "$AMPC" train $COMMON --precision "$p" "$@" --steps 24 --log "$d/a.jsonl" --checkpoint "$d/a.st" > /dev/null ||
+    "$AMPC" train $COMMON --precision "$p" "$@" --steps 24 --log "$d/a.jsonl" --checkpoint "$d/a/x.st" > /dev/null ||
         { fail "$p: uninterrupted run"; return; }
     # shellcheck disable=SC2086
-    "$AMPC" train $COMMON --precision "$p" "$@" --steps 24 --checkpoint "$d/b.st" --checkpoint-every 12 --keep 3 \
+    "$AMPC" train $COMMON --precision "$p" "$@" --steps 24 --checkpoint "$d/b/x.st" --checkpoint-every 12 --keep 3 \
         --log "$d/b.jsonl" > /dev/null || { fail "$p: run with periodic checkpoints"; return; }
-    [ -f "$d/b-step00000012.st" ] || { fail "$p: no numbered checkpoint at step 12"; return; }
-    "$AMPC" train --resume "$d/b-step00000012.st" --checkpoint "$d/c.st" --log "$d/c.jsonl" --quiet > /dev/null ||
-        { fail "$p: resume"; return; }
-    if cmp -s "$d/a.st" "$d/c.st"; then ok "$p: 24 steps == 12 + resume + 12 (checkpoint files identical)"
+    [ -f "$d/b/x-step00000012.st" ] || { fail "$p: no numbered checkpoint at step 12"; return; }
+    "$AMPC" train --resume "$d/b/x-step00000012.st" --checkpoint "$d/c/x.st" --checkpoint-every 0 --keep 1 \
+        --log "$d/c.jsonl" --quiet > /dev/null || { fail "$p: resume"; return; }
+    if cmp -s "$d/a/x.st" "$d/c/x.st"; then ok "$p: 24 steps == 12 + resume + 12 (checkpoint files identical)"
     else fail "$p: final checkpoints differ after resume"; fi
     records "$d/a.jsonl" | tail -n 12 > "$d/a.tail"
     records "$d/c.jsonl" > "$d/c.rec"
     if [ "$(wc -l < "$d/c.rec")" -eq 12 ] && cmp -s "$d/a.tail" "$d/c.rec"; then ok "$p: steps 12..23 logged identically"
     else fail "$p: resumed log differs"; diff "$d/a.tail" "$d/c.rec" | head -5; fi
-    cmp -s "$d/a.st" "$d/b.st" || fail "$p: periodic checkpoints changed the run"
+    [ "$(content "$d/a/x.st")" = "$(content "$d/b/x.st")" ] || fail "$p: periodic checkpoints changed the run"
 }
 
 check_resume fp32
@@ -58,10 +62,11 @@ else
     fail "fp16: no skipped step after step 12 (the test does not cover a resume across a skip)"
 fi
 # the simple model: no data loader, an RNG and a scaler
-"$AMPC" train --model simple --precision fp16 --steps 10 --checkpoint "$DIR/s.st" --quiet > /dev/null &&
-"$AMPC" train --model simple --precision fp16 --steps 10 --checkpoint "$DIR/s5.st" --checkpoint-every 5 --keep 2 --quiet > /dev/null &&
-"$AMPC" train --resume "$DIR/s5-step00000005.st" --checkpoint "$DIR/s2.st" --quiet > /dev/null &&
-cmp -s "$DIR/s.st" "$DIR/s2.st" && ok "simple: resume exact" || fail "simple: resume"
+mkdir -p "$DIR/s1" "$DIR/s2"
+"$AMPC" train --model simple --precision fp16 --steps 10 --checkpoint "$DIR/s1/s.st" --checkpoint-every 5 --keep 2 \
+    --quiet > /dev/null &&
+"$AMPC" train --resume "$DIR/s1/s-step00000005.st" --checkpoint "$DIR/s2/s.st" --quiet > /dev/null &&
+cmp -s "$DIR/s1/s.st" "$DIR/s2/s.st" && ok "simple: resume exact" || fail "simple: resume"
 
 # --keep: the newest N numbered files survive, FILE is the newest
 d="$DIR/keep"; mkdir -p "$d"
@@ -80,13 +85,13 @@ cmp -s "$d/k.safetensors" "$d/k-step00000010.safetensors" || fail "--keep: FILE 
     fail "--resume with a new run length"
 
 # ampc inspect
-out=$("$AMPC" inspect "$DIR/fp16/a.st") || fail "inspect exit status"
+out=$("$AMPC" inspect "$DIR/fp16/a/x.st") || fail "inspect exit status"
 for want in "ampc checkpoint, format version 1" "step:       24" "scaler:     enabled" "optimizer:  adamw" \
             "data:       epoch 1" "options:    --data text:" "optim.wte.weight.exp_avg_sq" "blocks.0.attn.qkv.weight"; do
     case "$out" in *"$want"*) ;; *) fail "inspect output lacks '$want'" ;; esac
 done
-"$AMPC" inspect --json "$DIR/fp16/a.st" | "$JSON_CHECK" || fail "inspect --json is not valid JSON"
-"$AMPC" inspect --json "$DIR/fp16/a.st" | grep -q '"ampc.scaler.scale"' || fail "inspect --json lacks the scaler"
+"$AMPC" inspect --json "$DIR/fp16/a/x.st" | "$JSON_CHECK" || fail "inspect --json is not valid JSON"
+"$AMPC" inspect --json "$DIR/fp16/a/x.st" | grep -q '"ampc.scaler.scale"' || fail "inspect --json lacks the scaler"
 ok "inspect"
 
 # expect STATUS NEEDLE CMD...: exit status and one stderr line containing NEEDLE
@@ -98,7 +103,7 @@ expect() {
     if [ $rc -eq "$st" ] && [ "$lines" -eq 1 ] && grep -qF -- "$needle" "$DIR/err"; then ok "exit $st: $(cat "$DIR/err")"
     else fail "$* -> exit $rc (want $st), stderr: $(cat "$DIR/err")"; fi
 }
-A="$DIR/fp32/a.st"
+A="$DIR/fp32/a/x.st"
 expect 1 "nothing.st" "$AMPC" train --resume "$DIR/nothing.st"
 expect 1 "nothing.st" "$AMPC" inspect "$DIR/nothing.st"
 expect 2 "--keep needs --checkpoint" "$AMPC" train --keep 3
@@ -121,8 +126,21 @@ cp "$A" "$DIR/keep.st"
 # shellcheck disable=SC2086
 expect 1 "no/such/dir/x.st" "$AMPC" train $COMMON --steps 2 --checkpoint "$DIR/no/such/dir/x.st"
 cmp -s "$A" "$DIR/keep.st" || fail "a failed save changed another file"
-# resuming a finished run trains nothing and keeps the state
-"$AMPC" train --resume "$A" --checkpoint "$DIR/again.st" --quiet > /dev/null && cmp -s "$A" "$DIR/again.st" &&
-    ok "resume of a finished run keeps its state" || fail "resume of a finished run"
+# resuming a finished run says so and does nothing: no training, no save, no NaN
+cp "$A" "$DIR/done.st"
+out=$("$AMPC" train --resume "$DIR/done.st" --checkpoint "$DIR/again.st" 2>&1)
+rc=$?
+case "$out" in
+*"this run is complete after 24 steps; pass --steps N with N > 24"*)
+    if [ $rc -ne 0 ] || printf '%s' "$out" | grep -qiw nan; then fail "resume of a finished run: exit $rc, $out"
+    elif [ -e "$DIR/again.st" ] || ! cmp -s "$A" "$DIR/done.st"; then fail "resume of a finished run wrote a checkpoint"
+    else ok "resume of a finished run: $out"; fi ;;
+*) fail "resume of a finished run: $out" ;;
+esac
+out=$("$AMPC" train --resume "$DIR/done.st" --steps 20 2>&1)
+case "$out" in
+*"complete after 24 steps (more than the 20 asked for)"*) ok "resume with fewer --steps: $out" ;;
+*) fail "resume with fewer --steps: $out" ;;
+esac
 
 [ $FAILS -eq 0 ] && echo "checkpoint_cli: all passed" || { echo "checkpoint_cli: $FAILS failed"; exit 1; }

@@ -21,7 +21,11 @@ RUN=(train --data "text:$DIR/c.txt" --layers 2 --d-model 64 --heads 4 --context 
      --precision fp16 --init-scale 1e7 --growth-interval 4 --steps 400 --quiet)
 
 start=$(date +%s%N)
-"$AMPC" "${RUN[@]}" --checkpoint "$DIR/ref.st" --log "$DIR/ref.jsonl" > /dev/null || { echo "FAIL: reference run"; exit 1; }
+# the same checkpoint settings as the killed runs (a checkpoint records its file name and cadence), in a
+# folder of its own
+mkdir "$DIR/ref"
+"$AMPC" "${RUN[@]}" --checkpoint "$DIR/ref/ck.st" --checkpoint-every 1 --log "$DIR/ref.jsonl" > /dev/null ||
+    { echo "FAIL: reference run"; exit 1; }
 echo "reference run: $((($(date +%s%N) - start) / 1000000)) ms"
 grep -q '"skipped":true' "$DIR/ref.jsonl" || { echo "FAIL: the reference run skips no step"; exit 1; }
 
@@ -59,7 +63,7 @@ done
 echo "kills: $kills ($in_save during a save), attempts: $attempts"
 [ $in_save -gt 0 ] || echo "warning: no kill landed inside a save this time"
 
-if ! cmp "$DIR/ref.st" "$ck"; then echo "FAIL: final checkpoint differs from the uninterrupted run"; exit 1; fi
+if ! cmp "$DIR/ref/ck.st" "$ck"; then echo "FAIL: final checkpoint differs from the uninterrupted run"; exit 1; fi
 # the last record of each step over all attempts, in step order, without timing fields
 strip() { sed -E 's/,"(tokens_per_s|samples_per_s|peak_bytes)":[^,}]*//g'; }
 # (attempts in order; a line cut by a kill is dropped: its step was redone by a later attempt)

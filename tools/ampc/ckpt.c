@@ -1,7 +1,8 @@
 /* ckpt.c: saving with rotation (see ckpt.h). The library writes one file atomically; this adds the
  * numbered copies: the checkpoint is written as its numbered name, then linked to FILE through a
  * temporary name and a rename (link() cannot replace a file), and old numbered copies are pruned by
- * scanning the directory, so copies left by an earlier, interrupted process are counted too. */
+ * scanning the directory, so copies left by an earlier, interrupted process are counted too. A save that
+ * fails can fall back to a rescue file in the temporary directory, so a run outlives its destination. */
 #include "ckpt.h"
 
 #include <dirent.h>
@@ -121,4 +122,15 @@ int ckpt_save(const char *prog, const char *path, int64_t keep, const ampc_check
     int rc = link_newest(prog, numbered, path);
     if (!rc) prune(prog, path, keep);
     return rc;
+}
+
+int ckpt_save_or_rescue(const char *prog, const char *path, int64_t keep, const ampc_checkpoint_state *state,
+                        char *rescue, size_t size) {
+    if (ckpt_save(prog, path, keep, state) == 0) return 0;
+    const char *tmp = getenv("TMPDIR"), *slash = strrchr(path, '/');
+    snprintf(rescue, size, "%s/ampc-rescue-%ld-%s", tmp && *tmp ? tmp : "/tmp", (long)getpid(), slash ? slash + 1 : path);
+    if (ampc_checkpoint_save(rescue, state) == AMPC_OK) return 1;
+    fprintf(stderr, "%s: --checkpoint: the rescue copy failed too: %s\n", prog, ampc_last_error());
+    rescue[0] = '\0';
+    return 2;
 }

@@ -11,6 +11,13 @@
 /* Saves state; 1 after printing `prog: --checkpoint: ...` on stderr. */
 int ckpt_save(const char *prog, const char *path, int64_t keep, const ampc_checkpoint_state *state);
 
+/* Saves state as ckpt_save does; when that fails (a full disk, a directory that went away), writes it to
+ * a rescue file in $TMPDIR (or /tmp), named ampc-rescue-PID-NAME after FILE's name, so the state held in
+ * memory is not lost with the destination. Returns 0 when saved at path, 1 when saved only to the rescue
+ * file (its name in rescue), 2 when nothing could be saved; every failure is printed. */
+int ckpt_save_or_rescue(const char *prog, const char *path, int64_t keep, const ampc_checkpoint_state *state,
+                        char *rescue, size_t size);
+
 /* STEM-stepS.EXT for path = STEM.EXT (EXT: the last extension of the file name, or none). */
 void ckpt_step_name(const char *path, int64_t step, char *buf, size_t size);
 

@@ -1,9 +1,13 @@
 /* compare.c: `ampc compare`: the same run (seed, initial weights, batches) in several precisions, one
  * after the other, then the answer to "did mixed precision help, and did it hurt accuracy?": a table on
  * stdout and, with --report DIR, report.md, loss.svg, scale.svg and each run's JSONL. Differences of
- * the loss against the FP32 run are computed step by step from the runs themselves. */
+ * the loss against the FP32 run are computed step by step from the runs themselves. Every report file
+ * is tried before the first run, so a comparison is never lost to its last write; the table fits the
+ * terminal (or COLUMNS), and Ctrl-C stops after the step in progress. */
 #include "cli.h"
 #include "run.h"
+#include "safety.h"
+#include "term.h"
 
 #include <errno.h>
 #include <math.h>
@@ -31,6 +35,19 @@ static int make_dir(const char *prog, const char *dir) {
     fprintf(stderr, "%s: --report: cannot create directory '%s': %s\n", prog, dir,
             errno == EEXIST ? "a file of that name exists" : strerror(errno));
     return CLI_EXIT_FAIL;
+}
+
+/* The folder and every file the report will write there, tried before the first run. */
+static int check_report_dir(const char *prog, const char *dir, const prec_list *pl) {
+    int rc = make_dir(prog, dir);
+    static const char *const files[] = {"report.md", "loss.svg", "scale.svg"};
+    char path[4200];
+    for (int i = 0; !rc && i < 3 + pl->n; i++) {
+        if (i < 3) snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        else snprintf(path, sizeof path, "%s/%s.jsonl", dir, precision_names[pl->p[i - 3]]);
+        if (safety_check_writable(prog, "report", path, false)) rc = CLI_EXIT_FAIL;
+    }
+    return rc;
 }
 
 /* |loss - loss_fp32| per step and over the final window, and the speed-up, from the runs themselves. */
@@ -71,8 +88,13 @@ static int run_all(const char *prog, run_config *cfg, const prec_list *pl, const
                 return CLI_EXIT_FAIL;
             }
         }
+        cfg->runs_after = pl->n - 1 - i;
         int rc = run_training(prog, cfg, ds, log, &runs[i]);
         if (log) fclose(log);
+        if (runs[i].stopped_by)
+            fprintf(stderr, "%s: stopped by %s in the %s run after %lld of %lld steps; no report\n", prog,
+                    safety_signal_name(runs[i].stopped_by), cfg->label, (long long)runs[i].r.n,
+                    (long long)runs[i].total);
         if (rc) return rc;
     }
     return 0;
@@ -95,7 +117,9 @@ int cmd_compare(int argc, char **argv) {
     int rc = cli_parse_or_exit(prog, usage, opts, (size_t)n, argc, argv, 0, NULL, &po);
     if (rc < 0) rc = run_finish_options(prog, &cfg, opts, n, seen);
     if (rc >= 0) return rc;
-    if (dir && (rc = make_dir(prog, dir))) return rc;
+    if (dir && (rc = check_report_dir(prog, dir, &pl))) return rc;
+    safety_install_signals();
+    run_warn_threads(prog, &cfg);
     ampc_dataset *ds = NULL;
     if ((rc = run_open_data(prog, &cfg, &ds))) return rc;
     run_output runs[PREC_COUNT] = {0};
@@ -116,7 +140,7 @@ int cmd_compare(int argc, char **argv) {
         join_command(argc, argv, command, sizeof command);
         int threads = cfg.threads ? cfg.threads : ampc_cpu()->online_cpus;
         report_meta meta = {model, info.name, command, rr[0].n, threads, cfg.seed};
-        report_print_table(stdout, &meta, rr, pl.n, true);
+        report_print_table_fit(stdout, &meta, rr, pl.n, true, term_columns(stdout));
         char err[512];
         if (dir && report_write_dir(dir, &meta, rr, pl.n, err, sizeof err) != 0) {
             fprintf(stderr, "%s: --report: %s\n", prog, err);

@@ -2,13 +2,15 @@
  * One table model (a row of formatted cells per run) is built once and rendered twice, as aligned text
  * for the terminal and as a markdown table for report.md, so both always show the same values. Under the
  * table a verdict line per run says, from the same numbers, how much faster it was and how far its final
- * loss (and accuracy) landed from FP32's. The folder also gets two charts: loss.svg (raw loss, faint, and
- * the same smoothed, for every run) and scale.svg (the loss scale of every run that used a
- * scaler, skipped steps marked). Numbers have fixed formats, so only the timing columns differ between
+ * loss (and accuracy) landed from FP32's; on a narrow terminal the text table gets short headers and
+ * splits into blocks, and the prose wraps. The folder also gets two charts: loss.svg (raw loss, faint,
+ * and the same smoothed as TensorBoard smooths, for every run) and scale.svg (the loss scale of every run
+ * that used a scaler, skipped steps marked). Numbers have fixed formats, so only the timing columns differ between
  * two runs of the same command. */
 #include "report.h"
 
 #include "svg.h"
+#include "term.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -66,6 +68,22 @@ static bool used_scaler(const run_result *r) {
     return false;
 }
 
+/* ---- a growing string ---- */
+
+typedef struct sbuf {
+    char *p;
+    size_t size, len;
+} sbuf;
+
+static void sb_add(sbuf *b, const char *f, ...) {
+    if (b->len >= b->size) return;
+    va_list ap;
+    va_start(ap, f);
+    int n = vsnprintf(b->p + b->len, b->size - b->len, f, ap);
+    va_end(ap);
+    if (n > 0) b->len += (size_t)n;
+}
+
 /* ---- the table model ---- */
 
 enum { C_LABEL, C_LOSS, C_EVAL_LOSS, C_EVAL_ACC, C_MAX_D, C_FINAL_D, C_SKIPPED, C_SCALE, C_PEAK,
@@ -73,6 +91,7 @@ enum { C_LABEL, C_LOSS, C_EVAL_LOSS, C_EVAL_ACC, C_MAX_D, C_FINAL_D, C_SKIPPED, 
 #define CELL 48
 
 typedef struct table {
+    bool compact;                   /* short headers, for narrow terminals */
     int ncols;
     int col[NCOLS];                 /* which C_* each shown column is */
     const char *head[NCOLS];
@@ -113,13 +132,30 @@ static bool column_shown(int c, const run_result *runs, int n, bool timing) {
     return false;
 }
 
-static int table_build(table *t, const run_result *runs, int n, bool timing) {
-    static const char *const heads[NCOLS] = {"precision", "final loss", "eval loss", "eval acc", "max |Δloss|",
-                                             "final |Δloss|", "skipped", "final scale", "peak MiB", NULL,
-                                             "time s", "speed-up"};
+static const char *const full_heads[NCOLS] = {"precision", "final loss", "eval loss", "eval acc", "max |Δloss|",
+                                              "final |Δloss|", "skipped", "final scale", "peak MiB", NULL,
+                                              "time s", "speed-up"};
+/* The compact table's headers and the key printed under it (NULL: nothing to explain). */
+static const char *const short_heads[NCOLS] = {"prec", "loss", "eval", "acc", "max Δ", "end Δ", "skip", "scale",
+                                               "MiB", NULL, "s", "speed"};
+static const char *const short_keys[NCOLS] = {NULL, "loss = final train loss", "eval = eval loss",
+                                              "acc = eval accuracy", "max Δ / end Δ = largest / final |Δloss| "
+                                              "against fp32", NULL, "skip = skipped steps", "scale = final loss scale",
+                                              "MiB = peak memory", NULL, "s = training seconds",
+                                              "speed = speed-up over fp32"};
+
+static const char *unit_head(const run_result *runs, int n, bool compact) {
     const char *unit = "samples/s";
     for (int i = n - 1; i >= 0; i--)
         if (runs[i].throughput_unit) unit = runs[i].throughput_unit;
+    if (!compact) return unit;
+    return strcmp(unit, "tokens/s") == 0 ? "tok/s" : "smp/s";
+}
+
+static int table_build(table *t, const run_result *runs, int n, bool timing, bool compact) {
+    const char *const *heads = compact ? short_heads : full_heads;
+    const char *unit = unit_head(runs, n, compact);
+    t->compact = compact;
     t->ncols = 0;
     for (int c = 0; c < NCOLS; c++)
         if (column_shown(c, runs, n, timing)) {
@@ -174,54 +210,64 @@ static void column_widths(const table *t, bool md, int *w) {
     }
 }
 
-/* One row (row -1 = the header): text is "a  b  c", markdown "| a | b | c |"; labels left, numbers right. */
-static void table_row(FILE *f, const table *t, const int *w, int row, bool md) {
+/* The columns ks[0..nk) of one row (row -1 = the header): text is "a  b  c", markdown "| a | b | c |";
+ * labels left, numbers right. */
+static void table_row(FILE *f, const table *t, const int *w, int row, bool md, const int *ks, int nk) {
     char tmp[2 * CELL];
-    for (int k = 0; k < t->ncols; k++) {
+    for (int j = 0; j < nk; j++) {
+        int k = ks[j];
         const char *s = cell_text(t, row, k, md, tmp);
         int gap = w[k] - text_width(s);
-        fputs(md ? "| " : k ? "  " : "", f);
-        if (k > 0) pad(f, gap);
+        fputs(md ? "| " : j ? "  " : "", f);
+        if (j > 0) pad(f, gap);
         fputs(s, f);
-        if (k == 0 && (md || t->ncols > 1)) pad(f, gap);
+        if (j == 0 && (md || nk > 1)) pad(f, gap);
         if (md) fputc(' ', f);
     }
     fputs(md ? "|\n" : "\n", f);
 }
 
-static void table_rule(FILE *f, const table *t, const int *w, bool md) {
-    for (int k = 0; k < t->ncols; k++) {
-        fputs(md ? (k == 0 ? "|:" : "| ") : k ? "  " : "", f);
-        for (int i = 0; i < w[k] - (md ? 1 : 0); i++) fputc('-', f);
-        if (md) fputs(k == 0 ? "-" : ":", f);
+static void table_rule(FILE *f, const int *w, bool md, const int *ks, int nk) {
+    for (int j = 0; j < nk; j++) {
+        fputs(md ? (j == 0 ? "|:" : "| ") : j ? "  " : "", f);
+        for (int i = 0; i < w[ks[j]] - (md ? 1 : 0); i++) fputc('-', f);
+        if (md) fputs(j == 0 ? "-" : ":", f);
         if (md) fputc(' ', f);
     }
     fputs(md ? "|\n" : "\n", f);
 }
 
-static void table_render(FILE *f, const table *t, bool md) {
-    int w[NCOLS];
+static void table_block(FILE *f, const table *t, const int *w, bool md, const int *ks, int nk) {
+    table_row(f, t, w, -1, md, ks, nk);
+    table_rule(f, w, md, ks, nk);
+    for (int r = 0; r < t->nrows; r++) table_row(f, t, w, r, md, ks, nk);
+}
+
+/* The table, split into blocks of columns (each led by the label column) that fit in columns (0: one
+ * block, however wide). */
+static void table_render(FILE *f, const table *t, bool md, int columns) {
+    int w[NCOLS], ks[NCOLS];
     column_widths(t, md, w);
-    table_row(f, t, w, -1, md);
-    table_rule(f, t, w, md);
-    for (int r = 0; r < t->nrows; r++) table_row(f, t, w, r, md);
+    for (int start = 1, first = 1; first || start < t->ncols; first = 0) {
+        int nk = 0, used = w[0];
+        ks[nk++] = 0;
+        for (; start < t->ncols && (columns <= 0 || nk == 1 || used + 2 + w[start] <= columns); start++)
+            ks[nk++] = start, used += 2 + w[start];
+        if (!first) fputc('\n', f);
+        table_block(f, t, w, md, ks, nk);
+    }
+}
+
+/* Under a compact table: what its short headers stand for. */
+static void table_key(FILE *f, const table *t, int columns) {
+    char key[512];
+    sbuf b = {key, sizeof key, 0};
+    for (int k = 0; k < t->ncols; k++)
+        if (short_keys[t->col[k]]) sb_add(&b, "%s%s", b.len ? "; " : "", short_keys[t->col[k]]);
+    if (b.len) term_wrap(f, key, columns, 0);
 }
 
 /* ---- verdicts ---- */
-
-typedef struct sbuf {
-    char *p;
-    size_t size, len;
-} sbuf;
-
-static void sb_add(sbuf *b, const char *f, ...) {
-    if (b->len >= b->size) return;
-    va_list ap;
-    va_start(ap, f);
-    int n = vsnprintf(b->p + b->len, b->size - b->len, f, ap);
-    va_end(ap);
-    if (n > 0) b->len += (size_t)n;
-}
 
 static int grade(double gap, double match, double close) {
     gap = fabs(gap);
@@ -284,8 +330,8 @@ static void verdict_vs(sbuf *b, const run_result *r, const run_result *ref, bool
     verdict_skipped(b, r);
 }
 
-/* One line per run; markdown makes it a list item with the label in bold. */
-static void print_verdicts(FILE *f, const run_result *runs, int n, bool timing, bool md) {
+/* One line per run (wrapped to columns, 0: no limit); markdown makes it a list item with the label in bold. */
+static void print_verdicts(FILE *f, const run_result *runs, int n, bool timing, bool md, int columns) {
     const run_result *ref = find_ref(runs, n);
     char line[512];
     for (int i = 0; i < n; i++) {
@@ -295,7 +341,13 @@ static void print_verdicts(FILE *f, const run_result *runs, int n, bool timing, 
         else if (!ref || !isfinite(ref->final_train_loss)) verdict_alone(&b, r);
         else verdict_vs(&b, r, ref, timing);
         const char *label = r->label ? r->label : "?";
-        fprintf(f, md ? "- **%s**: %s\n" : "%s: %s\n", label, line);
+        if (md) {
+            fprintf(f, "- **%s**: %s\n", label, line);
+            continue;
+        }
+        char full[600];
+        snprintf(full, sizeof full, "%s: %s", label, line);
+        term_wrap(f, full, columns, text_width(label) + 2);
     }
 }
 
@@ -305,21 +357,41 @@ static void threads_text(int threads, char *buf, size_t size) {
     else snprintf(buf, size, "default threads");
 }
 
-static void print_meta_line(FILE *f, const report_meta *m) {
+static void print_meta_line(FILE *f, const report_meta *m, int columns) {
     if (!m) return;
-    char threads[32];
+    char threads[32], line[1024];
     threads_text(m->threads, threads, sizeof threads);
-    fprintf(f, "%s on %s, %" PRId64 " steps, seed %" PRIu64 ", %s\n\n", m->model ? m->model : "?",
-            m->data ? m->data : "?", m->steps, m->seed, threads);
+    snprintf(line, sizeof line, "%s on %s, %" PRId64 " steps, seed %" PRIu64 ", %s", m->model ? m->model : "?",
+             m->data ? m->data : "?", m->steps, m->seed, threads);
+    term_wrap(f, line, columns, 2);
+    fputc('\n', f);
+}
+
+/* Display columns of the whole table on one line. */
+static int table_width(const table *t) {
+    int w[NCOLS], sum = 0;
+    column_widths(t, false, w);
+    for (int k = 0; k < t->ncols; k++) sum += w[k] + (k ? 2 : 0);
+    return sum;
 }
 
 void report_print_table(FILE *f, const report_meta *meta, const run_result *runs, int nruns, bool timing) {
+    report_print_table_fit(f, meta, runs, nruns, timing, 0);
+}
+
+void report_print_table_fit(FILE *f, const report_meta *meta, const run_result *runs, int nruns, bool timing,
+                            int columns) {
     table t;
-    if (table_build(&t, runs, nruns, timing) != 0) return;
-    print_meta_line(f, meta);
-    table_render(f, &t, false);
+    if (table_build(&t, runs, nruns, timing, false) != 0) return;
+    if (columns > 0 && table_width(&t) > columns) {   /* too wide: short headers, then blocks of columns */
+        free(t.cell);
+        if (table_build(&t, runs, nruns, timing, true) != 0) return;
+    }
+    print_meta_line(f, meta, columns);
+    table_render(f, &t, false, columns);
+    if (t.compact) table_key(f, &t, columns);
     fputc('\n', f);
-    print_verdicts(f, runs, nruns, timing, false);
+    print_verdicts(f, runs, nruns, timing, false, columns);
     free(t.cell);
 }
 
@@ -332,8 +404,9 @@ static const char how_to_read[] =
     "same step. *max |Δloss|* is the largest over all steps; *final |Δloss|* compares the final losses "
     "(each the mean of the last 20 steps).\n"
     "- **Charts**: in the loss chart the faint lines are the loss of each step, the solid (FP32) and dashed "
-    "lines the same smoothed; curves on top of each other mean the precision did not change training. The "
-    "scale chart shows the loss scale of each run that used one; circles mark skipped steps.\n"
+    "lines the same smoothed by TensorBoard's exponential moving average (its weight is in the legend); "
+    "curves on top of each other mean the precision did not change training. The scale chart shows the "
+    "loss scale of each run that used one; circles mark skipped steps.\n"
     "- **Loss scale**: FP16 has 5 exponent bits, so small gradients underflow to zero. The loss is "
     "multiplied by a scale before the backward pass and the gradients divided by it before the update. "
     "When a scaled gradient overflows to inf/NaN the step is skipped and the scale backs off; after a run "
@@ -372,9 +445,9 @@ static void md_files(FILE *f, const run_result *runs, int n) {
 static void md_write(FILE *f, const report_meta *m, const run_result *runs, int n, const table *t) {
     md_meta(f, m);
     fputs("## Verdict\n\n", f);
-    print_verdicts(f, runs, n, true, true);
+    print_verdicts(f, runs, n, true, true, 0);
     fputs("\n## Results\n\n", f);
-    table_render(f, t, true);
+    table_render(f, t, true, 0);
     fputs("\n## Training loss\n\n![loss](loss.svg)\n\n## Loss scale\n\n![scale](scale.svg)\n\n", f);
     md_files(f, runs, n);
     fputs("## How to read this\n\n", f);
@@ -389,42 +462,31 @@ static void md_write(FILE *f, const report_meta *m, const run_result *runs, int 
 
 /* ---- the charts ---- */
 
-/* The half-width of the smoothing window: 5 steps, or 1% of the longest run, so the thick curve reads the
- * same at any run length and every run of the chart is smoothed alike. */
-static int64_t smooth_halfwidth(const run_result *runs, int n) {
+/* The smoothing weight of the loss chart: TensorBoard's exponential moving average over an effective
+ * window of 10 steps, or 2% of the longest run, so the thick curve reads the same at any run length
+ * (weight 1 - 2 / (window + 1), rounded to two digits so the legend shows the weight used). */
+static double ema_weight(const run_result *runs, int n) {
     int64_t steps = 0;
     for (int i = 0; i < n; i++)
         if (runs[i].n > steps) steps = runs[i].n;
-    return steps / 100 > 5 ? steps / 100 : 5;
+    double window = (double)steps / 50 > 10 ? (double)steps / 50 : 10;
+    return round(100 * (1 - 2 / (window + 1))) / 100;
 }
 
-/* Prefix sums over the finite losses: count, x, y, x*x, x*y (x = step), for windowed least squares. */
-enum { P_C, P_X, P_Y, P_XX, P_XY, NP };
-
-static void prefix_sums(const double *y, int64_t n, double (*p)[NP]) {
-    memset(p[0], 0, sizeof p[0]);
+/* TensorBoard's smoothing: s = w s + (1 - w) loss over the finite losses, divided by 1 - w^k after k of
+ * them (the debiasing that keeps the first steps from being pulled toward 0). Unlike a fitted line it
+ * never anticipates a spike, and it stays within the range of the losses it has seen. A non-finite loss
+ * leaves a gap and does not enter the average. */
+static void smooth_loss(const double *y, int64_t n, double w, double *out) {
+    double avg = 0, wk = 1;   /* wk = w^k, kept by multiplication so the bytes do not depend on pow() */
     for (int64_t i = 0; i < n; i++) {
-        bool ok = isfinite(y[i]);
-        double x = (double)i, v = ok ? y[i] : 0, c = ok;
-        double add[NP] = {c, c * x, v, c * x * x, x * v};
-        for (int k = 0; k < NP; k++) p[i + 1][k] = p[i][k] + add[k];
-    }
-}
-
-/* The running-line smoother: at each step, the least-squares line through the finite losses of a window of
- * 2h+1 steps (shifted, not shrunk, at the ends of the run). Unlike a moving average it neither lags behind
- * a falling loss nor bends the first and last steps. A non-finite loss leaves a gap. p: n + 1 scratch. */
-static void smooth_loss(const double *y, int64_t n, int64_t h, double (*p)[NP], double *out) {
-    prefix_sums(y, n, p);
-    for (int64_t i = 0; i < n; i++) {
-        int64_t lo = i - h < 0 ? 0 : i - h, hi = lo + 2 * h + 1 > n ? n : lo + 2 * h + 1;
-        lo = hi - 2 * h - 1 < 0 ? 0 : hi - 2 * h - 1;
-        double w[NP];
-        for (int k = 0; k < NP; k++) w[k] = p[hi][k] - p[lo][k];
-        double mx = w[P_X] / w[P_C], my = w[P_Y] / w[P_C];
-        double var = w[P_XX] - w[P_X] * mx, cov = w[P_XY] - w[P_X] * my;
-        double slope = var > 0.25 ? cov / var : 0;   /* one point: var 0; two or more: var >= 0.5 */
-        out[i] = isfinite(y[i]) ? my + slope * ((double)i - mx) : NAN;
+        if (!isfinite(y[i])) {
+            out[i] = NAN;
+            continue;
+        }
+        avg = w * avg + (1 - w) * y[i];
+        wk *= w;
+        out[i] = avg / (1 - wk);
     }
 }
 
@@ -438,30 +500,30 @@ static const char *run_dash(int i) {
 static int write_loss_chart(const char *path, const run_result *runs, int n, char *err, size_t errsize) {
     svg_series *s = calloc(2 * (size_t)n + 1, sizeof *s);
     double **smooth = calloc((size_t)n + 1, sizeof *smooth);
-    int64_t h = smooth_halfwidth(runs, n), maxn = 0;
-    for (int i = 0; i < n; i++) maxn = runs[i].n > maxn ? runs[i].n : maxn;
-    double(*scratch)[NP] = malloc(((size_t)maxn + 1) * sizeof *scratch);
+    double w = ema_weight(runs, n);
     int rc = -1;
-    if (!s || !smooth || !scratch) goto oom;
+    if (!s || !smooth) goto oom;
     for (int i = 0; i < n; i++) {
         if (!(smooth[i] = malloc(((size_t)runs[i].n + 1) * sizeof **smooth))) goto oom;
-        smooth_loss(runs[i].loss, runs[i].n, h, scratch, smooth[i]);
+        smooth_loss(runs[i].loss, runs[i].n, w, smooth[i]);
         s[i] = (svg_series){.y = runs[i].loss, .n = runs[i].n, .color = svg_color(i), .width = 1, .opacity = 0.35};
         s[n + i] = (svg_series){.label = runs[i].label, .y = smooth[i], .n = runs[i].n, .color = svg_color(i),
                                 .width = i ? 2 : 3.5, .dash = run_dash(i)};
     }
-    char sub[128];
-    snprintf(sub, sizeof sub, "faint: loss of each step; solid and dashed: smoothed (a straight line fitted "
-             "to every %" PRId64 " steps)", 2 * h + 1);
+    char sub[160], legend[40];
+    snprintf(sub, sizeof sub, "faint: loss of each step; solid and dashed: smoothed (exponential moving average, "
+             "weight %.2f, debiased, as TensorBoard)", w);
+    snprintf(legend, sizeof legend, "smoothing %.2f", w);
     svg_chart c = {.title = "Training loss", .subtitle = sub, .xlabel = "optimizer step",
-                   .ylabel = "training loss", .series = s, .nseries = 2 * n, .empty_note = "no finite loss"};
+                   .ylabel = "training loss", .series = s, .nseries = 2 * n, .legend_title = legend,
+                   .empty_note = "no finite loss"};
     rc = svg_write_file(path, &c, err, errsize);
     goto out;
 oom:
     snprintf(err, errsize, "cannot write %s: out of memory", path);
 out:
     for (int i = 0; smooth && i < n; i++) free(smooth[i]);
-    free(smooth), free(s), free(scratch);
+    free(smooth), free(s);
     return rc;
 }
 
@@ -512,7 +574,7 @@ static int join(char *out, size_t size, const char *dir, const char *name, char 
 static int write_md(const char *path, const report_meta *m, const run_result *runs, int n, char *err,
                     size_t errsize) {
     table t;
-    if (table_build(&t, runs, n, true) != 0) {
+    if (table_build(&t, runs, n, true, false) != 0) {
         snprintf(err, errsize, "cannot write %s: out of memory", path);
         return -1;
     }

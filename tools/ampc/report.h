@@ -45,6 +45,11 @@ typedef struct report_meta {
 /* The comparison table (one row per run) as aligned text. timing = false omits the timing columns
  * (throughput, seconds, speed-up) so two runs with the same flags print identical text. */
 void report_print_table(FILE *f, const report_meta *meta, const run_result *runs, int nruns, bool timing);
+/* The same, fitted to columns (0: no limit, as report_print_table): a table wider than that gets short
+ * headers with a key under it, and is split into blocks of columns (each led by the precision) where it
+ * still does not fit; the prose lines are wrapped. Values are the same in every form. */
+void report_print_table_fit(FILE *f, const report_meta *meta, const run_result *runs, int nruns, bool timing,
+                            int columns);
 /* Writes dir/report.md, dir/loss.svg and dir/scale.svg (dir must exist). Returns 0, or -1 with a message in
  * err naming the file that could not be written. */
 int report_write_dir(const char *dir, const report_meta *meta, const run_result *runs, int nruns, char *err,

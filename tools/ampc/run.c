@@ -8,6 +8,8 @@
 
 #include "ckpt.h"
 #include "json.h"
+#include "safety.h"
+#include "term.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -33,8 +35,9 @@ int run_open_data(const char *prog, const run_config *cfg, ampc_dataset **ds) {
         fprintf(stderr, "%s: --data: %s\n", prog, ampc_last_error());
         return CLI_EXIT_USAGE;
     }
-    if (ampc_dataset_open(&p, ds) != AMPC_OK) return fail(prog, "data");
-    return 0;
+    if (ampc_dataset_open(&p, ds) == AMPC_OK) return 0;
+    fprintf(stderr, "%s: data: %s%s\n", prog, ampc_last_error(), cfg->data_note ? cfg->data_note : "");
+    return 1;
 }
 
 /* Everything a run owns. */
@@ -50,6 +53,10 @@ typedef struct run_state {
     bool lm;
     int64_t steps, per_step;   /* optimizer steps; samples (or tokens) per step */
     int64_t start;             /* the first step of this process (> 0 after --resume) */
+    run_schedule sched;        /* the learning rate's, resolved */
+    int64_t saved_step;        /* the step of the newest checkpoint this process wrote (-1: none) */
+    bool save_failed;          /* that checkpoint is not at --checkpoint (see out->saved_to) */
+    int line_len;              /* columns of the live progress line on a terminal (0: none open) */
 } run_state;
 
 static void state_free(run_state *s) {
@@ -142,10 +149,50 @@ static int setup(run_state *s, const ampc_dataset *ds) {
     return 0;
 }
 
+/* A schedule's length in steps: given, or its run's (in epochs of this data). */
+static run_schedule resolve_schedule(const run_state *s, run_schedule sc, int64_t run_steps) {
+    if (!sc.steps) sc.steps = sc.epochs && s->train ? sc.epochs * ampc_loader_num_batches(s->train) : run_steps;
+    return sc;
+}
+
+/* ---- learning rate ---- */
+
+/* Past the schedule's end (--schedule-steps shorter than the run) the progress stays at 1: the lr holds at
+ * its final value, lr/10 for cosine. Within it the formula is the one every earlier version used. */
+static double lr_at(const run_schedule *sc, int64_t step) {
+    if (step < sc->warmup) return sc->lr * (double)(step + 1) / (double)sc->warmup;   /* either schedule */
+    if (sc->kind == RUN_LR_CONSTANT) return sc->lr;
+    double progress = sc->steps > sc->warmup ? (double)(step - sc->warmup) / (double)(sc->steps - sc->warmup) : 1.0;
+    if (progress > 1) progress = 1;
+    return sc->lr * (0.1 + 0.9 * 0.5 * (1.0 + cos(3.14159265358979323846 * progress)));
+}
+
 /* What a checkpoint holds of this run. */
 static ampc_checkpoint_state ck_state(run_state *s, int64_t step) {
     return (ampc_checkpoint_state){.model = s->model, .optim = s->opt, .scaler = s->scaler, .rng = ampc_ctx_rng(s->ctx),
                                    .loader = s->train, .step = step, .extra = s->cfg->ck_meta, .n_extra = s->cfg->n_ck_meta};
+}
+
+/* A resumed run whose learning rate differs from the one its checkpoint's own options give (a new --steps
+ * stretches the cosine, a new --lr or --warmup moves it) says so, and how to keep the recorded one. */
+static void note_schedule_change(const run_state *s) {
+    const run_config *cfg = s->cfg;
+    if (!cfg->has_recorded_schedule) return;
+    run_schedule was = resolve_schedule(s, cfg->recorded_schedule, s->steps);
+    double old_lr = lr_at(&was, s->start), new_lr = lr_at(&s->sched, s->start);
+    if (old_lr == new_lr) return;
+    fprintf(stderr, "%s: note: the learning-rate schedule changes here: lr %.3g at step %lld, where the schedule "
+            "recorded in the checkpoint (over %lld steps) gives %.3g", s->prog, new_lr, (long long)s->start,
+            (long long)was.steps, old_lr);
+    char warmup[48] = "";
+    if (was.warmup != run_default_warmup(cfg->model.kind, was.steps))
+        snprintf(warmup, sizeof warmup, " --warmup %lld", (long long)was.warmup);
+    if (was.steps != s->sched.steps) {
+        fprintf(stderr, "; --schedule-steps %lld%s keeps it", (long long)was.steps, warmup);
+        if (was.steps >= was.warmup)
+            fprintf(stderr, " (and holds the lr at %.3g after step %lld)", lr_at(&was, was.steps), (long long)was.steps);
+    }
+    fputc('\n', stderr);
 }
 
 /* --resume: everything is checked before anything is loaded, so a refused file leaves the fresh run. */
@@ -154,24 +201,31 @@ static int resume(run_state *s) {
     ampc_checkpoint_state st = ck_state(s, 0);
     if (ampc_checkpoint_restore(s->cfg->resume, &st) != AMPC_OK) return fail(s->prog, "--resume");
     s->start = st.step;
+    if (s->start >= s->steps) return 0;   /* complete: run_training says so */
     if (!s->cfg->quiet)
-        fprintf(stderr, "%s: resumed from %s at step %lld of %lld\n", s->cfg->label,
-                ampc_safetensors_name(s->cfg->resume), (long long)s->start, (long long)s->steps);
+        fprintf(stderr, "%s: resumed from %s after %lld of %lld steps%s\n", s->cfg->label,
+                ampc_safetensors_name(s->cfg->resume), (long long)s->start, (long long)s->steps,
+                s->cfg->resume_note ? s->cfg->resume_note : "");
+    note_schedule_change(s);
     return 0;
 }
 
-static int save(run_state *s, int64_t step) {
+/* A checkpoint that cannot be written at --checkpoint does not end the run: the state is still in memory,
+ * so it goes to a rescue file (named), training goes on, and the next save tries --checkpoint again. */
+static void save(run_state *s, int64_t step, run_output *out) {
     ampc_checkpoint_state st = ck_state(s, step);
-    return ckpt_save(s->prog, s->cfg->checkpoint, s->cfg->keep, &st);
-}
-
-/* ---- learning rate ---- */
-
-static double lr_at(const run_config *cfg, int64_t step, int64_t total) {
-    if (step < cfg->warmup) return cfg->lr * (double)(step + 1) / (double)cfg->warmup;   /* either schedule */
-    if (cfg->lr_schedule == RUN_LR_CONSTANT) return cfg->lr;
-    double progress = total > cfg->warmup ? (double)(step - cfg->warmup) / (double)(total - cfg->warmup) : 1.0;
-    return cfg->lr * (0.1 + 0.9 * 0.5 * (1.0 + cos(3.14159265358979323846 * progress)));
+    char rescue[sizeof out->saved_to];
+    int r = ckpt_save_or_rescue(s->prog, s->cfg->checkpoint, s->cfg->keep, &st, rescue, sizeof rescue);
+    s->saved_step = step;
+    s->save_failed = r != 0;
+    out->saved_elsewhere = r != 0;
+    snprintf(out->saved_to, sizeof out->saved_to, "%s", r == 0 ? s->cfg->checkpoint : rescue);
+    if (r == 1)
+        fprintf(stderr, "%s: the checkpoint after %lld steps is saved to %s instead; training goes on (resume from "
+                "it with --resume %s --checkpoint %s)\n", s->prog, (long long)step, rescue, rescue, s->cfg->checkpoint);
+    else if (r == 2)
+        fprintf(stderr, "%s: the checkpoint after %lld steps could not be saved anywhere; training goes on\n", s->prog,
+                (long long)step);
 }
 
 /* ---- evaluation: mean loss over every sample (token) of the eval split, and accuracy for classifiers ---- */
@@ -233,6 +287,10 @@ static int evaluate(run_state *s, eval_result *out) {
     int rc = 0;
     for (bool end = false; !rc;) {
         ampc_tensor *x, *y;
+        if (safety_stop_signal()) {   /* an evaluation can be long; the run is saved, stop now */
+            rc = 128 + safety_stop_signal();
+            break;
+        }
         if (ampc_loader_next(s->eval, &x, &y, &end) != AMPC_OK) rc = fail(s->prog, "evaluation data");
         if (rc || end || (s->cfg->eval_batches && batches == s->cfg->eval_batches)) break;
         int64_t n = s->lm ? ampc_tensor_numel(y) : ampc_tensor_dim(y, 0);
@@ -277,7 +335,7 @@ static int train_step(run_state *s, int64_t step, step_result *r) {
     if (ampc_grad_scaler_unscale(s->scaler, s->opt) != AMPC_OK ||
         ampc_clip_grad_norm(s->opt, s->cfg->clip > 0 ? s->cfg->clip : INFINITY, &r->grad_norm) != AMPC_OK)
         return fail(s->prog, "unscale");
-    r->lr = lr_at(s->cfg, step, s->steps);
+    r->lr = lr_at(&s->sched, step);
     ampc_optim_set_lr(s->opt, r->lr);
     bool stepped = false;
     const char *bad = NULL;
@@ -319,24 +377,62 @@ static void log_step(FILE *log, const run_state *s, int64_t step, const step_res
     json_finish(&w);
 }
 
-static void progress(const run_state *s, int64_t step, const step_result *r, double rate, double elapsed) {
+/* "4:05", or "1:02:05" past an hour */
+static void fmt_eta(double seconds, char *buf, size_t size) {
+    long t = seconds > 0 && seconds < 1e9 ? (long)(seconds + 0.5) : 0;
+    if (t >= 3600) snprintf(buf, size, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(buf, size, "%ld:%02ld", t / 60, t % 60);
+}
+
+/* One status line on stderr. On a terminal it is the live line: rewritten in place (\r), cut to the width
+ * so it never wraps (a wrapped line cannot be rewritten: each update would leave a new line), and padded
+ * over what the previous one left; `keep` ends it with a newline. Elsewhere a plain line, cut only when
+ * COLUMNS asks for a width. */
+static void status_line(run_state *s, const char *text, bool keep) {
+    int width = term_columns(stderr);
+    if (!isatty(STDERR_FILENO)) {
+        fprintf(stderr, "%.*s\n", (int)(width > 0 ? term_fit(text, width) : strlen(text)), text);
+        return;
+    }
+    int room = width > 1 ? width - 1 : 1;   /* the last column would make some terminals wrap */
+    size_t n = keep ? strlen(text) : term_fit(text, room);
+    int w = keep ? term_text_width(text) : term_text_width(text) < room ? term_text_width(text) : room;
+    int clear = s->line_len > w ? s->line_len - w : 0;
+    fprintf(stderr, "\r%.*s%*s%s", (int)n, text, clear, "", keep ? "\n" : "");
+    s->line_len = keep ? 0 : w;
+}
+
+/* Ends a live progress line before other output. */
+static void status_close(run_state *s) {
+    if (s->line_len) fputc('\n', stderr);
+    s->line_len = 0;
+}
+
+/* Console numbering: "step N" is the step's 0-based index, as the JSONL's "step" field; [N/M] on the
+ * progress line counts the steps done, as a checkpoint's step does. */
+static void progress(run_state *s, int64_t step, const step_result *r, double elapsed) {
     const run_config *cfg = s->cfg;
     if (cfg->quiet) return;
-    bool tty = isatty(STDERR_FILENO);
-    int64_t every = s->steps >= 10 ? s->steps / 10 : 1;
-    if (r->skipped) {   /* numbered like the progress lines (1-based); the JSONL's "step" is 0-based */
-        fprintf(stderr, "%s%s step %lld/%lld skipped: non-finite gradient in %s", tty ? "\r" : "", cfg->label,
-                (long long)step + 1, (long long)s->steps, r->inf_tensor[0] ? r->inf_tensor : "(unnamed)");
+    char line[512];
+    if (r->skipped) {
+        int n = snprintf(line, sizeof line, "%s step %lld skipped: non-finite gradient in %s", cfg->label,
+                         (long long)step, r->inf_tensor[0] ? r->inf_tensor : "(unnamed)");
         if (ampc_grad_scaler_enabled(s->scaler))
-            fprintf(stderr, " (loss scale %g -> %g)", r->scale, ampc_grad_scaler_get_scale(s->scaler));
-        fputc('\n', stderr);
+            snprintf(line + n, sizeof line - (size_t)n, " (loss scale %g -> %g)", r->scale,
+                     ampc_grad_scaler_get_scale(s->scaler));
+        status_line(s, line, true);
     }
-    if (!tty && (step + 1) % every && step + 1 != s->steps) return;
-    double eta = step + 1 < s->steps ? elapsed / (double)(step + 1 - s->start) * (double)(s->steps - step - 1) : 0;
-    fprintf(stderr, "%s%s step %lld/%lld loss %.4f scale %g %.0f %s ETA %d:%02d%s", tty ? "\r" : "", cfg->label,
-            (long long)step + 1, (long long)s->steps, r->loss, r->scale, rate, s->lm ? "tok/s" : "samples/s",
-            (int)eta / 60, (int)eta % 60, tty ? "   " : "\n");
-    if (tty && step + 1 == s->steps) fputc('\n', stderr);
+    int64_t done = step + 1, every = s->steps >= 10 ? s->steps / 10 : 1;
+    bool tty = isatty(STDERR_FILENO);
+    if (!tty && done % every && done != s->steps) return;
+    double per_step = elapsed / (double)(done - s->start), rate = (double)s->per_step / (per_step > 0 ? per_step : 1e-9);
+    char eta[32], all[32];
+    fmt_eta(per_step * (double)(s->steps - done), eta, sizeof eta);
+    fmt_eta(per_step * (double)(s->steps - done + (int64_t)cfg->runs_after * s->steps), all, sizeof all);
+    snprintf(line, sizeof line, "%s [%lld/%lld] loss %.4f scale %g %.0f %s ETA %s%s%s", cfg->label, (long long)done,
+             (long long)s->steps, r->loss, r->scale, rate, s->lm ? "tok/s" : "samples/s", eta,
+             cfg->runs_after ? ", all runs " : "", cfg->runs_after ? all : "");
+    status_line(s, line, !tty || done == s->steps);
 }
 
 static void log_final(FILE *log, const run_state *s, const run_output *out) {
@@ -389,12 +485,38 @@ static void summarise(run_output *out, const run_state *s, double seconds) {
     r->max_abs_dloss = r->final_abs_dloss = r->speedup = NAN;
 }
 
+/* SIGINT/SIGTERM between steps: the step that was running is complete, so its state is saved (when a
+ * checkpoint is configured and this process has done a step since the last save) and the run ends with
+ * 128 + the signal; the caller says where the checkpoint is and how to resume. */
+static int stop(run_state *s, int64_t done, run_output *out) {
+    status_close(s);
+    out->stopped_by = safety_stop_signal();
+    if (s->cfg->checkpoint && done > s->start && s->saved_step != done) save(s, done, out);
+    return 128 + out->stopped_by;
+}
+
+static bool save_due(const run_config *cfg, int64_t done, bool last) {
+    return cfg->checkpoint && (last || (cfg->checkpoint_every && done % cfg->checkpoint_every == 0));
+}
+
+/* --eval-every: 0, 1 on failure, or 128 + a signal that stopped it. */
+static int periodic_eval(run_state *s, int64_t done) {
+    eval_result e;
+    int rc = evaluate(s, &e);
+    if (!rc && !s->cfg->quiet) {
+        status_close(s);
+        fprintf(stderr, "%s after %lld steps: eval loss %.4f\n", s->cfg->label, (long long)done, e.loss);
+    }
+    return rc;
+}
+
 static int loop(run_state *s, FILE *log, run_output *out) {
     double t0 = now();
     out->per_step = s->per_step;
     const run_config *cfg = s->cfg;
     out->r.n = s->start;
     for (int64_t step = s->start; step < s->steps; step++) {
+        if (safety_stop_signal()) return stop(s, step, out);
         step_result r;
         double ts = now();
         int rc = train_step(s, step, &r);
@@ -407,40 +529,59 @@ static int loop(run_state *s, FILE *log, run_output *out) {
         ampc_memory_usage mu;
         ampc_memory_stats(s->ctx, &mu);
         if (log) log_step(log, s, step, &r, rate, mu.peak_bytes), fflush(log);   /* written out before a checkpoint */
-        progress(s, step, &r, rate, elapsed);
+        progress(s, step, &r, elapsed);
         bool last = step + 1 == s->steps;
-        if (cfg->checkpoint && (last || (cfg->checkpoint_every && (step + 1) % cfg->checkpoint_every == 0)) &&
-            save(s, step + 1))
-            return 1;
-        if (cfg->eval_every && (step + 1) % cfg->eval_every == 0 && !last) {
-            eval_result e;
-            if (evaluate(s, &e)) return 1;
-            if (!cfg->quiet) fprintf(stderr, "%s step %lld: eval loss %.4f\n", cfg->label, (long long)step + 1, e.loss);
-        }
+        if (save_due(cfg, step + 1, last)) save(s, step + 1, out);
+        if (cfg->eval_every && (step + 1) % cfg->eval_every == 0 && !last && (rc = periodic_eval(s, step + 1)))
+            return rc > 128 ? stop(s, step + 1, out) : rc;
     }
-    if (cfg->checkpoint && s->start >= s->steps && save(s, s->start)) return 1;   /* nothing left to train */
     summarise(out, s, now() - t0);
     return 0;
 }
 
+/* --resume of a run that is already as long as asked: nothing to train, nothing to save. */
+static void say_complete(const run_state *s, run_output *out) {
+    out->complete = true;
+    out->r.n = s->start;
+    printf("%s: this run is complete after %lld steps", s->cfg->label, (long long)s->start);
+    if (s->start > s->steps) printf(" (more than the %lld asked for)", (long long)s->steps);
+    printf("; pass --steps N with N > %lld to continue it\n", (long long)s->start);
+}
+
+static void print_eval(const run_config *cfg, const eval_result *e) {
+    if (cfg->quiet || cfg->no_eval) return;
+    if (isnan(e->accuracy)) fprintf(stderr, "%s: eval loss %.4f\n", cfg->label, e->loss);
+    else fprintf(stderr, "%s: eval loss %.4f, accuracy %.2f%%\n", cfg->label, e->loss, 100 * e->accuracy);
+}
+
 int run_training(const char *prog, const run_config *cfg, const ampc_dataset *ds, FILE *log, run_output *out) {
     memset(out, 0, sizeof *out);
-    run_state s = {.prog = prog, .cfg = cfg};
+    run_state s = {.prog = prog, .cfg = cfg, .saved_step = -1};
     int rc = setup(&s, ds);
-    if (!rc) rc = resume(&s);
+    if (!rc) {
+        run_schedule sc = {cfg->lr, cfg->lr_schedule, cfg->warmup, cfg->schedule_steps, 0};
+        s.sched = resolve_schedule(&s, sc, s.steps);
+        rc = resume(&s);
+    }
+    out->total = s.steps;
+    out->r.label = cfg->label;
+    if (!rc && s.start >= s.steps) {
+        say_complete(&s, out);
+        state_free(&s);
+        return 0;
+    }
     if (!rc && alloc_series(out, s.steps)) rc = (fprintf(stderr, "%s: out of memory for %lld steps\n", prog,
                                                          (long long)s.steps), 1);
-    out->r.label = cfg->label;
     out->r.loss = out->loss, out->r.scale = out->scale, out->r.skipped = out->skipped;
     if (!rc) rc = loop(&s, log, out);
     eval_result e = {NAN, NAN};
     if (!rc && !cfg->no_eval) rc = evaluate(&s, &e);
+    if (rc > 128) out->stopped_by = rc - 128;
     out->r.eval_loss = e.loss, out->r.eval_accuracy = e.accuracy;
     if (!rc && log) log_final(log, &s, out);
-    if (!rc && !cfg->quiet && !cfg->no_eval) {
-        if (isnan(e.accuracy)) fprintf(stderr, "%s: eval loss %.4f\n", cfg->label, e.loss);
-        else fprintf(stderr, "%s: eval loss %.4f, accuracy %.2f%%\n", cfg->label, e.loss, 100 * e.accuracy);
-    }
+    if (!rc) print_eval(cfg, &e);
+    out->finished = !rc;
+    if (!rc && s.save_failed) rc = 1;   /* the run is done and evaluated, but its checkpoint is elsewhere */
     state_free(&s);
     return rc;
 }

@@ -21,6 +21,17 @@ typedef enum run_param_dtype { RUN_PARAM_F32 = 0, RUN_PARAM_BF16, RUN_PARAM_F16 
 
 #define RUN_MAX_FP32_OPS 40
 
+/* The learning-rate schedule: linear warmup over `warmup` steps, then constant or a cosine decay to lr/10
+ * that ends after `steps` steps (the run's length, or --schedule-steps); past its end the lr holds at the
+ * final value. */
+typedef struct run_schedule {
+    double lr;
+    run_lr_schedule kind;
+    int64_t warmup;
+    int64_t steps;                  /* 0: the run's length (ampc_train: resolved in setup) */
+    int64_t epochs;                 /* when steps is 0 and the run was given in epochs */
+} run_schedule;
+
 typedef struct run_config {
     ampc_model_config model;
     const char *data_spec;          /* "builtin", "fashion-mnist[:DIR]", "text:FILE" */
@@ -39,6 +50,7 @@ typedef struct run_config {
     double beta2;                   /* AdamW */
     run_lr_schedule lr_schedule;    /* cosine: with warmup */
     int64_t warmup;
+    int64_t schedule_steps;         /* the schedule spans this many steps (0 = the run's length) */
     double clip;                    /* 0 = no clipping */
     uint64_t seed;
     int threads;
@@ -55,6 +67,11 @@ typedef struct run_config {
     const ampc_safetensors *resume; /* an opened checkpoint to continue from, or NULL */
     const char *const *ck_meta;     /* metadata pairs every save adds (the training configuration) */
     int n_ck_meta;
+    bool has_recorded_schedule;     /* --resume: the schedule of the checkpoint's own options, to say so */
+    run_schedule recorded_schedule; /* when a resumed run's lr differs from what the checkpoint's would be */
+    const char *data_note;          /* appended to data errors: where --data came from (NULL: the command line) */
+    const char *resume_note;        /* appended to the "resumed from" line (where the run saves), or NULL */
+    int runs_after;                 /* compare: runs still to come after this one, for the overall ETA */
     /* raw option values, turned into the fields above by run_finish_options */
     struct {
         ampc_model_kind model;
@@ -74,16 +91,24 @@ bool run_parse_precisions(const char *v, void *out, char *why, size_t why_size);
 
 /* The options train and compare share (defined in run_options.c). Each points into the config. */
 int run_options(run_config *cfg, cli_opt *opts, int max);
-/* The rows only `ampc train` has (--precision, --log, --checkpoint, --checkpoint-every, --keep, --resume),
+/* The rows only `ampc train` has (--precision, --log, --checkpoint, --checkpoint-every, --keep, --resume,
+ * --allow-data-change),
  * appended at o[n] (up to max rows in all); returns the new count. The fuzzer drives the same table. */
 typedef struct train_only {
     int prec;                       /* precision; set to bf16 (the default) by the call */
     const char *log_path, *resume_path;
+    bool allow_data_change;
 } train_only;
 int run_train_options(run_config *cfg, train_only *t, cli_opt *o, int n, int max);
 /* Defaults that depend on other options (model-dependent batch, lr, steps), after parsing; seen[i] tells
- * whether opts[i] was given. Fails (2) with a message for combinations that cannot work. */
+ * whether opts[i] was given. Fails (2) with a message for combinations that cannot work (a GPT whose
+ * heads do not divide its width, --momentum without SGD). */
 int run_finish_options(const char *prog, run_config *cfg, const cli_opt *opts, int nopts, const bool *seen);
+/* The warmup a run gets without --warmup: GPTs min(100, span / 3) over the schedule's span in steps (100
+ * when the span is given in epochs, span 0), other models none. */
+int64_t run_default_warmup(ampc_model_kind kind, int64_t span);
+/* Warns (one line) when --threads asks for more threads than this process has CPUs. */
+void run_warn_threads(const char *prog, const run_config *cfg);
 /* "gpt (6 layers, d 384, 6 heads, context 256)" */
 void run_describe_model(const ampc_model_config *c, char *buf, size_t size);
 
@@ -93,10 +118,19 @@ typedef struct run_output {
     bool *skipped;
     double *step_seconds;           /* wall time of each step (owned) */
     int64_t per_step;               /* samples or tokens of one step */
+    int64_t total;                  /* the run's length in steps */
+    bool complete;                  /* --resume of a run already at (or past) its length: nothing was done */
+    bool finished;                  /* trained to the end and evaluated */
+    int stopped_by;                 /* the signal that stopped the run (safety.h), or 0 */
+    bool saved_elsewhere;           /* the last save failed at --checkpoint: see saved_to */
+    char saved_to[4200];            /* where the newest checkpoint of this process is ("" = none) */
 } run_output;
 
 /* Runs one training run on ds, writing JSONL to log (may be NULL). 0 on success; 1 after printing a
- * one-line error `prog: ...` on stderr. */
+ * one-line error `prog: ...` on stderr; 128 + the signal when SIGINT or SIGTERM stopped it (after the
+ * step in progress, and its checkpoint when one is configured: see out->stopped_by and out->saved_to);
+ * 0 with out->complete for a resumed run that has nothing left to do. A checkpoint that cannot be written
+ * does not stop the run (ckpt_save_or_rescue); 1 at the end when the last one is not at --checkpoint. */
 int run_training(const char *prog, const run_config *cfg, const ampc_dataset *ds, FILE *log, run_output *out);
 void run_output_free(run_output *out);
 

@@ -118,12 +118,15 @@ int run_options(run_config *cfg, cli_opt *o, int max) {
             .defval = "gpt cosine, else constant", .help = "after the warmup: constant, or cosine decay to lr/10"),
         OPT(.name = "warmup", .kind = CLI_INT, .out = &cfg->warmup, .imin = 0, .imax = INT64_MAX / 2,
             .defval = "gpt min(100, steps/3), else 0", .help = "steps of linear learning-rate warmup"),
+        OPT(.name = "schedule-steps", .kind = CLI_INT, .out = &cfg->schedule_steps, .imin = 1, .imax = INT64_MAX / 2,
+            .metavar = "N", .defval = "the run's length",
+            .help = "the schedule (warmup default, cosine) spans N steps; after them the lr holds at its end value"),
         OPT(.name = "clip", .kind = CLI_DOUBLE, .out = &cfg->clip, .dmin = 0, .dmax = 1e30, .defval = "gpt 1, else none",
             .help = "clip the global gradient norm (after unscaling); 0 = none"),
         OPT(.name = "seed", .kind = CLI_INT, .out = &cfg->cli.seed, .imin = 0, .imax = INT64_MAX, .defval = "1337",
             .help = "seed of weights, shuffling and dropout"),
-        OPT(.name = "threads", .kind = CLI_INT, .out = &cfg->cli.threads, .imin = 0, .imax = 1024, .defval = "all CPUs",
-            .help = "worker threads"),
+        OPT(.name = "threads", .kind = CLI_INT, .out = &cfg->cli.threads, .imin = 0, .imax = 1024, .defval = "0",
+            .help = "worker threads; 0 = all online CPUs"),
         OPT(.name = "eval-every", .kind = CLI_INT, .out = &cfg->eval_every, .imin = 0, .imax = INT64_MAX / 2,
             .defval = "end only", .help = "evaluate every K steps"),
         OPT(.name = "eval-batches", .kind = CLI_INT, .out = &cfg->eval_batches, .imin = 0, .imax = INT64_MAX / 2,
@@ -158,15 +161,17 @@ int run_train_options(run_config *c, train_only *t, cli_opt *o, int n, int max) 
         OPT(.name = "precision", .kind = CLI_CHOICE, .out = &t->prec, .choices = precision_names, .defval = "bf16",
             .help = "fp32, or autocast in bf16 / fp16"),
         OPT(.name = "log", .kind = CLI_STRING, .out = &t->log_path, .metavar = "FILE.jsonl",
-            .help = "one JSON object per step, then a final one (appended to with --resume)"),
+            .help = "one JSON object per step (\"step\" 0-based), then a final one (appended to with --resume)"),
         OPT(.name = "checkpoint", .kind = CLI_STRING, .out = &c->checkpoint, .metavar = "FILE",
-            .help = "save the whole training state here (safetensors) at the end"),
-        OPT(.name = "checkpoint-every", .kind = CLI_INT, .out = &c->checkpoint_every, .imin = 1, .imax = INT64_MAX / 2,
-            .metavar = "K", .help = "also save every K steps"),
+            .help = "save the whole training state here (safetensors) at the end and on Ctrl-C"),
+        OPT(.name = "checkpoint-every", .kind = CLI_INT, .out = &c->checkpoint_every, .imin = 0, .imax = INT64_MAX / 2,
+            .metavar = "K", .defval = "0", .help = "also save every K steps; 0 = at the end only"),
         OPT(.name = "keep", .kind = CLI_INT, .out = &c->keep, .imin = 1, .imax = 1000000, .metavar = "N", .defval = "1",
             .help = "keep the newest N checkpoints as STEM-stepNNNNNNNN.EXT (FILE names the newest)"),
         OPT(.name = "resume", .kind = CLI_STRING, .out = &t->resume_path, .metavar = "FILE",
-            .help = "continue the run saved in FILE, with its options (given ones override)"),
+            .help = "continue the run saved in FILE, with its options and checkpoint settings (given ones override)"),
+        OPT(.name = "allow-data-change", .kind = CLI_FLAG, .out = &t->allow_data_change,
+            .help = "--resume: train on data that differs from the checkpoint's (size or CRC-32)"),
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0] && n < max; i++) o[n++] = rows[i];
     return n;
@@ -181,6 +186,30 @@ static int opt_index(const cli_opt *opts, int n, const char *name) {
 static bool given(const cli_opt *opts, int n, const bool *seen, const char *name) {
     int i = opt_index(opts, n, name);
     return i >= 0 && seen[i];
+}
+
+/* "--d-model 384 (the default)" */
+static void value_text(const char *name, int v, bool given_, char *buf, size_t size) {
+    snprintf(buf, size, "--%s %d%s", name, v, given_ ? "" : " (the default)");
+}
+
+/* The GPT's shape, checked here rather than by the library's model constructor so that a mistake is a
+ * usage error (status 2) naming the options involved and what would work. */
+static int check_gpt_shape(const char *prog, const ampc_model_config *m, const cli_opt *opts, int nopts,
+                           const bool *seen) {
+    if (m->kind != AMPC_MODEL_GPT) return -1;
+    int d = m->d_model ? m->d_model : 384, h = m->heads ? m->heads : 6;
+    if (d % h == 0) return -1;
+    char dt[64], ht[64], list[256];
+    value_text("d-model", d, given(opts, nopts, seen, "d-model"), dt, sizeof dt);
+    value_text("heads", h, given(opts, nopts, seen, "heads"), ht, sizeof ht);
+    size_t n = 0;
+    list[0] = '\0';
+    for (int k = 1; k <= d && k <= 64 && n < sizeof list; k++)
+        if (d % k == 0) n += (size_t)snprintf(list + n, sizeof list - n, "%s%d", n ? ", " : "", k);
+    fprintf(stderr, "%s: %s does not divide %s: the heads split the width evenly; heads that divide %d: %s%s\n",
+            prog, ht, dt, d, list, d > 64 ? ", ..." : "");
+    return CLI_EXIT_USAGE;
 }
 
 int run_finish_options(const char *prog, run_config *cfg, const cli_opt *opts, int nopts, const bool *seen) {
@@ -219,14 +248,28 @@ int run_finish_options(const char *prog, run_config *cfg, const cli_opt *opts, i
      * the built-in corpus, 2 layers, warmup 30 spikes at step ~40 in both), and an FP16 run's skipped
      * steps there put it on another path; 100 warmup steps avoid it */
     if (m->kind == AMPC_MODEL_GPT) {
+        int64_t span = cfg->schedule_steps ? cfg->schedule_steps : cfg->steps;
         if (!given(opts, nopts, seen, "lr-schedule")) cfg->lr_schedule = RUN_LR_COSINE;
-        if (!given(opts, nopts, seen, "warmup")) cfg->warmup = cfg->steps ? (cfg->steps / 3 < 100 ? cfg->steps / 3 : 100) : 100;
+        if (!given(opts, nopts, seen, "warmup")) cfg->warmup = run_default_warmup(m->kind, span);
     }
     if (cfg->momentum > 0 && cfg->optimizer != RUN_OPTIM_SGD) {
         fprintf(stderr, "%s: --momentum applies to --optimizer sgd only\n", prog);
         return CLI_EXIT_USAGE;
     }
-    return -1;
+    return check_gpt_shape(prog, m, opts, nopts, seen);
+}
+
+int64_t run_default_warmup(ampc_model_kind kind, int64_t span) {
+    if (kind != AMPC_MODEL_GPT) return 0;
+    return span ? (span / 3 < 100 ? span / 3 : 100) : 100;   /* 100 when the length is in epochs */
+}
+
+void run_warn_threads(const char *prog, const run_config *cfg) {
+    int online = ampc_cpu()->online_cpus;
+    if (cfg->threads > online)
+        fprintf(stderr, "%s: warning: --threads %d is more than the %d CPU%s this process may use; the threads will "
+                "share them and run slower than --threads %d (or 0, all CPUs)\n", prog, cfg->threads, online,
+                online == 1 ? "" : "s", online);
 }
 
 void run_describe_model(const ampc_model_config *c, char *buf, size_t size) {

@@ -101,6 +101,16 @@ static void axis_log(axis *a, double lo, double hi) {
     }
 }
 
+/* Data with one value (a loss scale that never moved) falls between the ticks: give it its own, and drop
+ * the ticks so close to it that their labels would overlap. */
+static void axis_log_mark(axis *a, double v) {
+    int k = 0;
+    for (int i = 0; i < a->nticks; i++)
+        if (fabs(log10(a->ticks[i]) - log10(v)) >= 0.1 * (a->hi - a->lo)) a->ticks[k++] = a->ticks[i];
+    a->nticks = k;
+    if (a->nticks < MAX_TICKS) a->ticks[a->nticks++] = v;
+}
+
 static void tick_label(const axis *a, double v, char *buf, size_t size) {
     if (a->log || fabs(v) >= 1e7 || a->decimals > 6) snprintf(buf, size, "%g", v);
     else snprintf(buf, size, "%.*f", a->decimals, v);
@@ -149,7 +159,7 @@ static double px(const plot *p, double x) { return p->left + axis_frac(&p->x, x)
 static double py(const plot *p, double y) { return p->bottom - axis_frac(&p->y, y) * (p->bottom - p->top); }
 
 static double legend_width(const svg_chart *c, bool markers) {
-    double w = 0;
+    double w = c->legend_title ? text_w(c->legend_title) - 32 : 0;   /* the title has no line sample */
     for (int k = 0; k < c->nseries; k++)
         if (c->series[k].label) w = fmax(w, text_w(c->series[k].label));
     if (markers && c->marker_label) w = fmax(w, text_w(c->marker_label));
@@ -167,6 +177,7 @@ static void layout(const svg_chart *c, int W, int H, plot *p) {
     p->left = 0;   /* the x ticks only need the plot width; the left margin comes after the y ticks */
     if (c->log_y) axis_log(&p->y, b[2], b[3]);
     else axis_linear(&p->y, b[2], b[3], (int)fmax(2, fmin(8, (p->bottom - p->top) / 50)));
+    if (c->log_y && p->has_data && b[2] == b[3]) axis_log_mark(&p->y, b[2]);
     double wmax = 0;
     char buf[64];
     for (int i = 0; i < p->y.nticks; i++) {
@@ -310,6 +321,10 @@ static void draw_markers(FILE *f, const svg_chart *c, const plot *p) {
 
 static void draw_legend(FILE *f, const svg_chart *c, const plot *p) {
     double x = p->right + 16, y = p->top + 12;
+    if (c->legend_title) {
+        text(f, x, y + 4, "start", " fill=\"#555555\"", c->legend_title);
+        y += 20;
+    }
     for (int k = 0; k < c->nseries; k++) {
         const svg_series *s = &c->series[k];
         if (!s->label) continue;

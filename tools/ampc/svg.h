@@ -2,7 +2,8 @@
  * (loss per step, loss scale per step). A chart has a title, an optional subtitle, axis labels, "nice"
  * 1-2-5 ticks with grid lines, a linear or log10 y axis, any number of series (colour, width, opacity,
  * dash patterns, optional staircase drawing, optional markers at given points) and a legend to the right of the
- * plot, where it never covers data. Non-finite points (and points <= 0 on a log axis) leave a gap in
+ * plot, where it never covers data. A log axis over data that never changes gets a tick at its value,
+ * so a flat curve can be read. Non-finite points (and points <= 0 on a log axis) leave a gap in
  * their curve. The output depends on nothing but the input: fixed number formats, no dates, no locale. */
 #ifndef AMPC_CLI_SVG_H
 #define AMPC_CLI_SVG_H
@@ -37,6 +38,7 @@ typedef struct svg_chart {
     bool log_y;               /* log10 y axis */
     const svg_series *series;
     int nseries;
+    const char *legend_title; /* a line above the legend entries (e.g. the smoothing weight), or NULL */
     const char *marker_label; /* legend text for the markers (shown when any series has one), or NULL */
     const char *empty_note;   /* written across the plot when no series has a drawable point */
 } svg_chart;

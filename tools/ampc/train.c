@@ -3,11 +3,17 @@
  * checkpoints. A checkpoint records the run's own options (train.args: every option that shapes the
  * run, once, in table order, without those that only steer this process: --log, --checkpoint...,
  * --resume, --quiet); --resume FILE parses them first and the command line after them, so a resumed run
- * is the same run unless an option is given again. */
+ * is the same run unless an option is given again. It also records where the run saves (the file name
+ * and the cadence: a resume without --checkpoint goes on saving next to the file it resumed from) and
+ * what it trains on (the data spec with an absolute path, and the data's size and CRC-32, which a resume
+ * checks). Every destination is tried before the first step, and Ctrl-C saves before it stops. */
 #include "cli.h"
+#include "data_id.h"
 #include "run.h"
+#include "safety.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,11 +31,16 @@ static void usage(FILE *f) {
                "  ampc train --layers 2 --d-model 128 --heads 4 --context 64 --steps 300\n"
                "  ampc train --model cnn --data fashion-mnist --precision fp16 --epochs 3 --log cnn.jsonl\n"
                "  ampc train --data text:book.txt --steps 2000 --checkpoint run.safetensors --checkpoint-every 200\n"
-               "  ampc train --resume run.safetensors --checkpoint run.safetensors --checkpoint-every 200\n\n");
+               "  ampc train --resume run.safetensors\n\n"
+               "Ctrl-C (SIGINT) or SIGTERM finishes the step in progress, saves the checkpoint and exits with\n"
+               "status 130 (143); a second Ctrl-C exits at once. Step numbers (\"step 57 skipped\", the JSONL's\n"
+               "\"step\") are 0-based; [58/300] on the progress line and a checkpoint's step count steps done.\n\n");
 }
 
-/* Options that steer this process only; a checkpoint does not record them. */
-static const char *const control_opts[] = {"log", "checkpoint", "checkpoint-every", "keep", "resume", "quiet", NULL};
+/* Options that steer this process only; train.args does not record them (the checkpoint destination
+ * and cadence have metadata of their own). */
+static const char *const control_opts[] = {"log", "checkpoint", "checkpoint-every", "keep", "resume", "quiet",
+                                           "allow-data-change", NULL};
 
 static bool is_control(const char *name) {
     for (int i = 0; control_opts[i]; i++)
@@ -43,6 +54,10 @@ typedef struct train_cli {
     cli_opt opts[MAX_OPTS];
     int n;
     bool seen[MAX_OPTS];
+    /* --resume: what came from the checkpoint rather than the command line */
+    bool ck_recorded, data_recorded;
+    char ck_path[4200];
+    char data_note[4400];
 } train_cli;
 
 static void build_table(train_cli *t) {
@@ -124,6 +139,71 @@ static int merge_args(const train_cli *t, const char *recorded, int argc, char *
     return n;
 }
 
+/* A recorded integer: false when absent or not a number (then the option keeps its value). */
+static bool meta_int(const ampc_safetensors *ck, const char *key, int64_t *out) {
+    const char *v = ampc_safetensors_metadata(ck, key);
+    char *end;
+    if (!v || !*v) return false;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || *end || x < 0) return false;
+    *out = x;
+    return true;
+}
+
+/* The checkpoint settings a resume inherits unless the command line gives them: the destination is the
+ * recorded file name in the directory of the file resumed from (so a moved run folder keeps saving into
+ * itself), and the cadence. */
+static void recorded_destination(train_cli *t, const ampc_safetensors *ck, int argc, char **argv) {
+    const char *name = ampc_safetensors_metadata(ck, "train.checkpoint");
+    if (!given(t, argc, argv, "checkpoint") && name && *name && !strchr(name, '/')) {
+        const char *path = t->x.resume_path, *slash = strrchr(path, '/');
+        snprintf(t->ck_path, sizeof t->ck_path, "%.*s%s", slash ? (int)(slash - path + 1) : 0, path, name);
+        t->cfg.checkpoint = t->ck_path;
+        t->ck_recorded = true;
+    }
+    if (!given(t, argc, argv, "checkpoint-every")) meta_int(ck, "train.checkpoint_every", &t->cfg.checkpoint_every);
+    if (!given(t, argc, argv, "keep")) meta_int(ck, "train.keep", &t->cfg.keep);
+}
+
+/* The data a resume trains on, unless --data is given: the recorded absolute spec (older checkpoints:
+ * the spelling in train.args). Errors about it say where it came from. */
+static void recorded_data(train_cli *t, const ampc_safetensors *ck, int argc, char **argv) {
+    if (given(t, argc, argv, "data")) return;
+    const char *spec = ampc_safetensors_metadata(ck, "train.data");
+    if (spec && *spec) t->cfg.data_spec = spec;
+    t->data_recorded = true;
+    snprintf(t->data_note, sizeof t->data_note, " (--data %s, as recorded in %s; pass --data to use another path)",
+             t->cfg.data_spec ? t->cfg.data_spec : "builtin", t->x.resume_path);
+    t->cfg.data_note = t->data_note;
+}
+
+/* The schedule the checkpoint's own options give, to compare with the resumed run's (run.c says when the
+ * lr changes). Quietly skipped when they do not parse alone. */
+static void recorded_schedule(train_cli *t, const char *recorded) {
+    static train_cli rec;
+    static char *argv[MAX_ARGS + 1];
+    static char buf[16384];
+    snprintf(buf, sizeof buf, "%s", recorded);
+    int argc = 0;
+    for (char *tok = buf; *tok && argc < MAX_ARGS;) {
+        char *nl = strchr(tok, '\n');
+        if (nl) *nl = '\0';
+        argv[argc++] = tok;
+        if (!nl) break;
+        tok = nl + 1;
+    }
+    build_table(&rec);
+    cli_parse_out po = {.seen = rec.seen};
+    if (cli_parse(rec.opts, (size_t)rec.n, argc, argv, 0, NULL, &po) != CLI_PARSED) return;
+    if (run_finish_options("ampc train", &rec.cfg, rec.opts, rec.n, rec.seen) >= 0) return;
+    const run_config *c = &rec.cfg;
+    t->cfg.recorded_schedule = (run_schedule){c->lr, c->lr_schedule, c->warmup,
+                                              c->schedule_steps ? c->schedule_steps : c->steps,
+                                              c->schedule_steps || c->steps ? 0 : c->epochs};
+    t->cfg.has_recorded_schedule = true;
+}
+
 /* --resume: opens the checkpoint and parses its recorded options followed by the command line's.
  * Returns -1 to go on (with *argc, *argv the merged list), else the exit status. */
 static int with_recorded(train_cli *t, int *argc, char ***argv, char **all, ampc_safetensors **ck) {
@@ -143,6 +223,9 @@ static int with_recorded(train_cli *t, int *argc, char ***argv, char **all, ampc
                 po.error);
         return CLI_EXIT_USAGE;
     }
+    recorded_destination(t, *ck, *argc, *argv);
+    recorded_data(t, *ck, *argc, *argv);
+    recorded_schedule(t, recorded);
     *argc = n, *argv = all;
     return -1;
 }
@@ -173,27 +256,144 @@ static void print_summary(const run_config *cfg, const run_output *o) {
            r->final_scale, (double)r->peak_bytes / (1 << 20), r->throughput, r->throughput_unit);
 }
 
-static int train(train_cli *t, const char *args) {
+/* Every file the run will write, tried before anything else: a mistyped path costs a second, not a run. */
+static int check_destinations(const train_cli *t) {
     const char *prog = "ampc train";
+    if (t->cfg.checkpoint && safety_check_writable(prog, "checkpoint", t->cfg.checkpoint, true)) return CLI_EXIT_FAIL;
+    if (t->x.log_path && safety_check_writable(prog, "log", t->x.log_path, false)) return CLI_EXIT_FAIL;
+    return 0;
+}
+
+/* What a resume says about the checkpoint settings it inherited (on its "resumed from" line), or did not
+ * (a warning: a run that saves nothing must not look like one that does). */
+static void say_destination(train_cli *t) {
+    run_config *cfg = &t->cfg;
+    if (!cfg->resume) return;
+    if (!cfg->checkpoint) {
+        fprintf(stderr, "ampc train: warning: no --checkpoint, and %s records none (older checkpoints do not): this "
+                "run saves nothing\n", t->x.resume_path);
+        return;
+    }
+    if (!t->ck_recorded) return;
+    static char note[4600];
+    int n = snprintf(note, sizeof note, "; saving to %s", cfg->checkpoint);
+    if (cfg->checkpoint_every) n += snprintf(note + n, sizeof note - (size_t)n, " every %lld steps", (long long)cfg->checkpoint_every);
+    if (cfg->keep > 1) n += snprintf(note + n, sizeof note - (size_t)n, ", keeping %lld", (long long)cfg->keep);
+    snprintf(note + n, sizeof note - (size_t)n, " (recorded in the checkpoint)");
+    cfg->resume_note = note;
+}
+
+/* --resume: the data must be the data the checkpoint was trained on. 0, or 1 after the message. */
+static int check_data(const train_cli *t, const data_id *id) {
+    const ampc_safetensors *ck = t->cfg.resume;
+    int64_t size;
+    const char *crc = ampc_safetensors_metadata(ck, "train.data.crc32");
+    if (!crc || !meta_int(ck, "train.data.size", &size)) {
+        if (!t->cfg.quiet)
+            fprintf(stderr, "ampc train: note: %s records no fingerprint of its data (older checkpoints do not); "
+                    "the data is not checked\n", t->x.resume_path);
+        return 0;
+    }
+    char now[16];
+    snprintf(now, sizeof now, "%08" PRIx32, id->crc32);
+    if ((uint64_t)size == id->size && !strcmp(crc, now)) return 0;
+    const char *was = ampc_safetensors_metadata(ck, "train.data");
+    fprintf(stderr, "ampc train: --resume: the data differs from the data %s was trained on: %s is %llu bytes with "
+            "CRC-32 %s, the checkpoint recorded %s: %lld bytes with CRC-32 %s; %s\n", t->x.resume_path, id->spec,
+            (unsigned long long)id->size, now, was ? was : "?", (long long)size, crc,
+            t->x.allow_data_change ? "going on (--allow-data-change)" : "pass --allow-data-change to train on it anyway");
+    return t->x.allow_data_change ? 0 : CLI_EXIT_FAIL;
+}
+
+/* The metadata every save adds: the options, the destination and cadence, the data's identity. */
+static void checkpoint_meta(const train_cli *t, const char *args, const data_id *id, char (*num)[32],
+                            const char **meta) {
+    const char *slash = t->cfg.checkpoint ? strrchr(t->cfg.checkpoint, '/') : NULL;
+    snprintf(num[0], 32, "%lld", (long long)t->cfg.checkpoint_every);
+    snprintf(num[1], 32, "%lld", (long long)(t->cfg.keep > 1 ? t->cfg.keep : 1));
+    snprintf(num[2], 32, "%llu", (unsigned long long)id->size);
+    snprintf(num[3], 32, "%08" PRIx32, id->crc32);
+    const char *kv[] = {"train.args", args, "train.checkpoint", slash ? slash + 1 : t->cfg.checkpoint ? t->cfg.checkpoint : "",
+                        "train.checkpoint_every", num[0], "train.keep", num[1], "train.data", id->spec,
+                        "train.data.crc32", num[3], "train.data.size", num[2]};
+    memcpy(meta, kv, sizeof kv);
+}
+
+/* After a signal: where the checkpoint is and how to go on, in one line. */
+static void say_stopped(const train_cli *t, const run_output *o) {
+    char q[4300], log[4400] = "";
+    const char *sig = safety_signal_name(o->stopped_by);
+    if (t->x.log_path) safety_shell_quote(t->x.log_path, q, sizeof q), snprintf(log, sizeof log, " --log %s", q);
+    fprintf(stderr, "ampc train: stopped by %s after %lld of %lld steps; ", sig, (long long)o->r.n, (long long)o->total);
+    if (o->saved_to[0]) {
+        safety_shell_quote(o->saved_to, q, sizeof q);
+        fprintf(stderr, "the checkpoint is saved to %s; resume with: ampc train --resume %s%s%s%s\n", o->saved_to, q,
+                o->saved_elsewhere ? " --checkpoint " : "", o->saved_elsewhere ? t->cfg.checkpoint : "", log);
+    } else if (t->cfg.resume) {
+        safety_shell_quote(t->x.resume_path, q, sizeof q);
+        fprintf(stderr, "no step since %s, nothing new to save; resume with: ampc train --resume %s%s\n",
+                t->x.resume_path, q, log);
+    } else {
+        fprintf(stderr, "nothing saved (%s)\n", t->cfg.checkpoint ? "no step was done" : "no --checkpoint");
+    }
+}
+
+static int open_log(const train_cli *t, FILE **log) {
+    *log = NULL;
+    if (!t->x.log_path || (*log = fopen(t->x.log_path, t->cfg.resume ? "a" : "w"))) return 0;
+    fprintf(stderr, "ampc train: --log: cannot write '%s': %s\n", t->x.log_path, strerror(errno));
+    return CLI_EXIT_FAIL;
+}
+
+/* Opens the data and checks it against the checkpoint; fills id. */
+static int open_data(train_cli *t, ampc_dataset **ds, data_id *id) {
+    int rc = run_open_data("ampc train", &t->cfg, ds);
+    if (rc) return rc;
+    char why[4400];
+    if (!data_id_make(t->cfg.data_spec, *ds, id, why, sizeof why)) {
+        fprintf(stderr, "ampc train: data: %s%s\n", why, t->data_recorded ? t->data_note : "");
+        rc = CLI_EXIT_FAIL;
+    } else if (t->cfg.resume) {
+        rc = check_data(t, id);
+    }
+    if (rc) ampc_dataset_free(*ds), *ds = NULL;
+    return rc;
+}
+
+static int finish(const train_cli *t, const run_output *out, int rc) {
+    if (out->stopped_by) say_stopped(t, out);
+    if (out->finished) print_summary(&t->cfg, out);
+    if (out->finished && out->saved_elsewhere)
+        fprintf(stderr, "ampc train: finished, but the final checkpoint is %s%s, not %s\n",
+                out->saved_to[0] ? "at " : "lost", out->saved_to, t->cfg.checkpoint);
+    return rc;
+}
+
+static int train(train_cli *t, const char *args) {
     run_config *cfg = &t->cfg;
     cfg->prec = (precision)t->x.prec;
     cfg->label = precision_names[t->x.prec];
-    const char *meta[] = {"train.args", args};
-    cfg->ck_meta = meta, cfg->n_ck_meta = 1;
-    ampc_dataset *ds = NULL;
-    int rc = run_open_data(prog, cfg, &ds);
+    int rc = check_destinations(t);
     if (rc) return rc;
-    FILE *log = NULL;
-    if (t->x.log_path && !(log = fopen(t->x.log_path, cfg->resume ? "a" : "w"))) {
-        fprintf(stderr, "%s: --log: cannot write '%s': %s\n", prog, t->x.log_path, strerror(errno));
+    safety_install_signals();
+    say_destination(t);
+    run_warn_threads("ampc train", cfg);
+    ampc_dataset *ds = NULL;
+    static data_id id;
+    if ((rc = open_data(t, &ds, &id))) return rc;
+    char num[4][32];
+    const char *meta[14];
+    checkpoint_meta(t, args, &id, num, meta);
+    cfg->ck_meta = meta, cfg->n_ck_meta = 7;
+    FILE *log;
+    if ((rc = open_log(t, &log))) {
         ampc_dataset_free(ds);
-        return CLI_EXIT_FAIL;
+        return rc;
     }
     run_output out;
-    rc = run_training(prog, cfg, ds, log, &out);
-    if (!rc) print_summary(cfg, &out);
+    rc = finish(t, &out, run_training("ampc train", cfg, ds, log, &out));
     if (log && fclose(log) != 0 && !rc) {
-        fprintf(stderr, "%s: --log: writing '%s' failed: %s\n", prog, t->x.log_path, strerror(errno));
+        fprintf(stderr, "ampc train: --log: writing '%s' failed: %s\n", t->x.log_path, strerror(errno));
         rc = CLI_EXIT_FAIL;
     }
     run_output_free(&out);
