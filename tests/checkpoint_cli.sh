@@ -90,6 +90,10 @@ for want in "ampc checkpoint, format version 1" "step:       24" "scaler:     en
             "data:       epoch 1" "options:    --data text:" "optim.wte.weight.exp_avg_sq" "blocks.0.attn.qkv.weight"; do
     case "$out" in *"$want"*) ;; *) fail "inspect output lacks '$want'" ;; esac
 done
+# the metadata count is the number of entries listed
+n=$(printf '%s\n' "$out" | sed -n 's/^metadata (\([0-9]*\)):$/\1/p')
+listed=$(printf '%s\n' "$out" | sed -n '/^metadata (/,/^$/p' | grep -c '^  ')
+[ -n "$n" ] && [ "$n" -eq "$listed" ] || fail "inspect: metadata ($n) lists $listed entries"
 "$AMPC" inspect --json "$DIR/fp16/a/x.st" | "$JSON_CHECK" || fail "inspect --json is not valid JSON"
 "$AMPC" inspect --json "$DIR/fp16/a/x.st" | grep -q '"ampc.scaler.scale"' || fail "inspect --json lacks the scaler"
 ok "inspect"
@@ -111,8 +115,8 @@ expect 2 "--checkpoint-every needs --checkpoint" "$AMPC" train --checkpoint-ever
 # shellcheck disable=SC2086
 expect 1 "ampc.model.d_model is 32, this model has 64" "$AMPC" train --resume "$A" --d-model 64
 printf 'not a safetensors file at all' > "$DIR/junk.st"
-expect 1 "junk.st" "$AMPC" train --resume "$DIR/junk.st"
-expect 1 "junk.st" "$AMPC" inspect "$DIR/junk.st"
+expect 1 "junk.st: not a safetensors file" "$AMPC" train --resume "$DIR/junk.st"
+expect 1 "junk.st: not a safetensors file" "$AMPC" inspect "$DIR/junk.st"
 size=$(wc -c < "$A")
 head -c $((size - 7)) "$A" > "$DIR/trunc.st"
 expect 1 "trunc.st" "$AMPC" train --resume "$DIR/trunc.st"

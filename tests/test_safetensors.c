@@ -310,11 +310,15 @@ static void test_reject_header_length(void **state) {
     unsigned char b[1024] = {0};
     b[4] = 1;   /* 2^32 */
     assert_int_equal(ampc_safetensors_parse(b, sizeof b, "x.safetensors", &st), AMPC_STATUS_FORMAT);
-    ASSERT_ERROR_MENTIONS("x.safetensors: header length 4294967296 exceeds the limit");
+    ASSERT_ERROR_MENTIONS("x.safetensors: not a safetensors file: header length 4294967296 exceeds the limit");
     memset(b, 0, 8);
     b[0] = 0x00, b[1] = 0xe1, b[2] = 0xf5, b[3] = 0x05;   /* 10^8: allowed by the limit, not by the file */
     assert_int_equal(ampc_safetensors_parse(b, sizeof b, "x.safetensors", &st), AMPC_STATUS_FORMAT);
+    ASSERT_ERROR_MENTIONS("x.safetensors: not a safetensors file: header length 100000000 exceeds the file (1024 bytes)");
+    b[8] = '{';   /* a header that starts but is cut short: a damaged safetensors file */
+    assert_int_equal(ampc_safetensors_parse(b, sizeof b, "x.safetensors", &st), AMPC_STATUS_FORMAT);
     ASSERT_ERROR_MENTIONS("x.safetensors: header length 100000000 exceeds the file (1024 bytes)");
+    assert_null(strstr(ampc_last_error(), "not a safetensors file"));
     memset(b, 0xff, 8);
     assert_int_equal(ampc_safetensors_parse(b, sizeof b, "x.safetensors", &st), AMPC_STATUS_FORMAT);
     assert_null(st);

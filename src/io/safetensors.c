@@ -339,12 +339,15 @@ static ampc_status parse_all(ampc_safetensors *st) {
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = n << 8 | st->buf[i];
     if (n == 0) return ampci_fail(AMPC_STATUS_FORMAT, "%s: header length is 0", st->name);
+    /* A length past the limit or the file, with no '{' where the header would start, is not a damaged
+     * safetensors file but another kind of file (text gives lengths like 7.5e18): say that first. */
+    const char *other = st->len > 8 && st->buf[8] == '{' ? "" : "not a safetensors file: ";
     if (n > AMPC_ST_MAX_HEADER)
-        return ampci_fail(AMPC_STATUS_FORMAT, "%s: header length %" PRIu64 " exceeds the limit of %u bytes",
-                          st->name, n, AMPC_ST_MAX_HEADER);
+        return ampci_fail(AMPC_STATUS_FORMAT, "%s: %sheader length %" PRIu64 " exceeds the limit of %u bytes",
+                          st->name, other, n, AMPC_ST_MAX_HEADER);
     if (n > st->len - 8)
-        return ampci_fail(AMPC_STATUS_FORMAT, "%s: header length %" PRIu64 " exceeds the file (%zu bytes)",
-                          st->name, n, st->len);
+        return ampci_fail(AMPC_STATUS_FORMAT, "%s: %sheader length %" PRIu64 " exceeds the file (%zu bytes)",
+                          st->name, other, n, st->len);
     st->data = st->buf + 8 + n;
     st->data_len = st->len - 8 - (size_t)n;
     st->pool = malloc((size_t)n + 1);

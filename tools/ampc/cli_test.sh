@@ -275,6 +275,56 @@ expect_rc 1
 expect_lines "$ERR" 1
 expect_has "$ERR" "afile"
 
+# ---- output fits the width COLUMNS asks for (display columns: UTF-8 continuation bytes take none) ----
+widest() { LC_ALL=C tr -d '\200-\277' <"$1" | awk '{ if (length($0) > w) w = length($0) } END { print w + 0 }'; }
+for cols in 80 50; do
+    # shellcheck disable=SC2086
+    COLUMNS=$cols "$AMPC" compare $TINY --quiet >"$OUT" 2>"$ERR"
+    RC=$? LAST="COLUMNS=$cols ampc compare"
+    expect_rc 0
+    checks=$((checks + 1))
+    [ "$(widest "$OUT")" -le $cols ] || fail "$LAST: a line of $(widest "$OUT") columns"
+    for p in fp32 bf16 fp16; do
+        checks=$((checks + 1))
+        [ "$(grep -c "^$p  " "$OUT")" -ge 1 ] || fail "$LAST: no table row for $p"
+    done
+done
+expect_has "$OUT" "speed-up over fp32"   # the key of the compact headers
+# the progress lines (not a terminal: plain lines, cut to COLUMNS when it is set)
+# shellcheck disable=SC2086
+COLUMNS=40 "$AMPC" train $TINY >"$OUT" 2>"$ERR"
+RC=$? LAST="COLUMNS=40 ampc train"
+expect_rc 0
+expect_has "$ERR" "bf16 [6/6] loss"
+checks=$((checks + 1))
+[ "$(widest "$ERR")" -le 40 ] || fail "$LAST: a progress line of $(widest "$ERR") columns"
+# without COLUMNS and without a terminal, lines are not cut
+# shellcheck disable=SC2086
+run train $TINY
+expect_has "$ERR" "bf16 [6/6] loss"
+expect_has "$ERR" "tok/s ETA 0:00"
+
+# ---- smaller things: GPT shape checked up front, --threads, not-a-safetensors-file, step numbering ----
+usage_error "--heads 5 does not divide --d-model 384 (the default)" "1, 2, 3, 4, 6, 8" -- train --heads 5
+checks=$((checks + 1))
+! grep -q "classes\|image" "$ERR" || fail "train --heads 5 mentions options a GPT does not have: $(cat "$ERR")"
+usage_error "--heads 3 does not divide --d-model 64" "1, 2, 4, 8, 16, 32, 64" -- compare --d-model 64 --heads 3
+# shellcheck disable=SC2086
+run train $TINY --threads 0 --quiet
+expect_rc 0
+expect_lines "$ERR" 0
+# shellcheck disable=SC2086
+over=$(($(nproc) + 1))
+run train $TINY --threads $over --steps 1 --quiet
+expect_rc 0
+expect_has "$ERR" "warning: --threads $over is more than the $(nproc) CPU"
+run inspect "$TMP/run.jsonl"
+expect_rc 1
+expect_lines "$ERR" 1
+expect_has "$ERR" "run.jsonl: not a safetensors file"
+checks=$((checks + 1))
+head -n 1 "$TMP/run.jsonl" | grep -q '^{"step":0,' || fail "the JSONL's first step is not \"step\":0"
+
 # ---- bench gemm and step (small sizes: the plumbing and the JSON contract, not the speed) ----
 run bench gemm --max 256 --no-gpt --json
 expect_rc 0

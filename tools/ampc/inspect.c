@@ -63,6 +63,16 @@ static void summary_human(const ampc_safetensors *st) {
     if (ampc_safetensors_metadata(st, "ampc.data.epoch"))
         printf("data:       epoch %s, position %s of %s samples\n", meta(st, "ampc.data.epoch"),
                meta(st, "ampc.data.position"), meta(st, "ampc.data.samples"));
+    if (ampc_safetensors_metadata(st, "train.data.size"))
+        printf("trained on: %s, %s bytes, CRC-32 %s (checked by --resume)\n", meta(st, "train.data"),
+               meta(st, "train.data.size"), meta(st, "train.data.crc32"));
+    if (ampc_safetensors_metadata(st, "train.checkpoint")) {
+        const char *every = meta(st, "train.checkpoint_every");
+        printf("saves:      %s (in the folder of the file resumed from), ", meta(st, "train.checkpoint"));
+        if (strcmp(every, "0")) printf("every %s steps", every);
+        else printf("at the end");
+        printf(", keeping %s\n", meta(st, "train.keep"));
+    }
     if (ampc_safetensors_metadata(st, "train.args")) {
         args_line(meta(st, "train.args"), args, sizeof args);
         printf("options:    %s\n", args);
@@ -77,10 +87,12 @@ static void print_human(const ampc_safetensors *st, bool checkpoint) {
     if (checkpoint) summary_human(st);
     int nm = ampc_safetensors_metadata_count(st);
     printf("\nmetadata (%d):\n", nm);
-    for (int i = 0; i < nm; i++) {
+    for (int i = 0; i < nm; i++) {   /* every entry, so the count is what is listed */
         const char *k, *v;
+        char line[4096];
         ampc_safetensors_metadata_at(st, i, &k, &v);
-        if (strcmp(k, "train.args")) printf("  %-28s %s\n", k, v);
+        args_line(v, line, sizeof line);   /* train.args holds one token per line */
+        printf("  %-28s %s\n", k, line);
     }
     printf("\n%-44s %-6s %-18s %s\n", "tensor", "dtype", "shape", "bytes");
     int64_t params = 0;

@@ -511,8 +511,8 @@ static int write_loss_chart(const char *path, const run_result *runs, int n, cha
                                 .width = i ? 2 : 3.5, .dash = run_dash(i)};
     }
     char sub[160], legend[40];
-    snprintf(sub, sizeof sub, "faint: loss of each step; solid and dashed: smoothed (exponential moving average, "
-             "weight %.2f, debiased, as TensorBoard)", w);
+    snprintf(sub, sizeof sub, "faint: loss of each step; solid and dashed: exponential moving average, weight %.2f "
+             "(TensorBoard's smoothing)", w);
     snprintf(legend, sizeof legend, "smoothing %.2f", w);
     svg_chart c = {.title = "Training loss", .subtitle = sub, .xlabel = "optimizer step",
                    .ylabel = "training loss", .series = s, .nseries = 2 * n, .legend_title = legend,

@@ -4,7 +4,10 @@
  * is one long run that exercises the per-pixel reduction of the charts. The expected strings are formatted
  * here from the inputs, so a wrong number, a missing label, a table that differs between stdout and
  * report.md, non-deterministic bytes, timing leaking into timing=false output, malformed SVG or a silent
- * failure on a bad folder all fail the test. Usage: ampc_report_test OUTDIR (created if missing). */
+ * failure on a bad folder all fail the test. D checks the smoothing of the loss chart from the drawn
+ * points (it must not rise before a spike nor leave the range of the losses seen so far), E the tick of a
+ * loss scale that never moves, and the fitted tables that no line is wider than asked.
+ * Usage: ampc_report_test OUTDIR (created if missing). */
 #include "report.h"
 
 #include <errno.h>
@@ -386,6 +389,118 @@ static void scenario_long(const char *out) {
     CHECK(len < 100000, "loss.svg of %d steps is %zu bytes: the per-pixel reduction does not work", LONG_N, len);
 }
 
+/* The points of the k-th series of an SVG chart (its polylines, in order) into xy (x, y pairs); their
+ * count. */
+static int series_points(const char *svg, int k, double *xy, int max) {
+    const char *p = svg;
+    for (int i = 0; i <= k && p; i++) p = strstr(i ? p + 1 : p, "class=\"series\"");
+    if (!p) return 0;
+    const char *end = strstr(p, "</g>");
+    int n = 0;
+    for (const char *q = p; (q = strstr(q, "points=\"")) && q < end;) {
+        q += 8;
+        for (char *e; *q != '"' && n < max; q = e) {
+            double x = strtod(q, &e);
+            if (e == q || *e != ',') break;
+            double y = strtod(e + 1, &e);
+            xy[2 * n] = x, xy[2 * n + 1] = y, n++;
+            while (*e == ' ') e++;
+        }
+    }
+    return n;
+}
+
+/* The smoothed curve of a chart with one run (series 0 raw, series 1 smoothed): it must not move before
+ * the data does, and stays within the range (in pixels) of the raw points drawn up to it. */
+static void check_smoothing(const char *path, const char *what) {
+    static double raw[2 * LONG_N], sm[2 * LONG_N];
+    char *svg = read_file(path, NULL);
+    CHECK(svg, "cannot read %s", path);
+    if (!svg) return;
+    int nr = series_points(svg, 0, raw, LONG_N), ns = series_points(svg, 1, sm, LONG_N);
+    CHECK(nr > 10 && ns > 10, "%s: %d raw and %d smoothed points", what, nr, ns);
+    double raw_move = INFINITY, sm_move = INFINITY, lo = raw[1], hi = raw[1];
+    for (int i = 0; i < nr && !isfinite(raw_move); i++)
+        if (raw[2 * i + 1] != raw[1]) raw_move = raw[2 * i];
+    for (int i = 0; i < ns && !isfinite(sm_move); i++)
+        if (sm[2 * i + 1] != sm[1]) sm_move = sm[2 * i];
+    CHECK(sm_move >= raw_move, "%s: the smoothed curve moves at x %.1f, before the data (x %.1f)", what, sm_move,
+          raw_move);
+    for (int i = 0, r = 0; i < ns; i++) {
+        for (; r < nr && raw[2 * r] <= sm[2 * i] + 0.05; r++) lo = fmin(lo, raw[2 * r + 1]), hi = fmax(hi, raw[2 * r + 1]);
+        if (sm[2 * i + 1] < lo - 0.15 || sm[2 * i + 1] > hi + 0.15) {
+            CHECK(false, "%s: smoothed point (%.1f, %.1f) outside the data so far (y %.1f..%.1f)", what, sm[2 * i],
+                  sm[2 * i + 1], lo, hi);
+            break;
+        }
+    }
+    free(svg);
+}
+
+/* D: a flat loss with one spike, and the falling loss of A: TensorBoard's smoothing, its weight in the
+ * legend. */
+static void scenario_smoothing(const char *out) {
+    static synth s;
+    make_runs(&s, 1, N, false);
+    char dir[1024], path[1100];
+    report_meta m = {.model = "gpt", .data = "text", .steps = N};
+    snprintf(dir, sizeof dir, "%s/smooth_falling", out);
+    write_dir(dir, &m, s.runs, 1);
+    snprintf(path, sizeof path, "%s/loss.svg", dir);
+    const char *want[] = {">smoothing 0.82<", "exponential moving average, weight 0.82"};
+    check_svg(path, want, 2, 2, 0);
+    check_smoothing(path, "falling loss");
+    for (int i = 0; i < N; i++) s.loss[0][i] = i == N / 2 ? 10.0 : 2.0;
+    snprintf(dir, sizeof dir, "%s/smooth_spike", out);
+    write_dir(dir, &m, s.runs, 1);
+    snprintf(path, sizeof path, "%s/loss.svg", dir);
+    check_smoothing(path, "spike");
+}
+
+/* E: a loss scale that never changes gets a tick at its value. */
+static void scenario_flat_scale(const char *out) {
+    static synth s;
+    make_runs(&s, NRUNS, N, false);
+    for (int i = 0; i < N; i++) s.scale[2][i] = 65536, s.skipped[2][i] = false;
+    char dir[1024], path[1100];
+    report_meta m = {.model = "gpt", .data = "text", .steps = N};
+    snprintf(dir, sizeof dir, "%s/flat_scale", out);
+    write_dir(dir, &m, s.runs, NRUNS);
+    snprintf(path, sizeof path, "%s/scale.svg", dir);
+    const char *want[] = {">65536</text>"};
+    check_svg(path, want, 1, 1, 0);
+}
+
+/* The widest line of s in display columns. */
+static int widest_line(const char *s) {
+    int w = 0, cur = 0;
+    for (; *s; s++) {
+        if (*s == '\n') cur = 0;
+        else if (((unsigned char)*s & 0xC0) != 0x80 && ++cur > w) w = cur;
+    }
+    return w;
+}
+
+/* The text table fitted to a width: no line wider, every value still there. */
+static void scenario_fit(void) {
+    static synth s;
+    make_runs(&s, NRUNS, N, true);   /* a classifier: the widest table */
+    report_meta m = {.model = "cnn (conv32-pool-conv64-pool-fc128-fc10)", .data = "fashion-mnist",
+                     .command = "ampc compare", .steps = N, .threads = 2, .seed = 1};
+    static const int widths[] = {100, 80, 60, 40};
+    for (int i = 0; i < 4; i++) {
+        FILE *f = tmpfile();
+        if (!f) return;
+        report_print_table_fit(f, &m, s.runs, NRUNS, true, widths[i]);
+        char *text = read_stream(f, NULL);
+        fclose(f);
+        if (!text) return;
+        CHECK(widest_line(text) <= widths[i], "table at %d columns has a line of %d", widths[i], widest_line(text));
+        for (int k = 0; k < NRUNS; k++) check_values(text, str("table at %d columns", widths[i]), &s.runs[k], true);
+        free(text);
+    }
+}
+
 static void scenario_bad_dir(void) {
     static synth s;
     make_runs(&s, NRUNS, N, false);
@@ -402,6 +517,9 @@ int main(int argc, char **argv) {
     scenario_lm(out);
     scenario_classifier(out);
     scenario_long(out);
+    scenario_smoothing(out);
+    scenario_flat_scale(out);
+    scenario_fit();
     scenario_bad_dir();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);

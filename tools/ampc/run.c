@@ -195,11 +195,42 @@ static void note_schedule_change(const run_state *s) {
     fputc('\n', stderr);
 }
 
+/* A checkpoint's integer metadata (0 when absent). */
+static int64_t meta_int(const ampc_safetensors *ck, const char *key) {
+    const char *v = ampc_safetensors_metadata(ck, key);
+    return v ? strtoll(v, NULL, 10) : 0;
+}
+
+/* --allow-data-change on data of another length: the library refuses a cursor made for another number of
+ * samples, so the loader is left out of the restore and continues at the recorded epoch and position
+ * (cut to the new length), which is as close to the recorded run as other data can get. */
+static bool other_length(const run_state *s) {
+    const ampc_safetensors *ck = s->cfg->resume;
+    return s->cfg->allow_data_change && s->train && ampc_safetensors_metadata(ck, "ampc.data.samples") &&
+           meta_int(ck, "ampc.data.samples") != ampc_loader_num_samples(s->train);
+}
+
+static int take_cursor(run_state *s) {
+    const ampc_safetensors *ck = s->cfg->resume;
+    int64_t n = ampc_loader_num_samples(s->train), pos = meta_int(ck, "ampc.data.position");
+    ampc_loader_cursor c = {meta_int(ck, "ampc.data.epoch"), pos < n ? pos : n};
+    if (c.epoch < 0) c.epoch = 0;
+    if (c.position < 0) c.position = 0;
+    if (ampc_loader_set_cursor(s->train, &c) != AMPC_OK) return fail(s->prog, "--resume");
+    fprintf(stderr, "%s: note: the data has %lld samples per epoch, the checkpoint's had %lld; it goes on at epoch "
+            "%lld, sample %lld\n", s->prog, (long long)n, (long long)meta_int(ck, "ampc.data.samples"),
+            (long long)c.epoch, (long long)c.position);
+    return 0;
+}
+
 /* --resume: everything is checked before anything is loaded, so a refused file leaves the fresh run. */
 static int resume(run_state *s) {
     if (!s->cfg->resume) return 0;
     ampc_checkpoint_state st = ck_state(s, 0);
+    bool own_cursor = other_length(s);
+    if (own_cursor) st.loader = NULL;
     if (ampc_checkpoint_restore(s->cfg->resume, &st) != AMPC_OK) return fail(s->prog, "--resume");
+    if (own_cursor && take_cursor(s)) return 1;
     s->start = st.step;
     if (s->start >= s->steps) return 0;   /* complete: run_training says so */
     if (!s->cfg->quiet)
@@ -432,6 +463,10 @@ static void progress(run_state *s, int64_t step, const step_result *r, double el
     snprintf(line, sizeof line, "%s [%lld/%lld] loss %.4f scale %g %.0f %s ETA %s%s%s", cfg->label, (long long)done,
              (long long)s->steps, r->loss, r->scale, rate, s->lm ? "tok/s" : "samples/s", eta,
              cfg->runs_after ? ", all runs " : "", cfg->runs_after ? all : "");
+    int width = term_columns(stderr);
+    if (width > 0 && term_text_width(line) >= width)   /* narrow: what matters most, before it is cut */
+        snprintf(line, sizeof line, "%s [%lld/%lld] loss %.4f ETA %s", cfg->label, (long long)done,
+                 (long long)s->steps, r->loss, cfg->runs_after ? all : eta);
     status_line(s, line, !tty || done == s->steps);
 }
 

@@ -70,6 +70,7 @@ typedef struct run_config {
     bool has_recorded_schedule;     /* --resume: the schedule of the checkpoint's own options, to say so */
     run_schedule recorded_schedule; /* when a resumed run's lr differs from what the checkpoint's would be */
     const char *data_note;          /* appended to data errors: where --data came from (NULL: the command line) */
+    bool allow_data_change;         /* --resume on other data: a loader of another length takes over the cursor */
     const char *resume_note;        /* appended to the "resumed from" line (where the run saves), or NULL */
     int runs_after;                 /* compare: runs still to come after this one, for the overall ETA */
     /* raw option values, turned into the fields above by run_finish_options */

@@ -373,6 +373,7 @@ static int train(train_cli *t, const char *args) {
     run_config *cfg = &t->cfg;
     cfg->prec = (precision)t->x.prec;
     cfg->label = precision_names[t->x.prec];
+    cfg->allow_data_change = t->x.allow_data_change;
     int rc = check_destinations(t);
     if (rc) return rc;
     safety_install_signals();
