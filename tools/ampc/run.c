@@ -3,7 +3,10 @@
  * that is skipped when a gradient is non-finite (by the scaler, or by a check when no scaler runs), the
  * scale update, then the step end that frees every activation. Each step leaves one JSONL object; the
  * run ends with an evaluation (test accuracy for classifiers, validation loss for the GPT) and a final
- * object. Everything but the timing fields is a function of the flags, the seed and the thread count. */
+ * object. Everything but the timing fields is a function of the flags, the seed, the kernel level and the
+ * thread count. Between steps the loop looks at the stop flag of safety.h (Ctrl-C: save, then stop); a
+ * save that fails does not end the run (ckpt_save_or_rescue); a resumed run that is already complete does
+ * nothing, and one whose learning rate the new options change says so. */
 #include "run.h"
 
 #include "ckpt.h"
