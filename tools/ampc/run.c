@@ -244,11 +244,46 @@ static int resume(run_state *s) {
     return 0;
 }
 
+/* ---- status lines ---- */
+
+/* One status line on stderr. On a terminal a progress line (`live`) is rewritten in place (\r), cut to
+ * the width so it never wraps (a wrapped line cannot be rewritten: each update would leave a new line),
+ * and padded over what the previous one left; other lines (a skipped step) replace it and end with a
+ * newline, whole. Elsewhere plain lines; progress lines are cut only when COLUMNS asks for a width. */
+static void status_line(run_state *s, const char *text, bool live, bool last) {
+    int width = term_columns(stderr);
+    if (!isatty(STDERR_FILENO)) {
+        fprintf(stderr, "%.*s\n", (int)(live && width > 0 ? term_fit(text, width) : strlen(text)), text);
+        return;
+    }
+    bool keep = !live || last;
+    int room = width > 1 ? width - 1 : 1;   /* the last column would make some terminals wrap */
+    size_t n = live ? term_fit(text, room) : strlen(text);
+    int w = live && term_text_width(text) > room ? room : term_text_width(text);
+    int clear = s->line_len > w ? s->line_len - w : 0;
+    fprintf(stderr, "\r%.*s%*s%s", (int)n, text, clear, "", keep ? "\n" : "");
+    s->line_len = keep ? 0 : w;
+}
+
+/* Ends a live progress line before other output. */
+static void status_close(run_state *s) {
+    if (s->line_len) fputc('\n', stderr);
+    s->line_len = 0;
+}
+
+/* Blanks a live progress line, so that whatever is printed next starts a clean line (the next update
+ * writes the progress again). */
+static void status_clear(run_state *s) {
+    if (s->line_len) fprintf(stderr, "\r%*s\r", s->line_len, "");
+    s->line_len = 0;
+}
+
 /* A checkpoint that cannot be written at --checkpoint does not end the run: the state is still in memory,
  * so it goes to a rescue file (named), training goes on, and the next save tries --checkpoint again. */
 static void save(run_state *s, int64_t step, run_output *out) {
     ampc_checkpoint_state st = ck_state(s, step);
     char rescue[sizeof out->saved_to];
+    status_clear(s);   /* a failure is reported on a line of its own */
     int r = ckpt_save_or_rescue(s->prog, s->cfg->checkpoint, s->cfg->keep, &st, rescue, sizeof rescue);
     s->saved_step = step;
     s->save_failed = r != 0;
@@ -418,30 +453,6 @@ static void fmt_eta(double seconds, char *buf, size_t size) {
     else snprintf(buf, size, "%ld:%02ld", t / 60, t % 60);
 }
 
-/* One status line on stderr. On a terminal it is the live line: rewritten in place (\r), cut to the width
- * so it never wraps (a wrapped line cannot be rewritten: each update would leave a new line), and padded
- * over what the previous one left; `keep` ends it with a newline. Elsewhere a plain line, cut only when
- * COLUMNS asks for a width. */
-static void status_line(run_state *s, const char *text, bool keep) {
-    int width = term_columns(stderr);
-    if (!isatty(STDERR_FILENO)) {
-        fprintf(stderr, "%.*s\n", (int)(width > 0 ? term_fit(text, width) : strlen(text)), text);
-        return;
-    }
-    int room = width > 1 ? width - 1 : 1;   /* the last column would make some terminals wrap */
-    size_t n = keep ? strlen(text) : term_fit(text, room);
-    int w = keep ? term_text_width(text) : term_text_width(text) < room ? term_text_width(text) : room;
-    int clear = s->line_len > w ? s->line_len - w : 0;
-    fprintf(stderr, "\r%.*s%*s%s", (int)n, text, clear, "", keep ? "\n" : "");
-    s->line_len = keep ? 0 : w;
-}
-
-/* Ends a live progress line before other output. */
-static void status_close(run_state *s) {
-    if (s->line_len) fputc('\n', stderr);
-    s->line_len = 0;
-}
-
 /* Console numbering: "step N" is the step's 0-based index, as the JSONL's "step" field; [N/M] on the
  * progress line counts the steps done, as a checkpoint's step does. */
 static void progress(run_state *s, int64_t step, const step_result *r, double elapsed) {
@@ -454,7 +465,7 @@ static void progress(run_state *s, int64_t step, const step_result *r, double el
         if (ampc_grad_scaler_enabled(s->scaler))
             snprintf(line + n, sizeof line - (size_t)n, " (loss scale %g -> %g)", r->scale,
                      ampc_grad_scaler_get_scale(s->scaler));
-        status_line(s, line, true);
+        status_line(s, line, false, false);
     }
     int64_t done = step + 1, every = s->steps >= 10 ? s->steps / 10 : 1;
     bool tty = isatty(STDERR_FILENO);
@@ -470,7 +481,7 @@ static void progress(run_state *s, int64_t step, const step_result *r, double el
     if (width > 0 && term_text_width(line) >= width)   /* narrow: what matters most, before it is cut */
         snprintf(line, sizeof line, "%s [%lld/%lld] loss %.4f ETA %s", cfg->label, (long long)done,
                  (long long)s->steps, r->loss, cfg->runs_after ? all : eta);
-    status_line(s, line, !tty || done == s->steps);
+    status_line(s, line, true, done == s->steps);
 }
 
 static void log_final(FILE *log, const run_state *s, const run_output *out) {
