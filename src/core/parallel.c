@@ -192,3 +192,7 @@ void ampc_parallel_for(ampc_ctx *ctx, int64_t n, int64_t grain, ampc_parallel_fn
     if (!fn) return;
     ampci_pool_run(ctx ? ctx->pool : NULL, n, grain, fn, arg);
 }
+
+void ampci_parallel_rows(ampc_ctx *ctx, int64_t rows, int64_t cols, ampc_parallel_fn body, const void *args) {
+    ampc_parallel_for(ctx, rows, ampci_row_grain(cols), body, (void *)args);   /* bodies read args as const */
+}
