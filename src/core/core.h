@@ -77,10 +77,10 @@ AMPCI_HIDDEN int ampci_online_cpus(void);
  * body once, typed by its argument struct:
  *
  *     typedef struct bias_rows { float *y; const float *b; int64_t cols; } bias_rows;
- *     AMPCI_ROW_BODY(add_bias, bias_rows, a, r0, r1, chunk) {
- *         for (int64_t r = r0; r < r1; r++) ...a->y[r * a->cols + c] += a->b[c];
+ *     AMPCI_ROW_BODY(bias_run, bias_rows, j, r0, r1, chunk) {
+ *         for (int64_t r = r0; r < r1; r++) ...j->y[r * j->cols + c] += j->b[c];
  *     }
- *     ampci_parallel_rows(ctx, rows, 1, add_bias, &(bias_rows){y, b, cols});
+ *     ampci_parallel_rows(ctx, rows, cols, bias_run, &(bias_rows){y, b, cols});
  *
  * AMPCI_ROW_BODY writes the void-pointer adapter ampc_parallel_for needs, so no body casts its argument
  * and no op keeps a trampoline of its own. `chunk` is the chunk's index, for bodies that write one
@@ -96,7 +96,9 @@ AMPCI_HIDDEN int ampci_online_cpus(void);
  * work about this many (ampci_row_grain). */
 #define AMPCI_GRAIN ((int64_t)16384)
 /* Rows per chunk for rows of `cols` elements: about AMPCI_GRAIN elements, at least one row. */
-static inline int64_t ampci_row_grain(int64_t cols) { return cols >= AMPCI_GRAIN ? 1 : AMPCI_GRAIN / (cols > 0 ? cols : 1); }
+static inline int64_t ampci_row_grain(int64_t cols) {
+    return cols >= AMPCI_GRAIN ? 1 : AMPCI_GRAIN / (cols > 0 ? cols : 1);
+}
 /* Runs body on the chunks of [0, rows), ampci_row_grain(cols) rows each, on the context's threads. The
  * cut depends only on (rows, cols), so a body whose output for a chunk depends only on that chunk gives
  * the same bits for any thread count. cols = 1: an element-wise map in chunks of AMPCI_GRAIN elements.

@@ -1,9 +1,10 @@
-/* parallel.c: a small pthread pool behind ampc_parallel_for. The range is cut into fixed chunks that
- * depend only on (n, grain); threads take chunks in any order, so a function whose output for a chunk
- * depends only on that chunk gives the same bits whatever the thread count or timing. A call made from
- * inside a running chunk (nested parallelism) runs serially on the calling thread instead of
- * deadlocking. Waking a sleeping thread costs tens of microseconds on a VM, as much as a small op, so
- * idle workers (and the caller waiting for them) spin for a short while before they block. */
+/* parallel.c: a small pthread pool behind ampc_parallel_for and the library's row-parallel helper
+ * (ampci_parallel_rows, core.h). The range is cut into fixed chunks that depend only on (n, grain);
+ * threads take chunks in any order, so a function whose output for a chunk depends only on that chunk
+ * gives the same bits whatever the thread count or timing. A call made from inside a running chunk
+ * (nested parallelism) runs serially on the calling thread instead of deadlocking. Waking a sleeping
+ * thread costs tens of microseconds on a VM, as much as a small op, so idle workers (and the caller
+ * waiting for them) spin for a short while before they block. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif

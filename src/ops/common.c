@@ -59,23 +59,27 @@ bool ampci_op_begin(ampci_op_call *c) {
     return true;
 }
 
-ampc_tensor *ampci_op_end(ampci_op_call *c, ampc_tensor *out, const void *saved) {
+/* Records out on the tape when one of the call's float inputs requires grad (index inputs never are). */
+static bool record(ampci_op_call *c, ampc_tensor *out, const ampc_tensor **in, int n, const void *saved) {
     const ampci_op_desc *d = c->op;
-    if (!out || (!d->exact && !ampci_check_output(c->ctx, out))) return NULL;
-    int n, nrec = 0;
-    const ampc_tensor **in = inputs(c, &n), *rec_small[AMPCI_OP_MAX_IN], **rec = in;
-    if (d->index) {   /* the recorded inputs: the float ones, in order */
-        rec = rec_small;
+    const ampc_tensor *floats[AMPCI_OP_MAX_IN], **rec = in;
+    int nrec = n;
+    if (d->index) {
+        rec = floats, nrec = 0;
         for (int i = 0; i < n; i++)
             if (!(d->index >> i & 1)) rec[nrec++] = in[i];
-    } else {
-        nrec = n;
     }
-    if (ampci_wants_grad(c->ctx, rec, nrec)) {
-        ampci_node *node = ampci_record(c->ctx, d->name, out, rec, nrec, d->backward, c->saves, d->saved_size);
-        if (!node) return NULL;
-        if (d->saved_size) memcpy(node->saved, saved, d->saved_size);
-    }
+    if (!ampci_wants_grad(c->ctx, rec, nrec)) return true;
+    ampci_node *node = ampci_record(c->ctx, d->name, out, rec, nrec, d->backward, c->saves, d->saved_size);
+    if (node && d->saved_size) memcpy(node->saved, saved, d->saved_size);
+    return node != NULL;
+}
+
+ampc_tensor *ampci_op_end(ampci_op_call *c, ampc_tensor *out, const void *saved) {
+    if (!out || (!c->op->exact && !ampci_check_output(c->ctx, out))) return NULL;
+    int n;
+    const ampc_tensor **in = inputs(c, &n);
+    if (!record(c, out, in, n, saved)) return NULL;
     if (!c->internal) ampci_frame_add(out, in, n);
     return out;
 }

@@ -41,32 +41,28 @@ static const void *contiguous_data(const char *op, const ampc_tensor *t) {
 
 /* ---- im2row and col2im over the kernel table's range kernels ---- */
 
-/* Rows [r0, r1) of col (N*OH*OW, C*KH*KW) from x, in x's dtype. */
-typedef struct im2col_rows {
+/* im2col: rows [r0, r1) of col (N*OH*OW, C*KH*KW) from x, in x's dtype; col2im: planes [r0, r1) of gx
+ * (N*C planes of H*W, F32) summed back from gcol (N*OH*OW, C*KH*KW, F32). */
+typedef struct conv_rows {
+    const ampci_conv_geom *g;
     ampc_k_im2col_fn im2col;
+    ampc_k_col2im_fn col2im;
     void *col;
     const void *x;
-    const ampci_conv_geom *g;
-} im2col_rows;
-
-AMPCI_ROW_BODY(im2col_run, im2col_rows, a, r0, r1, chunk) { a->im2col(a->col, a->x, a->g, r0, r1); }
-
-/* Planes [p0, p1) of gx (N*C planes of H*W) summed from gcol (N*OH*OW, C*KH*KW). */
-typedef struct col2im_planes {
-    ampc_k_col2im_fn col2im;
     float *gx;
     const float *gcol;
-    const ampci_conv_geom *g;
-} col2im_planes;
+} conv_rows;
 
-AMPCI_ROW_BODY(col2im_run, col2im_planes, a, p0, p1, chunk) { a->col2im(a->gx, a->gcol, a->g, p0, p1); }
+AMPCI_ROW_BODY(im2col_run, conv_rows, j, r0, r1, chunk) { j->im2col(j->col, j->x, j->g, r0, r1); }
+AMPCI_ROW_BODY(col2im_run, conv_rows, j, p0, p1, chunk) { j->col2im(j->gx, j->gcol, j->g, p0, p1); }
 
 /* col (N*OH*OW, C*KH*KW) in x's dtype, arena. */
 static void *im2row(ampc_ctx *ctx, const char *op, ampc_dtype dt, const void *x, const ampci_conv_geom *g) {
     int64_t rows = g->N * g->OH * g->OW, ckk = g->C * g->KH * g->KW;
     void *col = ampci_arena_alloc(ctx, (size_t)(rows * ckk > 0 ? rows * ckk : 1) * ampc_dtype_size(dt), op);
     if (!col) return NULL;
-    ampci_parallel_rows(ctx, rows, ckk, im2col_run, &(im2col_rows){ctx->kernels->im2col[dt], col, x, g});
+    ampci_parallel_rows(ctx, rows, ckk, im2col_run,
+                        &(conv_rows){.g = g, .im2col = ctx->kernels->im2col[dt], .col = col, .x = x});
     return col;
 }
 
@@ -85,12 +81,12 @@ typedef struct bias_planes {
     int64_t O, ohw;
 } bias_planes;
 
-AMPCI_ROW_BODY(bias_run, bias_planes, a, p0, p1, chunk) {
+AMPCI_ROW_BODY(bias_run, bias_planes, j, p0, p1, chunk) {
     for (int64_t p = p0; p < p1; p++) {
-        int64_t n = p / a->O, o = p % a->O;
-        float bias = a->b ? a->b[o] : 0.0f, *y = a->y + p * a->ohw;
-        const float *src = a->yt + n * a->ohw * a->O + o;
-        for (int64_t i = 0; i < a->ohw; i++) y[i] = src[i * a->O] + bias;
+        int64_t n = p / j->O, o = p % j->O;
+        float bias = j->b ? j->b[o] : 0.0f, *y = j->y + p * j->ohw;
+        const float *src = j->yt + n * j->ohw * j->O + o;
+        for (int64_t i = 0; i < j->ohw; i++) y[i] = src[i * j->O] + bias;
     }
 }
 
@@ -109,7 +105,7 @@ static ampc_status conv_grad_x(ampci_node *n, const conv_saved *sv, const void *
         if (s != AMPC_OK) return s;
     }
     ampci_parallel_rows(ctx, g->N * g->C, ohw * g->KH * g->KW, col2im_run,
-                        &(col2im_planes){ctx->kernels->col2im, gx, gcol, g});
+                        &(conv_rows){.g = g, .col2im = ctx->kernels->col2im, .gx = gx, .gcol = gcol});
     return ampci_accumulate_f32(n->op, n->in[0], gx);
 }
 
@@ -229,9 +225,9 @@ typedef struct pool_planes {
     bool backward;
 } pool_planes;
 
-AMPCI_ROW_BODY(pool_run, pool_planes, a, p0, p1, chunk) {
-    if (a->backward) a->k->maxpool_bw(a->out, a->in, a->arg, a->g, p0, p1);
-    else a->k->maxpool(a->out, a->arg, a->in, a->g, p0, p1);
+AMPCI_ROW_BODY(pool_run, pool_planes, j, p0, p1, chunk) {
+    if (j->backward) j->k->maxpool_bw(j->out, j->in, j->arg, j->g, p0, p1);
+    else j->k->maxpool(j->out, j->arg, j->in, j->g, p0, p1);
 }
 
 static ampc_status pool_backward(ampci_node *n, const ampc_tensor *gout) {

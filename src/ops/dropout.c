@@ -22,12 +22,12 @@ typedef struct dropout_map {
     const float *in;
 } dropout_map;
 
-AMPCI_ROW_BODY(dropout_run, dropout_map, a, b, e, chunk) {
+AMPCI_ROW_BODY(dropout_run, dropout_map, j, b, e, chunk) {
     float u[PIECE];
     for (int64_t i = b; i < e; i += PIECE) {
         int64_t m = e - i < PIECE ? e - i : PIECE;
-        ampci_rng_uniform_range(&a->sv->rng, u, i, i + m, 0.0f, 1.0f);
-        for (int64_t k = 0; k < m; k++) a->out[i + k] = (double)u[k] >= a->sv->p ? a->in[i + k] * a->sv->scale : 0.0f;
+        ampci_rng_uniform_range(&j->sv->rng, u, i, i + m, 0.0f, 1.0f);
+        for (int64_t k = 0; k < m; k++) j->out[i + k] = (double)u[k] >= j->sv->p ? j->in[i + k] * j->sv->scale : 0.0f;
     }
 }
 

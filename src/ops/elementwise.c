@@ -20,9 +20,9 @@ typedef struct unary_map {
     const float *x, *y, *g;
 } unary_map;
 
-AMPCI_ROW_BODY(unary_elems, unary_map, a, b, e, chunk) {
-    if (a->fwd) a->fwd(a->out + b, a->x + b, e - b);
-    else a->bwd(a->out + b, a->g + b, a->x + b, a->y + b, e - b);
+AMPCI_ROW_BODY(unary_run, unary_map, j, b, e, chunk) {
+    if (j->fwd) j->fwd(j->out + b, j->x + b, e - b);
+    else j->bwd(j->out + b, j->g + b, j->x + b, j->y + b, e - b);
 }
 
 /* The staged path for contiguous tensors of any dtype: each chunk converts a few thousand elements to
@@ -43,19 +43,19 @@ static void stage_in(const ampc_tensor *t, int64_t i, int64_t m, float *buf, con
                        (size_t)m);
 }
 
-AMPCI_ROW_BODY(staged_elems, staged_map, a, b, e, chunk) {
+AMPCI_ROW_BODY(staged_run, staged_map, j, b, e, chunk) {
     float xs[STAGE], ys[STAGE], gs[STAGE], os[STAGE];
     for (int64_t i = b; i < e; i += STAGE) {
         int64_t m = e - i < STAGE ? e - i : STAGE;
-        stage_in(a->x, i, m, xs, a->k);
-        if (a->g) {
-            stage_in(a->y, i, m, ys, a->k);
-            stage_in(a->g, i, m, gs, a->k);
-            a->k->unary_bw[a->kind](os, gs, xs, ys, m);
+        stage_in(j->x, i, m, xs, j->k);
+        if (j->g) {
+            stage_in(j->y, i, m, ys, j->k);
+            stage_in(j->g, i, m, gs, j->k);
+            j->k->unary_bw[j->kind](os, gs, xs, ys, m);
         } else {
-            a->k->unary[a->kind](os, xs, m);
+            j->k->unary[j->kind](os, xs, m);
         }
-        ampci_convert_with(a->k, ampci_tensor_ptr(a->out) + (size_t)i * ampc_dtype_size(a->out->dtype), a->out->dtype,
+        ampci_convert_with(j->k, ampci_tensor_ptr(j->out) + (size_t)i * ampc_dtype_size(j->out->dtype), j->out->dtype,
                            os, AMPC_DTYPE_F32, (size_t)m);
     }
 }
@@ -70,14 +70,14 @@ static ampc_status unary_backward(ampci_node *n, const ampc_tensor *gout) {
     if (stageable(x, n->out, gout)) {
         ampc_tensor *gx = ampci_tensor_arena(n->op, n->ctx, x->dtype, x->ndim, x->shape);
         if (!gx) return ampc_last_status();
-        ampci_parallel_rows(n->ctx, ampci_numel(x), 1, staged_elems,
+        ampci_parallel_rows(n->ctx, ampci_numel(x), 1, staged_run,
                             &(staged_map){n->ctx->kernels, sv->kind, x, n->out, gout, gx});
         return ampci_grad_accumulate(x, gx);
     }
     const float *g = ampci_as_f32(n->op, gout), *xf = ampci_as_f32(n->op, x), *yf = ampci_as_f32(n->op, n->out);
     float *gx = ampci_scratch(n->ctx, n->op, ampci_numel(x));
     if (!g || !xf || !yf || !gx) return ampc_last_status();
-    ampci_parallel_rows(n->ctx, ampci_numel(x), 1, unary_elems,
+    ampci_parallel_rows(n->ctx, ampci_numel(x), 1, unary_run,
                         &(unary_map){NULL, n->ctx->kernels->unary_bw[sv->kind], gx, xf, yf, g});
     return ampci_accumulate_f32(n->op, x, gx);
 }
@@ -107,12 +107,12 @@ static ampc_tensor *unary(ampc_ctx *ctx, const ampc_tensor *x, ampci_unary kind)
     ampc_tensor *out;
     if (stageable(x, NULL, NULL)) {
         out = ampci_tensor_arena(op, ctx, x->dtype, x->ndim, x->shape);
-        if (out) ampci_parallel_rows(ctx, n, 1, staged_elems, &(staged_map){ctx->kernels, kind, x, NULL, NULL, out});
+        if (out) ampci_parallel_rows(ctx, n, 1, staged_run, &(staged_map){ctx->kernels, kind, x, NULL, NULL, out});
     } else {
         const float *xf = ampci_as_f32(op, x);
         float *y = xf ? ampci_scratch(ctx, op, n) : NULL;
         if (!y) return NULL;
-        ampci_parallel_rows(ctx, n, 1, unary_elems, &(unary_map){ctx->kernels->unary[kind], NULL, y, xf, NULL, NULL});
+        ampci_parallel_rows(ctx, n, 1, unary_run, &(unary_map){ctx->kernels->unary[kind], NULL, y, xf, NULL, NULL});
         ampci_as_f32_done(x, xf);
         out = ampci_result(op, ctx, x->dtype, x->ndim, x->shape, y);
     }
@@ -149,16 +149,16 @@ typedef struct scalar_map {
     const float *x;
 } scalar_map;
 
-AMPCI_ROW_BODY(scalar_elems, scalar_map, a, b, e, chunk) {
+AMPCI_ROW_BODY(scalar_run, scalar_map, j, b, e, chunk) {
     for (int64_t i = b; i < e; i++) {
-        float v = a->x[i];
-        switch (a->kind) {
-        case AMPCI_BINARY_ADD: v = v + a->s; break;
-        case AMPCI_BINARY_SUB: v = v - a->s; break;
-        case AMPCI_BINARY_MUL: v = v * a->s; break;
-        default: v = v / a->s; break;
+        float v = j->x[i];
+        switch (j->kind) {
+        case AMPCI_BINARY_ADD: v = v + j->s; break;
+        case AMPCI_BINARY_SUB: v = v - j->s; break;
+        case AMPCI_BINARY_MUL: v = v * j->s; break;
+        default: v = v / j->s; break;
         }
-        a->out[i] = v;
+        j->out[i] = v;
     }
 }
 
@@ -171,7 +171,7 @@ static ampc_status scalar_backward(ampci_node *n, const ampc_tensor *gout) {
     int64_t cnt = ampci_numel(gout);
     float *gx = ampci_scratch(n->ctx, n->op, cnt);
     if (!gx) return ampc_last_status();
-    ampci_parallel_rows(n->ctx, cnt, 1, scalar_elems, &(scalar_map){sv->kind, sv->s, gx, g});
+    ampci_parallel_rows(n->ctx, cnt, 1, scalar_run, &(scalar_map){sv->kind, sv->s, gx, g});
     return ampci_accumulate_f32(n->op, n->in[0], gx);
 }
 
@@ -193,7 +193,7 @@ static ampc_tensor *scalar_op(ampc_ctx *ctx, const ampc_tensor *x, double s, amp
     const float *xf = ampci_as_f32(op, x);
     float *y = xf ? ampci_scratch(ctx, op, n) : NULL;
     if (!y) return NULL;
-    ampci_parallel_rows(ctx, n, 1, scalar_elems, &(scalar_map){kind, (float)s, y, xf});
+    ampci_parallel_rows(ctx, n, 1, scalar_run, &(scalar_map){kind, (float)s, y, xf});
     ampci_as_f32_done(x, xf);
     ampc_tensor *out = ampci_result(op, ctx, x->dtype, x->ndim, x->shape, y);
     return ampci_op_end(&c, out, &(scalar_saved){kind, (float)s});
@@ -226,14 +226,14 @@ typedef struct binary_map {
     const float *x, *y;
 } binary_map;
 
-AMPCI_ROW_BODY(binary_elems, binary_map, a, b, e, chunk) { a->fn(a->z + b, a->x + b, a->y + b, e - b); }
+AMPCI_ROW_BODY(binary_run, binary_map, j, b, e, chunk) { j->fn(j->z + b, j->x + b, j->y + b, e - b); }
 
 /* z = a op b over the broadcast shape (a, b row-major in their own shapes). */
 static void binary_bcast(ampc_ctx *ctx, ampci_binary kind, const ampci_bcast *bc, const float *a, const float *b,
                          float *z, int64_t na, int64_t nb) {
     ampc_k_binary_fn fn = ctx->kernels->binary[kind];
     if (na == bc->n && nb == bc->n) {
-        ampci_parallel_rows(ctx, bc->n, 1, binary_elems, &(binary_map){fn, z, a, b});
+        ampci_parallel_rows(ctx, bc->n, 1, binary_run, &(binary_map){fn, z, a, b});
         return;
     }
     /* innermost runs: a row of the last dim at a time, each operand either contiguous or a repeated value */

@@ -46,9 +46,9 @@ typedef struct gather_rows {
     size_t row_bytes;
 } gather_rows;
 
-AMPCI_ROW_BODY(gather_run, gather_rows, a, r0, r1, chunk) {
+AMPCI_ROW_BODY(gather_run, gather_rows, j, r0, r1, chunk) {
     for (int64_t i = r0; i < r1; i++)
-        memcpy(a->out + (size_t)i * a->row_bytes, a->w + (size_t)a->ids[i] * a->row_bytes, a->row_bytes);
+        memcpy(j->out + (size_t)i * j->row_bytes, j->w + (size_t)j->ids[i] * j->row_bytes, j->row_bytes);
 }
 
 /* Column blocks [c0, c1) of the scatter-add gw (V, dim) += g rows at the ids: each block walks every id in
@@ -61,8 +61,8 @@ typedef struct scatter_cols {
     int64_t dim;
 } scatter_cols;
 
-AMPCI_ROW_BODY(scatter_run, scatter_cols, a, c0, c1, chunk) {
-    a->k->embedding_bw(a->gw + c0, a->g + c0, a->sv->ids, a->sv->n, c1 - c0, a->dim);
+AMPCI_ROW_BODY(scatter_run, scatter_cols, j, c0, c1, chunk) {
+    j->k->embedding_bw(j->gw + c0, j->g + c0, j->sv->ids, j->sv->n, c1 - c0, j->dim);
 }
 
 static ampc_status embedding_backward(ampci_node *n, const ampc_tensor *gout) {
@@ -127,8 +127,8 @@ typedef struct pe_map {
     int64_t td;
 } pe_map;
 
-AMPCI_ROW_BODY(pe_run, pe_map, a, b, e, chunk) {
-    for (int64_t i = b; i < e; i++) a->y[i] = a->x[i] + a->pe[i % a->td];
+AMPCI_ROW_BODY(pe_run, pe_map, j, b, e, chunk) {
+    for (int64_t i = b; i < e; i++) j->y[i] = j->x[i] + j->pe[i % j->td];
 }
 
 static ampc_status pe_backward(ampci_node *n, const ampc_tensor *gout) {

@@ -179,9 +179,9 @@ typedef struct bias_rows {
     int64_t cols;
 } bias_rows;
 
-AMPCI_ROW_BODY(add_bias, bias_rows, a, r0, r1, chunk) {
+AMPCI_ROW_BODY(bias_run, bias_rows, j, r0, r1, chunk) {
     for (int64_t r = r0; r < r1; r++)
-        for (int64_t c = 0; c < a->cols; c++) a->y[r * a->cols + c] += a->b[c];
+        for (int64_t c = 0; c < j->cols; c++) j->y[r * j->cols + c] += j->b[c];
 }
 
 /* Column sums of g (rows, cols), in double, in row order. */
@@ -255,7 +255,7 @@ ampc_tensor *ampc_linear(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor 
     if (b) {   /* in chunks of AMPCI_GRAIN rows, as an element-wise map: any cut gives the same bits */
         const float *bf = ampci_as_f32(op, b);
         if (!bf) return NULL;
-        ampci_parallel_rows(ctx, sv.rows, 1, add_bias, &(bias_rows){y, bf, sv.out});
+        ampci_parallel_rows(ctx, sv.rows, 1, bias_run, &(bias_rows){y, bf, sv.out});
     }
     int64_t shape[AMPC_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);

@@ -64,12 +64,12 @@ typedef struct xent_rows {
     bool backward;
 } xent_rows;
 
-AMPCI_ROW_BODY(xent_run, xent_rows, a, r0, r1, chunk) {
-    if (a->backward)
-        a->k->xent_bw(a->out + r0 * a->cols, a->x + r0 * a->cols, a->lse + r0, a->t + r0, r1 - r0, a->cols,
-                      a->ignore_index, a->scale);
+AMPCI_ROW_BODY(xent_run, xent_rows, j, r0, r1, chunk) {
+    if (j->backward)
+        j->k->xent_bw(j->out + r0 * j->cols, j->x + r0 * j->cols, j->lse + r0, j->t + r0, r1 - r0, j->cols,
+                      j->ignore_index, j->scale);
     else
-        a->k->xent(a->out + r0, a->lse + r0, a->x + r0 * a->cols, a->t + r0, r1 - r0, a->cols, a->ignore_index);
+        j->k->xent(j->out + r0, j->lse + r0, j->x + r0 * j->cols, j->t + r0, r1 - r0, j->cols, j->ignore_index);
 }
 
 static ampc_status xent_backward(ampci_node *n, const ampc_tensor *gout) {
@@ -125,17 +125,17 @@ typedef struct mse_map {
     float scale;
 } mse_map;
 
-AMPCI_ROW_BODY(mse_run, mse_map, a, b, e, chunk) {
-    if (a->gx) {
-        for (int64_t i = b; i < e; i++) a->gx[i] = (a->x[i] - a->t[i]) * a->scale;
+AMPCI_ROW_BODY(mse_run, mse_map, j, b, e, chunk) {
+    if (j->gx) {
+        for (int64_t i = b; i < e; i++) j->gx[i] = (j->x[i] - j->t[i]) * j->scale;
         return;
     }
     double s = 0.0;
     for (int64_t i = b; i < e; i++) {
-        double d = (double)a->x[i] - (double)a->t[i];
+        double d = (double)j->x[i] - (double)j->t[i];
         s += d * d;
     }
-    a->partial[chunk] = s;
+    j->partial[chunk] = s;
 }
 
 static ampc_status mse_backward(ampci_node *n, const ampc_tensor *gout) {

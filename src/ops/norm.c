@@ -54,10 +54,10 @@ typedef struct softmax_rows {
     bool log;
 } softmax_rows;
 
-AMPCI_ROW_BODY(softmax_run, softmax_rows, a, r0, r1, chunk) {
-    int64_t o = r0 * a->cols;
-    if (a->g) a->k->softmax_bw(a->out + o, a->g + o, a->x + o, r1 - r0, a->cols, a->log);
-    else a->k->softmax(a->out + o, a->x + o, r1 - r0, a->cols, a->log);
+AMPCI_ROW_BODY(softmax_run, softmax_rows, j, r0, r1, chunk) {
+    int64_t o = r0 * j->cols;
+    if (j->g) j->k->softmax_bw(j->out + o, j->g + o, j->x + o, r1 - r0, j->cols, j->log);
+    else j->k->softmax(j->out + o, j->x + o, r1 - r0, j->cols, j->log);
 }
 
 static int64_t dim_extent(const ampc_tensor *t, int d) { return d < 0 ? 1 : t->shape[d]; }
@@ -119,14 +119,14 @@ typedef struct layernorm_rows {
     float eps;
 } layernorm_rows;
 
-AMPCI_ROW_BODY(layernorm_run, layernorm_rows, a, r0, r1, chunk) {
-    int64_t o = r0 * a->cols, m = r1 - r0;
-    if (!a->g) {
-        a->k->layernorm(a->out + o, a->mean + r0, a->rstd + r0, a->x + o, a->w, a->b, m, a->cols, a->eps);
+AMPCI_ROW_BODY(layernorm_run, layernorm_rows, j, r0, r1, chunk) {
+    int64_t o = r0 * j->cols, m = r1 - r0;
+    if (!j->g) {
+        j->k->layernorm(j->out + o, j->mean + r0, j->rstd + r0, j->x + o, j->w, j->b, m, j->cols, j->eps);
         return;
     }
-    float *gw = a->gw_part ? a->gw_part + chunk * a->cols : NULL, *gb = a->gb_part ? a->gb_part + chunk * a->cols : NULL;
-    a->k->layernorm_bw(a->out + o, gw, gb, a->g + o, a->x + o, a->mean + r0, a->rstd + r0, a->w, m, a->cols);
+    float *gw = j->gw_part ? j->gw_part + chunk * j->cols : NULL, *gb = j->gb_part ? j->gb_part + chunk * j->cols : NULL;
+    j->k->layernorm_bw(j->out + o, gw, gb, j->g + o, j->x + o, j->mean + r0, j->rstd + r0, j->w, m, j->cols);
 }
 
 /* dst (cols) = sum over the chunks of part (nchunks, cols), in chunk order, in double. */

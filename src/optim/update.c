@@ -12,15 +12,15 @@
 #define CHUNK 4096
 
 /* Elements [b, e) of one parameter's update. */
-typedef struct update_elems {
+typedef struct update_map {
     const struct ampc_kernels *k;
     ampci_param *pp;
     bool adam;
     ampci_sgd_args sgd;
     ampci_adamw_args adamw;
-} update_elems;
+} update_map;
 
-AMPCI_ROW_BODY(update_run, update_elems, j, b, e, chunk) {
+AMPCI_ROW_BODY(update_run, update_map, j, b, e, chunk) {
     ampci_param *pp = j->pp;
     ampc_tensor *p = pp->p, *g = p->grad;
     int64_t n = e - b;
@@ -47,7 +47,7 @@ ampc_status ampci_optim_update(ampc_optim *opt, ampci_param *pp) {
         return ampci_fail(AMPC_STATUS_SHAPE, "ampc_optim_step: gradient %s does not match parameter %s '%s'",
                           ampc_tensor_describe(g, a, sizeof a), ampc_tensor_describe(pp->p, b, sizeof b), pp->p->name);
     }
-    update_elems j = {.k = opt->ctx->kernels, .pp = pp, .adam = c->kind == AMPC_OPTIM_ADAMW};
+    update_map j = {.k = opt->ctx->kernels, .pp = pp, .adam = c->kind == AMPC_OPTIM_ADAMW};
     bool first = pp->steps == 0;
     int64_t t = ++pp->steps;
     if (j.adam) {
