@@ -26,7 +26,8 @@
 
 typedef struct ampci_op_desc {
     const char *name;                        /* the public name errors and tape nodes use: "ampc_linear" */
-    ampci_op id;                             /* autocast's id, also the anomaly report's short name */
+    ampci_op id;                             /* autocast's id, also the anomaly report's short name
+                                              * (AMPCI_OP_COUNT: a shape op, which autocast leaves alone) */
     int nin;                                 /* inputs (concat: 0, its list comes with the call) */
     const char *in_names[AMPCI_OP_MAX_IN];   /* as error messages name them: "x", "weight", "bias" */
     unsigned optional;                       /* bit i: input i may be NULL (an absent bias) */
