@@ -58,7 +58,7 @@ static const ampci_op_desc attention_op = {"ampc_attention", AMPCI_OP_ATTENTION,
 
 ampc_tensor *ampc_attention(ampc_ctx *ctx, const ampc_tensor *q, const ampc_tensor *k, const ampc_tensor *v,
                             bool causal) {
-    static const char op[] = "ampc_attention";
+    const char *op = attention_op.name;
     ampci_op_call c = {.op = &attention_op, .ctx = ctx, .in = {q, k, v}};
     if (!ampci_op_begin(&c)) return NULL;
     q = c.in[0], k = c.in[1], v = c.in[2];

@@ -184,7 +184,7 @@ static const ampci_op_desc conv2d_op = {"ampc_conv2d", AMPCI_OP_CONV2D, 3, {"inp
 
 ampc_tensor *ampc_conv2d(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *w, const ampc_tensor *b,
                          const ampc_conv2d_params *params) {
-    static const char op[] = "ampc_conv2d";
+    const char *op = conv2d_op.name;
     ampci_op_call c = {.op = &conv2d_op, .ctx = ctx, .in = {x, w, b}};
     if (!ampci_op_begin(&c)) return NULL;
     x = c.in[0], w = c.in[1], b = c.in[2];
@@ -271,7 +271,7 @@ static const ampci_op_desc max_pool2d_op = {"ampc_max_pool2d", AMPCI_OP_MAX_POOL
                                             .backward = pool_backward, .saved_size = sizeof(pool_saved)};
 
 ampc_tensor *ampc_max_pool2d(ampc_ctx *ctx, const ampc_tensor *x, const ampc_pool2d_params *params) {
-    static const char op[] = "ampc_max_pool2d";
+    const char *op = max_pool2d_op.name;
     ampci_op_call c = {.op = &max_pool2d_op, .ctx = ctx, .in = {x}};
     if (!ampci_op_begin(&c)) return NULL;
     x = c.in[0];

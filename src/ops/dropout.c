@@ -43,7 +43,7 @@ static const ampci_op_desc dropout_op = {"ampc_dropout", AMPCI_OP_DROPOUT, 1, {"
                                          .saved_size = sizeof(dropout_saved)};
 
 ampc_tensor *ampc_dropout(ampc_ctx *ctx, const ampc_tensor *x, double p, bool training) {
-    static const char op[] = "ampc_dropout";
+    const char *op = dropout_op.name;
     ampci_op_call c = {.op = &dropout_op, .ctx = ctx, .in = {x}};
     if (!ampci_op_begin(&c)) return NULL;
     x = c.in[0];

@@ -81,7 +81,7 @@ static const ampci_op_desc embedding_op = {"ampc_embedding", AMPCI_OP_EMBEDDING,
                                            .saved_size = sizeof(embedding_saved)};
 
 ampc_tensor *ampc_embedding(ampc_ctx *ctx, const ampc_tensor *weight, const ampc_tensor *ids) {
-    static const char op[] = "ampc_embedding";
+    const char *op = embedding_op.name;
     ampci_op_call c = {.op = &embedding_op, .ctx = ctx, .in = {weight, ids}};
     if (!ampci_op_begin(&c)) return NULL;
     weight = c.in[0], ids = c.in[1];
@@ -140,7 +140,7 @@ static const ampci_op_desc positional_encoding_op = {"ampc_positional_encoding",
                                                      {"x"}, .backward = pe_backward};
 
 ampc_tensor *ampc_positional_encoding(ampc_ctx *ctx, const ampc_tensor *x) {
-    static const char op[] = "ampc_positional_encoding";
+    const char *op = positional_encoding_op.name;
     ampci_op_call c = {.op = &positional_encoding_op, .ctx = ctx, .in = {x}};
     if (!ampci_op_begin(&c)) return NULL;
     x = c.in[0];

@@ -239,7 +239,7 @@ static const ampci_op_desc linear_op = {"ampc_linear", AMPCI_OP_LINEAR, 3, {"x",
                                         .backward = linear_backward, .saves = 3u, .saved_size = sizeof(linear_saved)};
 
 ampc_tensor *ampc_linear(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *w, const ampc_tensor *b) {
-    static const char op[] = "ampc_linear";
+    const char *op = linear_op.name;
     ampci_op_call c = {.op = &linear_op, .ctx = ctx, .in = {x, w, b}};
     if (!ampci_op_begin(&c)) return NULL;
     x = c.in[0], w = c.in[1], b = c.in[2];

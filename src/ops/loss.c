@@ -92,7 +92,7 @@ static const ampci_op_desc cross_entropy_op = {"ampc_cross_entropy", AMPCI_OP_CR
 
 ampc_tensor *ampc_cross_entropy(ampc_ctx *ctx, const ampc_tensor *logits, const ampc_tensor *targets,
                                 int64_t ignore_index) {
-    static const char op[] = "ampc_cross_entropy";
+    const char *op = cross_entropy_op.name;
     ampci_op_call c = {.op = &cross_entropy_op, .ctx = ctx, .in = {logits, targets}};
     if (!ampci_op_begin(&c)) return NULL;
     logits = c.in[0], targets = c.in[1];
@@ -161,7 +161,7 @@ static const ampci_op_desc mse_loss_op = {"ampc_mse_loss", AMPCI_OP_MSE_LOSS, 2,
                                           .backward = mse_backward, .saves = 3u};
 
 ampc_tensor *ampc_mse_loss(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *target) {
-    static const char op[] = "ampc_mse_loss";
+    const char *op = mse_loss_op.name;
     ampci_op_call c = {.op = &mse_loss_op, .ctx = ctx, .in = {x, target}};
     if (!ampci_op_begin(&c)) return NULL;
     x = c.in[0], target = c.in[1];

@@ -192,7 +192,7 @@ static const ampci_op_desc layer_norm_op = {"ampc_layer_norm", AMPCI_OP_LAYER_NO
 
 ampc_tensor *ampc_layer_norm(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *w, const ampc_tensor *b,
                              double eps) {
-    static const char op[] = "ampc_layer_norm";
+    const char *op = layer_norm_op.name;
     ampci_op_call c = {.op = &layer_norm_op, .ctx = ctx, .in = {x, w, b}};
     if (!ampci_op_begin(&c)) return NULL;
     x = c.in[0], w = c.in[1], b = c.in[2];

@@ -186,7 +186,7 @@ static const ampci_op_desc concat_op = {"ampc_concat", AMPCI_OP_CONCAT, 0, {NULL
                                         .backward = concat_backward, .saved_size = sizeof(concat_saved)};
 
 ampc_tensor *ampc_concat(ampc_ctx *ctx, const ampc_tensor *const *inputs, int n, int dim) {
-    static const char op[] = "ampc_concat";
+    const char *op = concat_op.name;
     ampci_op_call c = {.op = &concat_op, .ctx = ctx, .n = n};
     if (ctx && inputs && n > 0) {   /* autocast may replace inputs by casts: the call works on a copy */
         if (!(c.list = ampci_arena_alloc(ctx, (size_t)n * sizeof *c.list, op))) return NULL;
