@@ -111,12 +111,12 @@ static void test_optimizer_groups_and_scopes(void **state) {
     assert_non_null(strstr(ampc_tensor_name(ampc_optim_param(opt, 4)), "wte"));
     /* anomaly reports name the module path: an inf injected into one weight surfaces in its scope */
     ASSERT_OK(ampc_tensor_fill(ampc_model_param(gpt, find(gpt, "blocks.0.mlp.fc.weight")), INFINITY));
-    ampc_ctx_set_check_finite(g_ctx, true);
+    ampc_autograd_set_detect_anomaly(g_ctx, true);
     int64_t ids[4] = {1, 2, 3, 4};
     ampc_tensor *x = ampc_tensor_from_buffer(g_ctx, AMPC_DTYPE_I64, 2, (int64_t[]){1, 4}, ids, AMPC_DTYPE_I64);
     assert_null(ampc_model_forward(gpt, x));
     ASSERT_ERROR_MENTIONS("anomaly", "ampc_linear", "scope 'blocks.0.mlp.fc'", "'blocks.0.mlp.fc.weight'");
-    ampc_ctx_set_check_finite(g_ctx, false);
+    ampc_autograd_set_detect_anomaly(g_ctx, false);
     while (ampc_scope_path(g_ctx)[0]) ampc_scope_pop(g_ctx);   /* the failed forward left its scopes */
     ampc_ctx_step_end(g_ctx);
     ampc_optim_free(opt);

@@ -72,6 +72,40 @@ AMPCI_HIDDEN int ampci_pool_threads(const ampci_pool *p);
 AMPCI_HIDDEN void ampci_pool_run(ampci_pool *p, int64_t n, int64_t grain, ampc_parallel_fn fn, void *arg);
 AMPCI_HIDDEN int ampci_online_cpus(void);
 
+/* ---- row-parallel work ----
+ * Work that splits into rows (a row: a tensor row, a plane, an image, a run of elements) states its row
+ * body once, typed by its argument struct:
+ *
+ *     typedef struct bias_rows { float *y; const float *b; int64_t cols; } bias_rows;
+ *     AMPCI_ROW_BODY(bias_run, bias_rows, j, r0, r1, chunk) {
+ *         for (int64_t r = r0; r < r1; r++) ...j->y[r * j->cols + c] += j->b[c];
+ *     }
+ *     ampci_parallel_rows(ctx, rows, cols, bias_run, &(bias_rows){y, b, cols});
+ *
+ * AMPCI_ROW_BODY writes the void-pointer adapter ampc_parallel_for needs, so no body casts its argument
+ * and no op keeps a trampoline of its own. `chunk` is the chunk's index, for bodies that write one
+ * partial result per chunk (summed afterwards in chunk order). */
+#define AMPCI_ROW_BODY(name, T, a, r0, r1, chunk)                                                         \
+    static void name##_typed(const T *a, int64_t r0, int64_t r1, int64_t chunk);                            \
+    static void name(void *arg_, int64_t r0_, int64_t r1_, int64_t chunk_) {                               \
+        name##_typed(arg_, r0_, r1_, chunk_);                                                               \
+    }                                                                                                       \
+    static void name##_typed(const T *a, int64_t r0, int64_t r1, __attribute__((unused)) int64_t chunk)
+
+/* Elements per chunk that pay for handing a chunk to a thread: element-wise maps take this many, row
+ * work about this many (ampci_row_grain). */
+#define AMPCI_GRAIN ((int64_t)16384)
+/* Rows per chunk for rows of `cols` elements: about AMPCI_GRAIN elements, at least one row. */
+static inline int64_t ampci_row_grain(int64_t cols) {
+    return cols >= AMPCI_GRAIN ? 1 : AMPCI_GRAIN / (cols > 0 ? cols : 1);
+}
+/* Runs body on the chunks of [0, rows), ampci_row_grain(cols) rows each, on the context's threads. The
+ * cut depends only on (rows, cols), so a body whose output for a chunk depends only on that chunk gives
+ * the same bits for any thread count. cols = 1: an element-wise map in chunks of AMPCI_GRAIN elements.
+ * Work with a grain of its own (column blocks, a bounded number of partials) calls ampc_parallel_for. */
+AMPCI_HIDDEN void ampci_parallel_rows(ampc_ctx *ctx, int64_t rows, int64_t cols, ampc_parallel_fn body,
+                                      const void *args);
+
 struct ampc_kernels;
 struct ampci_node;
 struct ampci_autocast;

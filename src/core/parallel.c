@@ -1,9 +1,10 @@
-/* parallel.c: a small pthread pool behind ampc_parallel_for. The range is cut into fixed chunks that
- * depend only on (n, grain); threads take chunks in any order, so a function whose output for a chunk
- * depends only on that chunk gives the same bits whatever the thread count or timing. A call made from
- * inside a running chunk (nested parallelism) runs serially on the calling thread instead of
- * deadlocking. Waking a sleeping thread costs tens of microseconds on a VM, as much as a small op, so
- * idle workers (and the caller waiting for them) spin for a short while before they block. */
+/* parallel.c: a small pthread pool behind ampc_parallel_for and the library's row-parallel helper
+ * (ampci_parallel_rows, core.h). The range is cut into fixed chunks that depend only on (n, grain);
+ * threads take chunks in any order, so a function whose output for a chunk depends only on that chunk
+ * gives the same bits whatever the thread count or timing. A call made from inside a running chunk
+ * (nested parallelism) runs serially on the calling thread instead of deadlocking. Waking a sleeping
+ * thread costs tens of microseconds on a VM, as much as a small op, so idle workers (and the caller
+ * waiting for them) spin for a short while before they block. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -191,4 +192,8 @@ void ampci_pool_run(ampci_pool *p, int64_t n, int64_t grain, ampc_parallel_fn fn
 void ampc_parallel_for(ampc_ctx *ctx, int64_t n, int64_t grain, ampc_parallel_fn fn, void *arg) {
     if (!fn) return;
     ampci_pool_run(ctx ? ctx->pool : NULL, n, grain, fn, arg);
+}
+
+void ampci_parallel_rows(ampc_ctx *ctx, int64_t rows, int64_t cols, ampc_parallel_fn body, const void *args) {
+    ampc_parallel_for(ctx, rows, ampci_row_grain(cols), body, (void *)args);   /* bodies read args as const */
 }

@@ -119,16 +119,15 @@ static int64_t sample_at(ampc_loader *ld, int64_t pos) {
 
 /* ---- filling a batch ---- */
 
-typedef struct fill_job {
+/* Rows [begin, end) of a batch: x and y of the samples idx names. */
+typedef struct batch_rows {
     const ampc_loader *ld;
     const int64_t *idx;     /* sample index of each batch row */
     void *x;
     int64_t *y;
-} fill_job;
+} batch_rows;
 
-static void fill_images(void *arg, int64_t begin, int64_t end, int64_t chunk) {
-    (void)chunk;
-    const fill_job *j = arg;
+AMPCI_ROW_BODY(fill_images, batch_rows, j, begin, end, chunk) {
     const ampc_dataset *ds = j->ld->ds;
     const int split = j->ld->p.split, px = AMPCI_IMAGE_SIDE * AMPCI_IMAGE_SIDE;
     for (int64_t b = begin; b < end; b++) {
@@ -139,9 +138,7 @@ static void fill_images(void *arg, int64_t begin, int64_t end, int64_t chunk) {
     }
 }
 
-static void fill_text(void *arg, int64_t begin, int64_t end, int64_t chunk) {
-    (void)chunk;
-    const fill_job *j = arg;
+AMPCI_ROW_BODY(fill_text, batch_rows, j, begin, end, chunk) {
     const int64_t T = j->ld->p.context;
     for (int64_t b = begin; b < end; b++) {
         const uint8_t *src = j->ld->text + (size_t)(j->idx[b] * T);
@@ -194,7 +191,7 @@ ampc_status ampc_loader_next(ampc_loader *ld, ampc_tensor **x, ampc_tensor **y, 
     ampc_status s = alloc_batch(fn, ld, B, x, y);
     if (s != AMPC_OK) return s;
     for (int64_t b = 0; b < B; b++) idx[b] = sample_at(ld, ld->cur.position + b);
-    fill_job job = {ld, idx, ampci_tensor_ptr(*x), (int64_t *)ampci_tensor_ptr(*y)};
+    batch_rows job = {ld, idx, ampci_tensor_ptr(*x), (int64_t *)ampci_tensor_ptr(*y)};
     bool text = ld->ds->task == AMPC_TASK_CHAR_LM;
     ampc_parallel_for(ld->ctx, B, text ? 64 : 16, text ? fill_text : fill_images, &job);
     ld->cur.position += B;

@@ -39,74 +39,84 @@ ampc_status ampci_gpt_declare(ampc_model *m) {
     return AMPC_OK;
 }
 
-static ampc_tensor *layer_norm(ampc_model *m, const char *name, const ampc_tensor *x, int w) {
+/* ln(x) with the LayerNorm whose weight is params[w] (and bias params[w + 1]), in scope `name`. */
+static ampc_tensor *ln(ampc_model *m, const char *name, const ampc_tensor *x, int w) {
     if (ampc_scope_push(m->ctx, name) != AMPC_OK) return NULL;
     ampc_tensor *y = ampc_layer_norm(m->ctx, x, m->params[w], m->params[w + 1], 1e-5);
     ampc_scope_pop(m->ctx);
     return y;
 }
 
-/* Dropout on a branch before it joins the residual stream (training only); the input is released. */
-static ampc_tensor *residual_dropout(ampc_model *m, ampc_tensor *y) {
-    if (!m->training || m->cfg.dropout <= 0) return y;
-    ampc_tensor *d = ampc_dropout(m->ctx, y, m->cfg.dropout, true);
-    ampci_tensor_release(y);
-    return d;
+/* Dropout on the embeddings and on each branch before it joins the residual stream (training only). */
+static ampc_tensor *dropout(ampc_model *m, ampc_tensor *y) {
+    return m->training && m->cfg.dropout > 0 ? ampc_dropout(m->ctx, y, m->cfg.dropout, true) : y;
 }
 
-/* Column block `which` (0 q, 1 k, 2 v) of qkv (B, T, 3D) as (B, H, T, D/H). */
-static ampc_tensor *heads(const ampc_tensor *qkv, int which, int64_t B, int64_t T, int64_t D, int64_t H) {
+/* Column block `which` (0 q, 1 k, 2 v) of qkv (B, T, 3D) as heads (B, H, T, D/H): views of qkv. */
+static ampc_tensor *heads(ampc_model *m, const ampc_tensor *qkv, int which) {
+    int64_t B = ampc_tensor_dim(qkv, 0), T = ampc_tensor_dim(qkv, 1), D = m->cfg.d_model, H = m->cfg.heads;
     ampc_tensor *part = ampc_tensor_slice(qkv, -1, which * D, (which + 1) * D, 1);
     ampc_tensor *split = ampc_tensor_reshape(part, 4, (int64_t[]){B, T, H, D / H});
     return ampc_tensor_permute(split, (int[]){0, 2, 1, 3});
 }
 
-static ampc_tensor *attention(ampc_model *m, const ampc_tensor *h, int base, int64_t B, int64_t T) {
-    ampc_ctx *ctx = m->ctx;
-    int64_t D = m->cfg.d_model, H = m->cfg.heads;
-    if (ampc_scope_push(ctx, "attn") != AMPC_OK) return NULL;
-    ampc_tensor *qkv = ampci_model_linear(m, "qkv", h, base + QKV_W, true);
-    ampc_tensor *o = ampc_attention(ctx, heads(qkv, 0, B, T, D, H), heads(qkv, 1, B, T, D, H), heads(qkv, 2, B, T, D, H), true);
-    ampci_tensor_release(qkv);
-    ampc_tensor *merged = ampc_tensor_reshape(ampc_tensor_permute(o, (int[]){0, 2, 1, 3}), 3, (int64_t[]){B, T, D});
-    ampci_tensor_release(o);
-    ampc_tensor *y = ampci_model_linear(m, "proj", merged, base + PROJ_W, true);
-    ampci_tensor_release(merged);
-    ampc_scope_pop(ctx);
-    return residual_dropout(m, y);
+/* Heads o (B, H, T, D/H) back side by side: (B, T, D), a copy. */
+static ampc_tensor *merge_heads(ampc_model *m, const ampc_tensor *o) {
+    int64_t B = ampc_tensor_dim(o, 0), T = ampc_tensor_dim(o, 2);
+    return ampc_tensor_reshape(ampc_tensor_permute(o, (int[]){0, 2, 1, 3}), 3, (int64_t[]){B, T, m->cfg.d_model});
 }
 
-static ampc_tensor *mlp(ampc_model *m, const ampc_tensor *h, int base) {
+/* attn(h): causal self-attention of h (B, T, D), q, k and v from one projection, with the block's
+ * parameters from p. qkv goes once the heads are attended, their output once merged. */
+static ampc_tensor *attn(ampc_model *m, int p, const ampc_tensor *h) {
+    ampc_ctx *ctx = m->ctx;
+    if (ampc_scope_push(ctx, "attn") != AMPC_OK) return NULL;
+    ampci_frame f = ampci_frame_begin(ctx);
+    ampc_tensor *qkv = ampci_model_linear(m, "qkv", h, p + QKV_W, true);
+    ampc_tensor *o =
+        ampci_frame_keep(&f, ampc_attention(ctx, heads(m, qkv, 0), heads(m, qkv, 1), heads(m, qkv, 2), true));
+    ampc_tensor *y = ampci_model_linear(m, "proj", ampci_frame_keep(&f, merge_heads(m, o)), p + PROJ_W, true);
+    ampc_scope_pop(ctx);
+    return ampci_frame_end(&f, dropout(m, y));
+}
+
+/* mlp(h): proj(gelu(fc(h))), the hidden layer 4D wide; fc's output goes once GELU has run. */
+static ampc_tensor *mlp(ampc_model *m, int p, const ampc_tensor *h) {
     ampc_ctx *ctx = m->ctx;
     if (ampc_scope_push(ctx, "mlp") != AMPC_OK) return NULL;
-    ampc_tensor *f = ampci_model_linear(m, "fc", h, base + FC_W, true);
-    ampc_tensor *a = ampc_gelu(ctx, f, AMPC_GELU_TANH);
-    ampci_tensor_release(f);
-    ampc_tensor *y = ampci_model_linear(m, "proj", a, base + FC2_W, true);
-    ampci_tensor_release(a);
+    ampci_frame f = ampci_frame_begin(ctx);
+    ampc_tensor *a =
+        ampci_frame_keep(&f, ampc_gelu(ctx, ampci_model_linear(m, "fc", h, p + FC_W, true), AMPC_GELU_TANH));
+    ampc_tensor *y = ampci_model_linear(m, "proj", a, p + FC2_W, true);
     ampc_scope_pop(ctx);
-    return residual_dropout(m, y);
+    return ampci_frame_end(&f, dropout(m, y));
 }
 
-static ampc_tensor *block(ampc_model *m, ampc_tensor *x, int l, int64_t B, int64_t T) {
+typedef ampc_tensor *(*sublayer_fn)(ampc_model *m, int p, const ampc_tensor *h);
+
+/* x + f(ln(x)) for the sublayer f of block l, whose LayerNorm has its weight at `ln_w` in the block. ln(x)
+ * goes once f is done, f's output once the sum is made: the points where PyTorch's reference counts let
+ * them go, so memory is what the ops saved for the backward. */
+static ampc_tensor *residual(ampc_model *m, int l, sublayer_fn f, const char *ln_name, int ln_w,
+                             const ampc_tensor *x) {
     ampc_ctx *ctx = m->ctx;
     char name[24];
     snprintf(name, sizeof name, "blocks.%d", l);
     if (ampc_scope_push(ctx, name) != AMPC_OK) return NULL;
-    int base = BLOCKS + l * PER_BLOCK;
-    /* Each intermediate is released after its last use (ampci_tensor_release), so memory held
-     * for the backward is what the ops saved, as with PyTorch's reference counting. */
-    for (int half = 0; half < 2 && x; half++) {
-        ampc_tensor *h = layer_norm(m, half ? "ln2" : "ln1", x, base + (half ? LN2_W : LN1_W));
-        ampc_tensor *y = half ? mlp(m, h, base) : attention(m, h, base, B, T);
-        ampci_tensor_release(h);
-        ampc_tensor *next = ampc_add(ctx, x, y);
-        ampci_tensor_release(y);
-        ampci_tensor_release(x);
-        x = next;
-    }
+    int p = BLOCKS + l * PER_BLOCK;
+    ampci_frame fr = ampci_frame_begin(ctx);
+    ampc_tensor *y = ampci_frame_keep(&fr, f(m, p, ln(m, ln_name, x, p + ln_w)));
+    ampc_tensor *sum = ampci_frame_end(&fr, ampc_add(ctx, x, y));
     ampc_scope_pop(ctx);
-    return x;
+    return sum;
+}
+
+/* The logits h wte^T (tied weights). */
+static ampc_tensor *lm_head(ampc_model *m, const ampc_tensor *h) {
+    if (ampc_scope_push(m->ctx, "lm_head") != AMPC_OK) return NULL;
+    ampc_tensor *logits = ampc_matmul(m->ctx, h, m->params[WTE], AMPC_TRANS_B);
+    ampc_scope_pop(m->ctx);
+    return logits;
 }
 
 ampc_tensor *ampci_gpt_forward(ampc_model *m, const ampc_tensor *ids) {
@@ -116,23 +126,22 @@ ampc_tensor *ampci_gpt_forward(ampc_model *m, const ampc_tensor *ids) {
         return ampci_fail_null(AMPC_STATUS_SHAPE, "ampc_model_forward (gpt): ids %s; expected (B, T) token ids with "
                                "1 <= T <= context %d", ampc_tensor_describe(ids, b, sizeof b), m->cfg.context);
     }
-    int64_t B = ampc_tensor_dim(ids, 0), T = ampc_tensor_dim(ids, 1);
+    int64_t T = ampc_tensor_dim(ids, 1);
     int64_t pos[4096];
     int64_t *positions = T <= 4096 ? pos : NULL;
     if (!positions) return ampci_fail_null(AMPC_STATUS_SHAPE, "ampc_model_forward (gpt): T = %lld exceeds 4096", (long long)T);
     for (int64_t t = 0; t < T; t++) positions[t] = t;
     ampc_tensor *pt = ampc_tensor_from_buffer(ctx, AMPC_DTYPE_I64, 1, (int64_t[]){T}, positions, AMPC_DTYPE_I64);
-    ampc_tensor *tok = ampc_embedding(ctx, m->params[WTE], ids), *posn = ampc_embedding(ctx, m->params[WPE], pt);
-    ampc_tensor *x = ampc_add(ctx, tok, posn);
-    ampci_tensor_release(tok);
-    ampci_tensor_release(posn);
-    if (m->training && m->cfg.dropout > 0) x = ampc_dropout(ctx, x, m->cfg.dropout, true);
-    for (int l = 0; l < m->cfg.layers && x; l++) x = block(m, x, l, B, T);
-    ampc_tensor *h = layer_norm(m, "ln_f", x, LNF_W(m->cfg.layers));
-    ampci_tensor_release(x);
-    if (ampc_scope_push(ctx, "lm_head") != AMPC_OK) return NULL;
-    ampc_tensor *logits = ampc_matmul(ctx, h, m->params[WTE], AMPC_TRANS_B);   /* tied: x wte^T */
-    ampci_tensor_release(h);
-    ampc_scope_pop(ctx);
-    return logits;
+    /* Each intermediate is let go after its last use (the frames of ops/frame.h), so memory held for the
+     * backward is what the ops saved, as with PyTorch's reference counting. */
+    ampci_frame f = ampci_frame_begin(ctx);
+    ampc_tensor *x = ampci_frame_keep(&f, ampc_add(ctx, ampc_embedding(ctx, m->params[WTE], ids),
+                                                   ampc_embedding(ctx, m->params[WPE], pt)));
+    x = dropout(m, x);
+    for (int l = 0; l < m->cfg.layers && x; l++) {
+        x = ampci_frame_keep(&f, residual(m, l, attn, "ln1", LN1_W, x));   /* x = x + attn(ln1(x)) */
+        x = ampci_frame_keep(&f, residual(m, l, mlp, "ln2", LN2_W, x));    /* x = x + mlp(ln2(x)) */
+    }
+    ampc_tensor *h = ampci_frame_keep(&f, ln(m, "ln_f", x, LNF_W(m->cfg.layers)));
+    return ampci_frame_end(&f, lm_head(m, h));
 }

@@ -5,6 +5,7 @@
 #ifndef AMPC_NN_H
 #define AMPC_NN_H
 
+#include "../ops/frame.h"
 #include "../tensor/tensor.h"
 
 #include <stdio.h>

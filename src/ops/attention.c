@@ -6,7 +6,6 @@
  * floats per query row) instead of keeping the (Tq, Tk) matrix. */
 #include "ops.h"
 
-
 #include <math.h>
 
 typedef struct attn_saved {
@@ -54,35 +53,29 @@ static const void *contiguous_data(const char *op, const ampc_tensor *t) {
     return c ? ampci_tensor_ptr(c) : NULL;
 }
 
+static const ampci_op_desc attention_op = {"ampc_attention", AMPCI_OP_ATTENTION, 3, {"q", "k", "v"},
+                                           .backward = attention_backward, .saved_size = sizeof(attn_saved)};
+
 ampc_tensor *ampc_attention(ampc_ctx *ctx, const ampc_tensor *q, const ampc_tensor *k, const ampc_tensor *v,
                             bool causal) {
-    static const char op[] = "ampc_attention";
-    const ampc_tensor *ac_[3] = {q, k, v};
-    if (!ampci_op_enter(ctx, AMPCI_OP_ATTENTION, ac_, 3)) return NULL;
-    q = ac_[0], k = ac_[1], v = ac_[2];
-    if (!ampci_op_input(ctx, op, q, "q") || !ampci_op_input(ctx, op, k, "k") || !ampci_op_input(ctx, op, v, "v"))
-        return NULL;
+    const char *op = attention_op.name;
+    ampci_op_call c = {.op = &attention_op, .ctx = ctx, .in = {q, k, v}};
+    if (!ampci_op_begin(&c)) return NULL;
+    q = c.in[0], k = c.in[1], v = c.in[2];
     if (!check(op, q, k, v)) return NULL;
     attn_saved sv = {.a = {.BH = q->shape[0] * q->shape[1], .Tq = q->shape[2], .Tk = k->shape[2], .D = q->shape[3],
                            .Dv = v->shape[3], .dt = q->dtype, .causal = causal}};
     sv.a.scale = 1.0 / sqrt((double)sv.a.D);
     sv.a.q = contiguous_data(op, q), sv.a.k = contiguous_data(op, k), sv.a.v = contiguous_data(op, v);
     if (!sv.a.q || !sv.a.k || !sv.a.v) return NULL;
-    const ampc_tensor *in[3] = {q, k, v};
-    bool grad = ampci_wants_grad(ctx, in, 3);
+    bool grad = ampci_wants_grad(ctx, c.in, 3);
     float *o = ampci_scratch(ctx, op, sv.a.BH * sv.a.Tq * sv.a.Dv);
     if (grad && !(sv.stats = ampci_scratch(ctx, op, sv.a.BH * sv.a.Tq * 2))) return NULL;
     if (!o || ctx->kernels->attention(ctx, &sv.a, o, sv.stats) != AMPC_OK) return NULL;
+    /* the backward reads an input only where the kernel ran on its own data (not on a contiguous copy) */
+    const void *used[3] = {sv.a.q, sv.a.k, sv.a.v};
+    c.saves = 0;
+    for (int i = 0; i < 3; i++) c.saves |= (unsigned)(used[i] == ampci_tensor_ptr(c.in[i])) << i;
     int64_t shape[4] = {q->shape[0], q->shape[1], sv.a.Tq, sv.a.Dv};
-    ampc_tensor *out = ampci_result(op, ctx, q->dtype, 4, shape, o);
-    if (out && grad) {
-        /* the backward reads an input only where the kernel ran on its own data (not on a contiguous copy) */
-        const void *used[3] = {sv.a.q, sv.a.k, sv.a.v};
-        unsigned saves = 0;
-        for (int i = 0; i < 3; i++) saves |= (unsigned)(used[i] == ampci_tensor_ptr(in[i])) << i;
-        ampci_node *node = ampci_record(ctx, op, out, in, 3, attention_backward, saves, sizeof sv);
-        if (!node) return NULL;
-        *(attn_saved *)node->saved = sv;
-    }
-    return out;
+    return ampci_op_end(&c, ampci_result(op, ctx, q->dtype, 4, shape, o), &sv);
 }

@@ -1,28 +1,30 @@
-/* common.c: the op-layer helpers of ops.h: input checks, dtype promotion, F32 staging, results,
- * gradient hand-off, the parallel map and broadcasting. */
+/* common.c: the op-layer helpers of ops.h: the prologue and epilogue every public op runs (anomaly
+ * record, autocast's casts, input checks; output check, tape record, hand-off to model code's frame),
+ * dtype promotion, F32 staging, results, gradient hand-off, broadcasting, and the frames of frame.h that
+ * the epilogue hands outputs to. */
 #include "ops.h"
 
 #include <string.h>
-
-#define MAP_GRAIN 16384
 
 /* The cast of t to dtype `to` for autocast: from the weight-cast cache when the plan allows it. */
 static const ampc_tensor *autocast_cast(ampc_ctx *ctx, const ampc_tensor *t, ampc_dtype to, bool cache) {
     const ampc_tensor *c = cache ? ampci_autocast_cache_find(ctx, t, to) : NULL;
     if (c) return c;
-    ampc_tensor *fresh = ampc_tensor_cast(t, to);
+    ampc_tensor *fresh = ampci_op_cast(t, to);
     if (!fresh) return NULL;
     ampci_autocast_count_cast(ctx);
     if (cache) ampci_autocast_cache_put(ctx, t, to, fresh);
     return fresh;
 }
 
-bool ampci_op_enter(ampc_ctx *ctx, ampci_op op, const ampc_tensor **in, int n) {
-    if (!ctx) return true;   /* the op reports the NULL context */
+/* Records the op for anomaly reports and, inside an enabled autocast region, replaces in[0..n) by their
+ * casts as autocast's plan says. False (error recorded) when the op is banned or a cast fails. NULL entries
+ * stay NULL (the checks report them). */
+static bool enter(ampc_ctx *ctx, ampci_op op, const ampc_tensor **in, int n) {
     ampci_anomaly_op(ctx, ampci_op_name(op), in, n);
-    ampc_dtype to_small[4], *to = to_small;
-    bool cache_small[4], *cache = cache_small;
-    if (n > 4) {   /* concat: any number of inputs */
+    ampc_dtype to_small[AMPCI_OP_MAX_IN], *to = to_small;
+    bool cache_small[AMPCI_OP_MAX_IN], *cache = cache_small;
+    if (n > AMPCI_OP_MAX_IN) {   /* concat: any number of inputs */
         to = ampci_arena_alloc(ctx, (size_t)n * sizeof *to, ampci_op_name(op));
         cache = ampci_arena_alloc(ctx, (size_t)n * sizeof *cache, ampci_op_name(op));
         if (!to || !cache) return false;
@@ -36,6 +38,50 @@ bool ampci_op_enter(ampc_ctx *ctx, ampci_op op, const ampc_tensor **in, int n) {
     }
     if (cast) ampci_anomaly_op(ctx, ampci_op_name(op), in, n);   /* the casts above were ops too */
     return true;
+}
+
+/* The call's inputs: its list (concat) or in[]. */
+static const ampc_tensor **inputs(ampci_op_call *c, int *n) {
+    *n = c->list ? c->n : c->op->nin;
+    return c->list ? c->list : c->in;
+}
+
+bool ampci_op_begin(ampci_op_call *c) {
+    const ampci_op_desc *d = c->op;
+    int n;
+    const ampc_tensor **in = inputs(c, &n);
+    c->saves = d->saves;
+    if (c->ctx && !enter(c->ctx, d->id, in, n)) return false;   /* a NULL context is reported below */
+    for (int i = 0; i < d->nin; i++) {
+        bool skip = (d->index >> i & 1) || (!in[i] && (d->optional >> i & 1));
+        if (!skip && !ampci_op_input(c->ctx, d->name, in[i], d->in_names[i])) return false;
+    }
+    return true;
+}
+
+/* Records out on the tape when one of the call's float inputs requires grad (index inputs never are). */
+static bool record(ampci_op_call *c, ampc_tensor *out, const ampc_tensor **in, int n, const void *saved) {
+    const ampci_op_desc *d = c->op;
+    const ampc_tensor *floats[AMPCI_OP_MAX_IN], **rec = in;
+    int nrec = n;
+    if (d->index) {
+        rec = floats, nrec = 0;
+        for (int i = 0; i < n; i++)
+            if (!(d->index >> i & 1)) rec[nrec++] = in[i];
+    }
+    if (!ampci_wants_grad(c->ctx, rec, nrec)) return true;
+    ampci_node *node = ampci_record(c->ctx, d->name, out, rec, nrec, d->backward, c->saves, d->saved_size);
+    if (node && d->saved_size) memcpy(node->saved, saved, d->saved_size);
+    return node != NULL;
+}
+
+ampc_tensor *ampci_op_end(ampci_op_call *c, ampc_tensor *out, const void *saved) {
+    if (!out || (!c->op->exact && !ampci_check_output(c->ctx, out))) return NULL;
+    int n;
+    const ampc_tensor **in = inputs(c, &n);
+    if (!record(c, out, in, n, saved)) return NULL;
+    if (!c->internal) ampci_frame_add(out, in, n);
+    return out;
 }
 
 bool ampci_op_dtype(ampc_dtype dt) {
@@ -60,6 +106,25 @@ bool ampci_op_input(ampc_ctx *ctx, const char *op, const ampc_tensor *t, const c
     if (!ampci_op_dtype(t->dtype)) {
         ampci_fail(AMPC_STATUS_DTYPE, "%s: %s %s has dtype %s; expected F32, F16 or BF16", op, what,
                    ampc_tensor_describe(t, b, sizeof b), ampc_dtype_name(t->dtype));
+        return false;
+    }
+    return true;
+}
+
+bool ampci_op_index_input(ampc_ctx *ctx, const char *op, const ampc_tensor *t, const char *what, const char *kind) {
+    char b[128];
+    if (!t) {
+        ampci_null_input(op, what);
+        return false;
+    }
+    if (t->ctx != ctx) {
+        ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: %s %s belong to another context", op, what,
+                   ampc_tensor_describe(t, b, sizeof b));
+        return false;
+    }
+    if (t->dtype != AMPC_DTYPE_I32 && t->dtype != AMPC_DTYPE_I64) {
+        ampci_fail(AMPC_STATUS_DTYPE, "%s: %s %s have dtype %s; expected I32 or I64%s", op, what,
+                   ampc_tensor_describe(t, b, sizeof b), ampc_dtype_name(t->dtype), kind);
         return false;
     }
     return true;
@@ -106,29 +171,13 @@ ampc_tensor *ampci_result(const char *op, ampc_ctx *ctx, ampc_dtype dtype, int n
         if (t) ampci_convert_with(ctx->kernels, ampci_tensor_ptr(t), dtype, buf, AMPC_DTYPE_F32, (size_t)ampci_numel(t));
         ampci_step_free(ctx, buf);   /* the F32 values are dead once rounded */
     }
-    return t && ampci_check_output(ctx, t) ? t : NULL;
+    return t;
 }
 
 ampc_status ampci_accumulate_f32(const char *op, ampc_tensor *t, float *g) {
     if (!g) return ampc_last_status();
     ampc_tensor *w = ampci_tensor_wrap(op, t->ctx, AMPC_DTYPE_F32, t->ndim, t->shape, g);
     return w ? ampci_grad_accumulate(t, w) : ampc_last_status();
-}
-
-typedef struct map_job {
-    ampci_range_fn fn;
-    void *arg;
-} map_job;
-
-static void map_chunk(void *vp, int64_t b, int64_t e, int64_t chunk) {
-    (void)chunk;
-    const map_job *j = vp;
-    j->fn(j->arg, b, e);
-}
-
-void ampci_parallel(ampc_ctx *ctx, int64_t n, ampci_range_fn fn, void *arg) {
-    map_job j = {fn, arg};
-    ampc_parallel_for(ctx, n, MAP_GRAIN, map_chunk, &j);
 }
 
 /* ---- broadcasting ---- */
@@ -193,4 +242,66 @@ const void *ampci_matrix_data(const ampc_tensor *t, bool *transposed) {
     }
     *transposed = true;
     return ampci_tensor_ptr(t);
+}
+
+/* ---- frames (frame.h) ----
+ * The open frames of a thread share one list of the tensors they made, outermost frame first; a frame is
+ * a mark on it, so ending a frame is a sweep from its mark and handing a kept tensor to the enclosing
+ * frame is leaving it below the new end. The list is bounded: a tensor made when it is full is simply not
+ * released early (as before frames existed). */
+
+#define MAX_MADE 256
+
+static _Thread_local struct {
+    const ampc_tensor *made[MAX_MADE];
+    int n, depth;
+    ampc_ctx *ctx;   /* the innermost open frame's */
+} tl;
+
+ampci_frame ampci_frame_begin(ampc_ctx *ctx) {
+    ampci_frame f = {ctx, tl.ctx, tl.n, tl.depth, ctx ? ctx->step_id : 0};
+    tl.depth++, tl.ctx = ctx;
+    return f;
+}
+
+static bool kept(const ampc_tensor *t, ampc_tensor *const *keep, int n) {
+    for (int i = 0; i < n; i++)
+        if (keep[i] && keep[i]->storage == t->storage) return true;
+    return false;
+}
+
+/* Releases f's tensors except the kept ones, which close up at f's mark; returns the list's new end. */
+static int sweep(const ampci_frame *f, ampc_tensor *const *keep, int n) {
+    AMPCI_ASSERT(tl.depth == f->depth + 1 && tl.n >= f->base);   /* innermost first */
+    AMPCI_ASSERT(!f->ctx || f->ctx->step_id == f->step);        /* its tensors died at a step end */
+    int end = f->base;
+    for (int i = f->base; i < tl.n; i++) {
+        if (kept(tl.made[i], keep, n)) tl.made[end++] = tl.made[i];
+        else ampci_tensor_release(tl.made[i]);
+    }
+    return end;
+}
+
+ampc_tensor *ampci_frame_keep(ampci_frame *f, ampc_tensor *t) {
+    tl.n = sweep(f, &t, 1);
+    return t;
+}
+
+void ampci_frame_end_keeping(ampci_frame *f, ampc_tensor *const *keep, int n) {
+    int end = sweep(f, keep, n);
+    tl.depth = f->depth, tl.ctx = f->outer_ctx;
+    /* the kept tensors are the enclosing frame's now, if it works on the same context */
+    tl.n = tl.depth > 0 && tl.ctx == f->ctx ? end : f->base;
+}
+
+ampc_tensor *ampci_frame_end(ampci_frame *f, ampc_tensor *keep) {
+    ampci_frame_end_keeping(f, &keep, 1);
+    return keep;
+}
+
+void ampci_frame_add(ampc_tensor *out, const ampc_tensor *const *in, int n) {
+    if (!tl.depth || !out || out->ctx != tl.ctx || !out->storage->arena || tl.n == MAX_MADE) return;
+    for (int i = 0; i < n; i++)
+        if (in[i] && in[i]->storage == out->storage) return;
+    tl.made[tl.n++] = out;
 }

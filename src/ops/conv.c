@@ -7,14 +7,6 @@
  * window as an int32 plane index and routes the gradient there. */
 #include "ops.h"
 
-
-#define GRAIN_ELEMS 16384
-
-/* Items per parallel chunk when each costs per_item elements of work. */
-static int64_t grain_of(int64_t per_item) {
-    return per_item >= GRAIN_ELEMS ? 1 : GRAIN_ELEMS / (per_item ? per_item : 1);
-}
-
 /* ---- geometry ---- */
 
 /* Output extent of one spatial dim; false (error recorded) when the kernel does not fit the padded input. */
@@ -47,9 +39,11 @@ static const void *contiguous_data(const char *op, const ampc_tensor *t) {
     return c ? ampci_tensor_ptr(c) : NULL;
 }
 
-/* ---- parallel drivers for the range kernels ---- */
+/* ---- im2row and col2im over the kernel table's range kernels ---- */
 
-typedef struct conv_job {
+/* im2col: rows [r0, r1) of col (N*OH*OW, C*KH*KW) from x, in x's dtype; col2im: planes [r0, r1) of gx
+ * (N*C planes of H*W, F32) summed back from gcol (N*OH*OW, C*KH*KW, F32). */
+typedef struct conv_rows {
     const ampci_conv_geom *g;
     ampc_k_im2col_fn im2col;
     ampc_k_col2im_fn col2im;
@@ -57,27 +51,18 @@ typedef struct conv_job {
     const void *x;
     float *gx;
     const float *gcol;
-} conv_job;
+} conv_rows;
 
-static void im2col_chunk(void *vp, int64_t b, int64_t e, int64_t c) {
-    (void)c;
-    const conv_job *j = vp;
-    j->im2col(j->col, j->x, j->g, b, e);
-}
-
-static void col2im_chunk(void *vp, int64_t b, int64_t e, int64_t c) {
-    (void)c;
-    const conv_job *j = vp;
-    j->col2im(j->gx, j->gcol, j->g, b, e);
-}
+AMPCI_ROW_BODY(im2col_run, conv_rows, j, r0, r1, chunk) { j->im2col(j->col, j->x, j->g, r0, r1); }
+AMPCI_ROW_BODY(col2im_run, conv_rows, j, p0, p1, chunk) { j->col2im(j->gx, j->gcol, j->g, p0, p1); }
 
 /* col (N*OH*OW, C*KH*KW) in x's dtype, arena. */
 static void *im2row(ampc_ctx *ctx, const char *op, ampc_dtype dt, const void *x, const ampci_conv_geom *g) {
     int64_t rows = g->N * g->OH * g->OW, ckk = g->C * g->KH * g->KW;
     void *col = ampci_arena_alloc(ctx, (size_t)(rows * ckk > 0 ? rows * ckk : 1) * ampc_dtype_size(dt), op);
     if (!col) return NULL;
-    conv_job j = {.g = g, .im2col = ctx->kernels->im2col[dt], .col = col, .x = x};
-    ampc_parallel_for(ctx, rows, grain_of(ckk), im2col_chunk, &j);
+    ampci_parallel_rows(ctx, rows, ckk, im2col_run,
+                        &(conv_rows){.g = g, .im2col = ctx->kernels->im2col[dt], .col = col, .x = x});
     return col;
 }
 
@@ -89,17 +74,15 @@ typedef struct conv_saved {
     const void *x, *w;   /* contiguous data (the inputs' or arena copies), their dtype */
 } conv_saved;
 
-typedef struct bias_job {
+/* Planes [p0, p1) of y (N, O, OH*OW) = the transposed GEMM result yt (N*OH*OW, O) + bias. */
+typedef struct bias_planes {
     float *y;
     const float *yt, *b;
     int64_t O, ohw;
-} bias_job;
+} bias_planes;
 
-/* planes [b, e) of y (N, O, OH*OW) = the transposed GEMM result yt (N*OH*OW, O) + bias */
-static void bias_planes(void *vp, int64_t b, int64_t e, int64_t c) {
-    (void)c;
-    const bias_job *j = vp;
-    for (int64_t p = b; p < e; p++) {
+AMPCI_ROW_BODY(bias_run, bias_planes, j, p0, p1, chunk) {
+    for (int64_t p = p0; p < p1; p++) {
         int64_t n = p / j->O, o = p % j->O;
         float bias = j->b ? j->b[o] : 0.0f, *y = j->y + p * j->ohw;
         const float *src = j->yt + n * j->ohw * j->O + o;
@@ -121,8 +104,8 @@ static ampc_status conv_grad_x(ampci_node *n, const conv_saved *sv, const void *
         ampc_status s = ampci_gemm_fn(ctx, dt)(ctx, &m);
         if (s != AMPC_OK) return s;
     }
-    conv_job j = {.g = g, .col2im = ctx->kernels->col2im, .gx = gx, .gcol = gcol};
-    ampc_parallel_for(ctx, g->N * g->C, grain_of(ohw * g->KH * g->KW), col2im_chunk, &j);
+    ampci_parallel_rows(ctx, g->N * g->C, ohw * g->KH * g->KW, col2im_run,
+                        &(conv_rows){.g = g, .col2im = ctx->kernels->col2im, .gx = gx, .gcol = gcol});
     return ampci_accumulate_f32(n->op, n->in[0], gx);
 }
 
@@ -196,14 +179,15 @@ static bool conv_check(const char *op, const ampc_tensor *x, const ampc_tensor *
     return ampci_same_dtype(op, x, "input", w, "weight") && (!b || ampci_same_dtype(op, x, "input", b, "bias"));
 }
 
+static const ampci_op_desc conv2d_op = {"ampc_conv2d", AMPCI_OP_CONV2D, 3, {"input", "weight", "bias"}, .optional = 4u,
+                                        .backward = conv_backward, .saves = 3u, .saved_size = sizeof(conv_saved)};
+
 ampc_tensor *ampc_conv2d(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *w, const ampc_tensor *b,
                          const ampc_conv2d_params *params) {
-    static const char op[] = "ampc_conv2d";
-    const ampc_tensor *ac_[3] = {x, w, b};
-    if (!ampci_op_enter(ctx, AMPCI_OP_CONV2D, ac_, 3)) return NULL;
-    x = ac_[0], w = ac_[1], b = ac_[2];
-    if (!ampci_op_input(ctx, op, x, "input") || !ampci_op_input(ctx, op, w, "weight")) return NULL;
-    if (b && !ampci_op_input(ctx, op, b, "bias")) return NULL;
+    const char *op = conv2d_op.name;
+    ampci_op_call c = {.op = &conv2d_op, .ctx = ctx, .in = {x, w, b}};
+    if (!ampci_op_begin(&c)) return NULL;
+    x = c.in[0], w = c.in[1], b = c.in[2];
     conv_saved sv = {0};
     if (!conv_check(op, x, w, b, params, &sv.g)) return NULL;
     sv.O = w->shape[0];
@@ -216,18 +200,11 @@ ampc_tensor *ampc_conv2d(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor 
     if (!y) return NULL;
     ampci_gemm m = {rows, sv.O, ckk, col, ckk, false, sv.w, ckk, true, yt, sv.O, 0.0f};   /* yt = col W^T */
     if (ampci_gemm_fn(ctx, dt)(ctx, &m) != AMPC_OK) return NULL;
-    bias_job bj = {y, yt, b ? ampci_as_f32(op, b) : NULL, sv.O, g->OH * g->OW};
-    if (b && !bj.b) return NULL;
-    ampc_parallel_for(ctx, g->N * sv.O, grain_of(bj.ohw), bias_planes, &bj);
-    int64_t shape[4] = {g->N, sv.O, g->OH, g->OW};
-    ampc_tensor *out = ampci_result(op, ctx, dt, 4, shape, y);
-    const ampc_tensor *in[3] = {x, w, b};
-    if (out && ampci_wants_grad(ctx, in, 3)) {
-        ampci_node *node = ampci_record(ctx, op, out, in, 3, conv_backward, 3u, sizeof sv);
-        if (!node) return NULL;
-        *(conv_saved *)node->saved = sv;
-    }
-    return out;
+    const float *bf = b ? ampci_as_f32(op, b) : NULL;
+    if (b && !bf) return NULL;
+    int64_t ohw = g->OH * g->OW, shape[4] = {g->N, sv.O, g->OH, g->OW};
+    ampci_parallel_rows(ctx, g->N * sv.O, ohw, bias_run, &(bias_planes){y, yt, bf, sv.O, ohw});
+    return ampci_op_end(&c, ampci_result(op, ctx, dt, 4, shape, y), &sv);
 }
 
 /* ---- max_pool2d ---- */
@@ -237,24 +214,20 @@ typedef struct pool_saved {
     int32_t *arg;   /* (N, C, OH, OW) plane indices of the maxima, arena */
 } pool_saved;
 
-typedef struct pool_job {
+/* Planes [p0, p1) of max pooling through the kernel table: forward (y and the argmax from x) or, with
+ * backward set, gx from gy routed by the argmax. */
+typedef struct pool_planes {
     const ampci_conv_geom *g;
     const struct ampc_kernels *k;
-    float *out;
+    float *out;        /* y or gx */
     int32_t *arg;
-    const float *in;
-} pool_job;
+    const float *in;   /* x or gy */
+    bool backward;
+} pool_planes;
 
-static void pool_chunk(void *vp, int64_t b, int64_t e, int64_t c) {
-    (void)c;
-    const pool_job *j = vp;
-    j->k->maxpool(j->out, j->arg, j->in, j->g, b, e);
-}
-
-static void pool_bw_chunk(void *vp, int64_t b, int64_t e, int64_t c) {
-    (void)c;
-    const pool_job *j = vp;
-    j->k->maxpool_bw(j->out, j->in, j->arg, j->g, b, e);
+AMPCI_ROW_BODY(pool_run, pool_planes, j, p0, p1, chunk) {
+    if (j->backward) j->k->maxpool_bw(j->out, j->in, j->arg, j->g, p0, p1);
+    else j->k->maxpool(j->out, j->arg, j->in, j->g, p0, p1);
 }
 
 static ampc_status pool_backward(ampci_node *n, const ampc_tensor *gout) {
@@ -263,8 +236,8 @@ static ampc_status pool_backward(ampci_node *n, const ampc_tensor *gout) {
     const float *gy = ampci_as_f32(n->op, gout);
     float *gx = gy ? ampci_scratch(n->ctx, n->op, g->N * g->C * g->H * g->W) : NULL;
     if (!gx) return ampc_last_status();
-    pool_job j = {g, n->ctx->kernels, gx, sv->arg, gy};
-    ampc_parallel_for(n->ctx, g->N * g->C, grain_of(g->H * g->W + g->OH * g->OW), pool_bw_chunk, &j);
+    ampci_parallel_rows(n->ctx, g->N * g->C, g->H * g->W + g->OH * g->OW, pool_run,
+                        &(pool_planes){g, n->ctx->kernels, gx, sv->arg, gy, true});
     return ampci_accumulate_f32(n->op, n->in[0], gx);
 }
 
@@ -294,12 +267,14 @@ static bool pool_check(const char *op, const ampc_tensor *x, const ampc_pool2d_p
            out_extent(op, x, "width", g->W, g->KW, g->sw, g->pw, &g->OW);
 }
 
+static const ampci_op_desc max_pool2d_op = {"ampc_max_pool2d", AMPCI_OP_MAX_POOL2D, 1, {"input"},
+                                            .backward = pool_backward, .saved_size = sizeof(pool_saved)};
+
 ampc_tensor *ampc_max_pool2d(ampc_ctx *ctx, const ampc_tensor *x, const ampc_pool2d_params *params) {
-    static const char op[] = "ampc_max_pool2d";
-    const ampc_tensor *ac_[1] = {x};
-    if (!ampci_op_enter(ctx, AMPCI_OP_MAX_POOL2D, ac_, 1)) return NULL;
-    x = ac_[0];
-    if (!ampci_op_input(ctx, op, x, "input")) return NULL;
+    const char *op = max_pool2d_op.name;
+    ampci_op_call c = {.op = &max_pool2d_op, .ctx = ctx, .in = {x}};
+    if (!ampci_op_begin(&c)) return NULL;
+    x = c.in[0];
     pool_saved sv;
     if (!pool_check(op, x, params, &sv.g)) return NULL;
     const ampci_conv_geom *g = &sv.g;
@@ -308,14 +283,8 @@ ampc_tensor *ampc_max_pool2d(ampc_ctx *ctx, const ampc_tensor *x, const ampc_poo
     float *y = xf ? ampci_scratch(ctx, op, nout) : NULL;
     sv.arg = y ? ampci_arena_alloc(ctx, (size_t)(nout ? nout : 1) * sizeof *sv.arg, op) : NULL;
     if (!sv.arg) return NULL;
-    pool_job j = {g, ctx->kernels, y, sv.arg, xf};
-    ampc_parallel_for(ctx, planes, grain_of(g->OH * g->OW * g->KH * g->KW), pool_chunk, &j);
+    ampci_parallel_rows(ctx, planes, g->OH * g->OW * g->KH * g->KW, pool_run,
+                        &(pool_planes){g, ctx->kernels, y, sv.arg, xf, false});
     int64_t shape[4] = {g->N, g->C, g->OH, g->OW};
-    ampc_tensor *out = ampci_result(op, ctx, x->dtype, 4, shape, y);
-    if (out && ampci_wants_grad(ctx, &x, 1)) {
-        ampci_node *node = ampci_record(ctx, op, out, &x, 1, pool_backward, 0u, sizeof sv);
-        if (!node) return NULL;
-        *(pool_saved *)node->saved = sv;
-    }
-    return out;
+    return ampci_op_end(&c, ampci_result(op, ctx, x->dtype, 4, shape, y), &sv);
 }

@@ -6,7 +6,6 @@
  * saved RNG state instead of storing it. */
 #include "ops.h"
 
-
 #define PIECE 256   /* uniforms drawn per step of a range */
 
 typedef struct dropout_saved {
@@ -15,14 +14,15 @@ typedef struct dropout_saved {
     float scale;    /* 1 / (1 - p) */
 } dropout_saved;
 
-typedef struct dropout_job {
+/* Elements [b, e) of out = in masked and scaled; in is x (forward) or the output gradient (backward): the
+ * same masking either way. */
+typedef struct dropout_map {
     const dropout_saved *sv;
     float *out;
-    const float *in;   /* x (forward) or the output gradient (backward): the same masking either way */
-} dropout_job;
+    const float *in;
+} dropout_map;
 
-static void dropout_range(void *vp, int64_t b, int64_t e) {
-    const dropout_job *j = vp;
+AMPCI_ROW_BODY(dropout_run, dropout_map, j, b, e, chunk) {
     float u[PIECE];
     for (int64_t i = b; i < e; i += PIECE) {
         int64_t m = e - i < PIECE ? e - i : PIECE;
@@ -33,36 +33,33 @@ static void dropout_range(void *vp, int64_t b, int64_t e) {
 
 static ampc_status dropout_backward(ampci_node *n, const ampc_tensor *gout) {
     int64_t cnt = ampci_numel(gout);
-    dropout_job j = {n->saved, ampci_scratch(n->ctx, n->op, cnt), ampci_as_f32(n->op, gout)};
+    dropout_map j = {n->saved, ampci_scratch(n->ctx, n->op, cnt), ampci_as_f32(n->op, gout)};
     if (!j.out || !j.in) return ampc_last_status();
-    ampci_parallel(n->ctx, cnt, dropout_range, &j);
+    ampci_parallel_rows(n->ctx, cnt, 1, dropout_run, &j);
     return ampci_accumulate_f32(n->op, n->in[0], j.out);
 }
 
+static const ampci_op_desc dropout_op = {"ampc_dropout", AMPCI_OP_DROPOUT, 1, {"x"}, .backward = dropout_backward,
+                                         .saved_size = sizeof(dropout_saved)};
+
 ampc_tensor *ampc_dropout(ampc_ctx *ctx, const ampc_tensor *x, double p, bool training) {
-    static const char op[] = "ampc_dropout";
-    const ampc_tensor *ac_[1] = {x};
-    if (!ampci_op_enter(ctx, AMPCI_OP_DROPOUT, ac_, 1)) return NULL;
-    x = ac_[0];
-    if (!ampci_op_input(ctx, op, x, "x")) return NULL;
+    const char *op = dropout_op.name;
+    ampci_op_call c = {.op = &dropout_op, .ctx = ctx, .in = {x}};
+    if (!ampci_op_begin(&c)) return NULL;
+    x = c.in[0];
     if (!(p >= 0.0 && p < 1.0)) {
         char a[128];
         return ampci_fail_null(AMPC_STATUS_INVALID_ARG, "%s: p = %g for x %s; expected 0 <= p < 1", op, p,
                                ampc_tensor_describe(x, a, sizeof a));
     }
-    if (!training || p == 0.0) return ampc_tensor_contiguous(x);   /* identity, already differentiable */
+    /* identity: a copy, recorded (and handed to model code) by ampc_tensor_contiguous */
+    if (!training || p == 0.0) return ampc_tensor_contiguous(x);
     int64_t cnt = ampci_numel(x);
     dropout_saved sv = {ctx->rng, p, (float)(1.0 / (1.0 - p))};
-    dropout_job j = {&sv, ampci_scratch(ctx, op, cnt), ampci_as_f32(op, x)};
+    dropout_map j = {&sv, ampci_scratch(ctx, op, cnt), ampci_as_f32(op, x)};
     if (!j.out || !j.in) return NULL;
-    ampci_parallel(ctx, cnt, dropout_range, &j);
+    ampci_parallel_rows(ctx, cnt, 1, dropout_run, &j);
     ampci_as_f32_done(x, j.in);
     ctx->rng.counter += ((uint64_t)cnt + 3) / 4;   /* as ampc_rng_uniform(ctx rng, ..., cnt) would */
-    ampc_tensor *out = ampci_result(op, ctx, x->dtype, x->ndim, x->shape, j.out);
-    if (out && ampci_wants_grad(ctx, &x, 1)) {
-        ampci_node *node = ampci_record(ctx, op, out, &x, 1, dropout_backward, 0, sizeof sv);
-        if (!node) return NULL;
-        *(dropout_saved *)node->saved = sv;
-    }
-    return out;
+    return ampci_op_end(&c, ampci_result(op, ctx, x->dtype, x->ndim, x->shape, j.out), &sv);
 }

@@ -4,7 +4,6 @@
  * dims (in double) before handing it to the operand. */
 #include "ops.h"
 
-
 #include <string.h>
 
 /* ---- unary ---- */
@@ -13,15 +12,15 @@ typedef struct unary_saved {
     ampci_unary kind;
 } unary_saved;
 
-typedef struct unary_job {
+/* Elements [b, e) of the forward (fwd) or backward (bwd) through the kernel table, F32 buffers. */
+typedef struct unary_map {
     ampc_k_unary_fn fwd;
     ampc_k_unary_bw_fn bwd;
     float *out;
     const float *x, *y, *g;
-} unary_job;
+} unary_map;
 
-static void unary_range(void *vp, int64_t b, int64_t e) {
-    const unary_job *j = vp;
+AMPCI_ROW_BODY(unary_run, unary_map, j, b, e, chunk) {
     if (j->fwd) j->fwd(j->out + b, j->x + b, e - b);
     else j->bwd(j->out + b, j->g + b, j->x + b, j->y + b, e - b);
 }
@@ -32,20 +31,19 @@ static void unary_range(void *vp, int64_t b, int64_t e) {
  * otherwise hold four F32 copies of its input at once). */
 #define STAGE 1024
 
-typedef struct staged_job {
+typedef struct staged_map {
     const struct ampc_kernels *k;
     ampci_unary kind;
     const ampc_tensor *x, *y, *g;   /* y, g: backward only */
     ampc_tensor *out;               /* y (forward) or gx (backward), contiguous */
-} staged_job;
+} staged_map;
 
 static void stage_in(const ampc_tensor *t, int64_t i, int64_t m, float *buf, const struct ampc_kernels *k) {
     ampci_convert_with(k, buf, AMPC_DTYPE_F32, ampci_tensor_ptr(t) + (size_t)i * ampc_dtype_size(t->dtype), t->dtype,
                        (size_t)m);
 }
 
-static void staged_range(void *vp, int64_t b, int64_t e) {
-    const staged_job *j = vp;
+AMPCI_ROW_BODY(staged_run, staged_map, j, b, e, chunk) {
     float xs[STAGE], ys[STAGE], gs[STAGE], os[STAGE];
     for (int64_t i = b; i < e; i += STAGE) {
         int64_t m = e - i < STAGE ? e - i : STAGE;
@@ -72,62 +70,68 @@ static ampc_status unary_backward(ampci_node *n, const ampc_tensor *gout) {
     if (stageable(x, n->out, gout)) {
         ampc_tensor *gx = ampci_tensor_arena(n->op, n->ctx, x->dtype, x->ndim, x->shape);
         if (!gx) return ampc_last_status();
-        staged_job j = {n->ctx->kernels, sv->kind, x, n->out, gout, gx};
-        ampci_parallel(n->ctx, ampci_numel(x), staged_range, &j);
+        ampci_parallel_rows(n->ctx, ampci_numel(x), 1, staged_run,
+                            &(staged_map){n->ctx->kernels, sv->kind, x, n->out, gout, gx});
         return ampci_grad_accumulate(x, gx);
     }
     const float *g = ampci_as_f32(n->op, gout), *xf = ampci_as_f32(n->op, x), *yf = ampci_as_f32(n->op, n->out);
     float *gx = ampci_scratch(n->ctx, n->op, ampci_numel(x));
     if (!g || !xf || !yf || !gx) return ampc_last_status();
-    unary_job j = {NULL, n->ctx->kernels->unary_bw[sv->kind], gx, xf, yf, g};
-    ampci_parallel(n->ctx, ampci_numel(x), unary_range, &j);
+    ampci_parallel_rows(n->ctx, ampci_numel(x), 1, unary_run,
+                        &(unary_map){NULL, n->ctx->kernels->unary_bw[sv->kind], gx, xf, yf, g});
     return ampci_accumulate_f32(n->op, x, gx);
 }
 
-static ampc_tensor *unary(ampc_ctx *ctx, const char *op, ampci_op id, const ampc_tensor *x, ampci_unary kind) {
-    const ampc_tensor *ac_[1] = {x};
-    if (!ampci_op_enter(ctx, id, ac_, 1)) return NULL;
-    x = ac_[0];
-    if (!ampci_op_input(ctx, op, x, "input")) return NULL;
+/* The unary ops' descriptors, by kernel: one input, whose value and output the backward reads. */
+#define UNARY_OP(name, id)                                                                                \
+    {"ampc_" name, id, 1, {"input"}, .backward = unary_backward, .saves = 1u | AMPCI_SAVES_OUT,               \
+     .saved_size = sizeof(unary_saved)}
+static const ampci_op_desc unary_ops[AMPCI_UNARY_COUNT] = {
+    [AMPCI_UNARY_NEG] = UNARY_OP("neg", AMPCI_OP_NEG),
+    [AMPCI_UNARY_EXP] = UNARY_OP("exp", AMPCI_OP_EXP),
+    [AMPCI_UNARY_LOG] = UNARY_OP("log", AMPCI_OP_LOG),
+    [AMPCI_UNARY_SQRT] = UNARY_OP("sqrt", AMPCI_OP_SQRT),
+    [AMPCI_UNARY_TANH] = UNARY_OP("tanh", AMPCI_OP_TANH),
+    [AMPCI_UNARY_SIGMOID] = UNARY_OP("sigmoid", AMPCI_OP_SIGMOID),
+    [AMPCI_UNARY_RELU] = UNARY_OP("relu", AMPCI_OP_RELU),
+    [AMPCI_UNARY_GELU_ERF] = UNARY_OP("gelu", AMPCI_OP_GELU),
+    [AMPCI_UNARY_GELU_TANH] = UNARY_OP("gelu", AMPCI_OP_GELU),
+};
+
+static ampc_tensor *unary(ampc_ctx *ctx, const ampc_tensor *x, ampci_unary kind) {
+    ampci_op_call c = {.op = &unary_ops[kind], .ctx = ctx, .in = {x}};
+    if (!ampci_op_begin(&c)) return NULL;
+    x = c.in[0];
+    const char *op = c.op->name;
     int64_t n = ampci_numel(x);
     ampc_tensor *out;
     if (stageable(x, NULL, NULL)) {
         out = ampci_tensor_arena(op, ctx, x->dtype, x->ndim, x->shape);
-        staged_job j = {ctx->kernels, kind, x, NULL, NULL, out};
-        if (out) ampci_parallel(ctx, n, staged_range, &j);
-        if (out && !ampci_check_output(ctx, out)) out = NULL;
+        if (out) ampci_parallel_rows(ctx, n, 1, staged_run, &(staged_map){ctx->kernels, kind, x, NULL, NULL, out});
     } else {
         const float *xf = ampci_as_f32(op, x);
         float *y = xf ? ampci_scratch(ctx, op, n) : NULL;
         if (!y) return NULL;
-        unary_job j = {ctx->kernels->unary[kind], NULL, y, xf, NULL, NULL};
-        ampci_parallel(ctx, n, unary_range, &j);
+        ampci_parallel_rows(ctx, n, 1, unary_run, &(unary_map){ctx->kernels->unary[kind], NULL, y, xf, NULL, NULL});
         ampci_as_f32_done(x, xf);
         out = ampci_result(op, ctx, x->dtype, x->ndim, x->shape, y);
     }
-    if (out && ampci_wants_grad(ctx, &x, 1)) {
-        ampci_node *node = ampci_record(ctx, op, out, &x, 1, unary_backward, 1u | AMPCI_SAVES_OUT, sizeof(unary_saved));
-        if (!node) return NULL;
-        ((unary_saved *)node->saved)->kind = kind;
-    }
-    return out;
+    return ampci_op_end(&c, out, &(unary_saved){kind});
 }
 
-ampc_tensor *ampc_neg(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, "ampc_neg", AMPCI_OP_NEG, x, AMPCI_UNARY_NEG); }
-ampc_tensor *ampc_exp(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, "ampc_exp", AMPCI_OP_EXP, x, AMPCI_UNARY_EXP); }
-ampc_tensor *ampc_log(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, "ampc_log", AMPCI_OP_LOG, x, AMPCI_UNARY_LOG); }
-ampc_tensor *ampc_sqrt(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, "ampc_sqrt", AMPCI_OP_SQRT, x, AMPCI_UNARY_SQRT); }
-ampc_tensor *ampc_tanh(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, "ampc_tanh", AMPCI_OP_TANH, x, AMPCI_UNARY_TANH); }
-ampc_tensor *ampc_relu(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, "ampc_relu", AMPCI_OP_RELU, x, AMPCI_UNARY_RELU); }
-ampc_tensor *ampc_sigmoid(ampc_ctx *ctx, const ampc_tensor *x) {
-    return unary(ctx, "ampc_sigmoid", AMPCI_OP_SIGMOID, x, AMPCI_UNARY_SIGMOID);
-}
+ampc_tensor *ampc_neg(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, x, AMPCI_UNARY_NEG); }
+ampc_tensor *ampc_exp(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, x, AMPCI_UNARY_EXP); }
+ampc_tensor *ampc_log(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, x, AMPCI_UNARY_LOG); }
+ampc_tensor *ampc_sqrt(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, x, AMPCI_UNARY_SQRT); }
+ampc_tensor *ampc_tanh(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, x, AMPCI_UNARY_TANH); }
+ampc_tensor *ampc_relu(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, x, AMPCI_UNARY_RELU); }
+ampc_tensor *ampc_sigmoid(ampc_ctx *ctx, const ampc_tensor *x) { return unary(ctx, x, AMPCI_UNARY_SIGMOID); }
 
 ampc_tensor *ampc_gelu(ampc_ctx *ctx, const ampc_tensor *x, ampc_gelu_form form) {
     if (form != AMPC_GELU_ERF && form != AMPC_GELU_TANH)
         return ampci_fail_null(AMPC_STATUS_INVALID_ARG, "ampc_gelu: form %d; expected AMPC_GELU_ERF or AMPC_GELU_TANH",
                                (int)form);
-    return unary(ctx, "ampc_gelu", AMPCI_OP_GELU, x, form == AMPC_GELU_TANH ? AMPCI_UNARY_GELU_TANH : AMPCI_UNARY_GELU_ERF);
+    return unary(ctx, x, form == AMPC_GELU_TANH ? AMPCI_UNARY_GELU_TANH : AMPCI_UNARY_GELU_ERF);
 }
 
 /* ---- scalar variants: x op s, computed in F32 with s rounded to F32 ---- */
@@ -137,15 +141,15 @@ typedef struct scalar_saved {
     float s;
 } scalar_saved;
 
-typedef struct scalar_job {
+/* Elements [b, e) of out = x op s. */
+typedef struct scalar_map {
     ampci_binary kind;
     float s;
     float *out;
     const float *x;
-} scalar_job;
+} scalar_map;
 
-static void scalar_range(void *vp, int64_t b, int64_t e) {
-    const scalar_job *j = vp;
+AMPCI_ROW_BODY(scalar_run, scalar_map, j, b, e, chunk) {
     for (int64_t i = b; i < e; i++) {
         float v = j->x[i];
         switch (j->kind) {
@@ -167,44 +171,45 @@ static ampc_status scalar_backward(ampci_node *n, const ampc_tensor *gout) {
     int64_t cnt = ampci_numel(gout);
     float *gx = ampci_scratch(n->ctx, n->op, cnt);
     if (!gx) return ampc_last_status();
-    scalar_job j = {sv->kind, sv->s, gx, g};
-    ampci_parallel(n->ctx, cnt, scalar_range, &j);
+    ampci_parallel_rows(n->ctx, cnt, 1, scalar_run, &(scalar_map){sv->kind, sv->s, gx, g});
     return ampci_accumulate_f32(n->op, n->in[0], gx);
 }
 
-static ampc_tensor *scalar_op(ampc_ctx *ctx, const char *op, ampci_op id, const ampc_tensor *x, double s,
-                              ampci_binary kind) {
-    const ampc_tensor *ac_[1] = {x};
-    if (!ampci_op_enter(ctx, id, ac_, 1)) return NULL;
-    x = ac_[0];
-    if (!ampci_op_input(ctx, op, x, "input")) return NULL;
+#define SCALAR_OP(name, id) \
+    {"ampc_" name, id, 1, {"input"}, .backward = scalar_backward, .saved_size = sizeof(scalar_saved)}
+static const ampci_op_desc scalar_ops[AMPCI_BINARY_COUNT] = {
+    [AMPCI_BINARY_ADD] = SCALAR_OP("add_scalar", AMPCI_OP_ADD_SCALAR),
+    [AMPCI_BINARY_SUB] = SCALAR_OP("sub_scalar", AMPCI_OP_SUB_SCALAR),
+    [AMPCI_BINARY_MUL] = SCALAR_OP("mul_scalar", AMPCI_OP_MUL_SCALAR),
+    [AMPCI_BINARY_DIV] = SCALAR_OP("div_scalar", AMPCI_OP_DIV_SCALAR),
+};
+
+static ampc_tensor *scalar_op(ampc_ctx *ctx, const ampc_tensor *x, double s, ampci_binary kind) {
+    ampci_op_call c = {.op = &scalar_ops[kind], .ctx = ctx, .in = {x}};
+    if (!ampci_op_begin(&c)) return NULL;
+    x = c.in[0];
+    const char *op = c.op->name;
     int64_t n = ampci_numel(x);
     const float *xf = ampci_as_f32(op, x);
     float *y = xf ? ampci_scratch(ctx, op, n) : NULL;
     if (!y) return NULL;
-    scalar_job j = {kind, (float)s, y, xf};
-    ampci_parallel(ctx, n, scalar_range, &j);
+    ampci_parallel_rows(ctx, n, 1, scalar_run, &(scalar_map){kind, (float)s, y, xf});
     ampci_as_f32_done(x, xf);
     ampc_tensor *out = ampci_result(op, ctx, x->dtype, x->ndim, x->shape, y);
-    if (out && ampci_wants_grad(ctx, &x, 1)) {
-        ampci_node *node = ampci_record(ctx, op, out, &x, 1, scalar_backward, 0, sizeof(scalar_saved));
-        if (!node) return NULL;
-        *(scalar_saved *)node->saved = (scalar_saved){kind, (float)s};
-    }
-    return out;
+    return ampci_op_end(&c, out, &(scalar_saved){kind, (float)s});
 }
 
 ampc_tensor *ampc_add_scalar(ampc_ctx *ctx, const ampc_tensor *x, double s) {
-    return scalar_op(ctx, "ampc_add_scalar", AMPCI_OP_ADD_SCALAR, x, s, AMPCI_BINARY_ADD);
+    return scalar_op(ctx, x, s, AMPCI_BINARY_ADD);
 }
 ampc_tensor *ampc_sub_scalar(ampc_ctx *ctx, const ampc_tensor *x, double s) {
-    return scalar_op(ctx, "ampc_sub_scalar", AMPCI_OP_SUB_SCALAR, x, s, AMPCI_BINARY_SUB);
+    return scalar_op(ctx, x, s, AMPCI_BINARY_SUB);
 }
 ampc_tensor *ampc_mul_scalar(ampc_ctx *ctx, const ampc_tensor *x, double s) {
-    return scalar_op(ctx, "ampc_mul_scalar", AMPCI_OP_MUL_SCALAR, x, s, AMPCI_BINARY_MUL);
+    return scalar_op(ctx, x, s, AMPCI_BINARY_MUL);
 }
 ampc_tensor *ampc_div_scalar(ampc_ctx *ctx, const ampc_tensor *x, double s) {
-    return scalar_op(ctx, "ampc_div_scalar", AMPCI_OP_DIV_SCALAR, x, s, AMPCI_BINARY_DIV);
+    return scalar_op(ctx, x, s, AMPCI_BINARY_DIV);
 }
 
 /* ---- binary with broadcasting ---- */
@@ -214,24 +219,21 @@ typedef struct binary_saved {
     ampci_bcast bc;
 } binary_saved;
 
-typedef struct binary_job {
+/* Elements [b, e) of z = x op y through the kernel table (no broadcasting). */
+typedef struct binary_map {
     ampc_k_binary_fn fn;
     float *z;
     const float *x, *y;
-} binary_job;
+} binary_map;
 
-static void binary_range(void *vp, int64_t b, int64_t e) {
-    const binary_job *j = vp;
-    j->fn(j->z + b, j->x + b, j->y + b, e - b);
-}
+AMPCI_ROW_BODY(binary_run, binary_map, j, b, e, chunk) { j->fn(j->z + b, j->x + b, j->y + b, e - b); }
 
 /* z = a op b over the broadcast shape (a, b row-major in their own shapes). */
 static void binary_bcast(ampc_ctx *ctx, ampci_binary kind, const ampci_bcast *bc, const float *a, const float *b,
                          float *z, int64_t na, int64_t nb) {
     ampc_k_binary_fn fn = ctx->kernels->binary[kind];
     if (na == bc->n && nb == bc->n) {
-        binary_job j = {fn, z, a, b};
-        ampci_parallel(ctx, bc->n, binary_range, &j);
+        ampci_parallel_rows(ctx, bc->n, 1, binary_run, &(binary_map){fn, z, a, b});
         return;
     }
     /* innermost runs: a row of the last dim at a time, each operand either contiguous or a repeated value */
@@ -315,12 +317,20 @@ static ampc_status binary_backward(ampci_node *n, const ampc_tensor *gout) {
     return s;
 }
 
-static ampc_tensor *binary(ampc_ctx *ctx, const char *op, ampci_op id, const ampc_tensor *a, const ampc_tensor *b,
-                           ampci_binary kind) {
-    const ampc_tensor *ac_[2] = {a, b};
-    if (!ampci_op_enter(ctx, id, ac_, 2)) return NULL;
-    a = ac_[0], b = ac_[1];
-    if (!ampci_op_input(ctx, op, a, "a") || !ampci_op_input(ctx, op, b, "b")) return NULL;
+/* The binary ops' descriptors, by kernel: mul and div read both operands in the backward, add and sub
+ * neither. */
+#define BINARY_OP(name, id, mask) \
+    {"ampc_" name, id, 2, {"a", "b"}, .backward = binary_backward, .saves = mask, .saved_size = sizeof(binary_saved)}
+static const ampci_op_desc binary_ops[AMPCI_BINARY_COUNT] = {
+    [AMPCI_BINARY_ADD] = BINARY_OP("add", AMPCI_OP_ADD, 0u), [AMPCI_BINARY_SUB] = BINARY_OP("sub", AMPCI_OP_SUB, 0u),
+    [AMPCI_BINARY_MUL] = BINARY_OP("mul", AMPCI_OP_MUL, 3u), [AMPCI_BINARY_DIV] = BINARY_OP("div", AMPCI_OP_DIV, 3u),
+};
+
+static ampc_tensor *binary(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b, ampci_binary kind) {
+    ampci_op_call c = {.op = &binary_ops[kind], .ctx = ctx, .in = {a, b}};
+    if (!ampci_op_begin(&c)) return NULL;
+    a = c.in[0], b = c.in[1];
+    const char *op = c.op->name;
     ampci_bcast bc;
     if (!ampci_broadcast(op, a, b, &bc)) return NULL;
     const float *af = ampci_as_f32(op, a), *bf = af ? ampci_as_f32(op, b) : NULL;
@@ -330,25 +340,18 @@ static ampc_tensor *binary(ampc_ctx *ctx, const char *op, ampci_op id, const amp
     ampci_as_f32_done(a, af);
     ampci_as_f32_done(b, bf);
     ampc_tensor *out = ampci_result(op, ctx, ampci_promote(a->dtype, b->dtype), bc.ndim, bc.shape, z);
-    const ampc_tensor *in[2] = {a, b};
-    if (out && ampci_wants_grad(ctx, in, 2)) {
-        unsigned saves = kind == AMPCI_BINARY_MUL || kind == AMPCI_BINARY_DIV ? 3u : 0u;
-        ampci_node *node = ampci_record(ctx, op, out, in, 2, binary_backward, saves, sizeof(binary_saved));
-        if (!node) return NULL;
-        *(binary_saved *)node->saved = (binary_saved){kind, bc};
-    }
-    return out;
+    return ampci_op_end(&c, out, &(binary_saved){kind, bc});
 }
 
 ampc_tensor *ampc_add(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b) {
-    return binary(ctx, "ampc_add", AMPCI_OP_ADD, a, b, AMPCI_BINARY_ADD);
+    return binary(ctx, a, b, AMPCI_BINARY_ADD);
 }
 ampc_tensor *ampc_sub(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b) {
-    return binary(ctx, "ampc_sub", AMPCI_OP_SUB, a, b, AMPCI_BINARY_SUB);
+    return binary(ctx, a, b, AMPCI_BINARY_SUB);
 }
 ampc_tensor *ampc_mul(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b) {
-    return binary(ctx, "ampc_mul", AMPCI_OP_MUL, a, b, AMPCI_BINARY_MUL);
+    return binary(ctx, a, b, AMPCI_BINARY_MUL);
 }
 ampc_tensor *ampc_div(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b) {
-    return binary(ctx, "ampc_div", AMPCI_OP_DIV, a, b, AMPCI_BINARY_DIV);
+    return binary(ctx, a, b, AMPCI_BINARY_DIV);
 }

@@ -5,12 +5,10 @@
  * repeated ids sum deterministically. */
 #include "ops.h"
 
-
 #include <math.h>
 #include <string.h>
 
-#define ROW_GRAIN_ELEMS 16384   /* elements per parallel chunk of gathered rows */
-#define COL_BLOCK 64            /* columns per parallel block of the gradient scatter */
+#define COL_BLOCK 64   /* columns per parallel block of the gradient scatter */
 
 /* ---- embedding ---- */
 
@@ -23,13 +21,7 @@ typedef struct embedding_saved {
  * all lie in [0, V). */
 static int64_t *checked_ids(ampc_ctx *ctx, const char *op, const ampc_tensor *weight, const ampc_tensor *ids) {
     char a[128], b[128];
-    if (!ids) return ampci_null_input(op, "ids");
-    if (ids->ctx != ctx)
-        return ampci_fail_null(AMPC_STATUS_INVALID_ARG, "%s: ids %s belong to another context", op,
-                               ampc_tensor_describe(ids, a, sizeof a));
-    if (ids->dtype != AMPC_DTYPE_I32 && ids->dtype != AMPC_DTYPE_I64)
-        return ampci_fail_null(AMPC_STATUS_DTYPE, "%s: ids %s have dtype %s; expected I32 or I64", op,
-                               ampc_tensor_describe(ids, a, sizeof a), ampc_dtype_name(ids->dtype));
+    if (!ampci_op_index_input(ctx, op, ids, "ids", "")) return NULL;
     if (ids->ndim > AMPC_MAX_DIMS - 1)
         return ampci_fail_null(AMPC_STATUS_SHAPE, "%s: ids %s have %d dims; expected at most %d (the output adds D)",
                                op, ampc_tensor_describe(ids, a, sizeof a), ids->ndim, AMPC_MAX_DIMS - 1);
@@ -46,52 +38,53 @@ static int64_t *checked_ids(ampc_ctx *ctx, const char *op, const ampc_tensor *we
     return v;
 }
 
-typedef struct gather_job {
+/* Rows [r0, r1) of out = the weight rows the ids pick (row_bytes each, any dtype). */
+typedef struct gather_rows {
     unsigned char *out;
     const unsigned char *w;
     const int64_t *ids;
     size_t row_bytes;
-} gather_job;
+} gather_rows;
 
-static void gather_rows(void *vp, int64_t b, int64_t e, int64_t chunk) {
-    (void)chunk;
-    const gather_job *j = vp;
-    for (int64_t i = b; i < e; i++)
+AMPCI_ROW_BODY(gather_run, gather_rows, j, r0, r1, chunk) {
+    for (int64_t i = r0; i < r1; i++)
         memcpy(j->out + (size_t)i * j->row_bytes, j->w + (size_t)j->ids[i] * j->row_bytes, j->row_bytes);
 }
 
-typedef struct scatter_job {
+/* Column blocks [c0, c1) of the scatter-add gw (V, dim) += g rows at the ids: each block walks every id in
+ * order, so any split over threads gives the same sums. */
+typedef struct scatter_cols {
     const struct ampc_kernels *k;
     float *gw;
     const float *g;
     const embedding_saved *sv;
     int64_t dim;
-} scatter_job;
+} scatter_cols;
 
-/* Column blocks [b, e) of the scatter-add: each block walks every id in order, so any split over threads
- * gives the same sums. */
-static void scatter_cols(void *vp, int64_t b, int64_t e, int64_t chunk) {
-    (void)chunk;
-    const scatter_job *j = vp;
-    j->k->embedding_bw(j->gw + b, j->g + b, j->sv->ids, j->sv->n, e - b, j->dim);
+AMPCI_ROW_BODY(scatter_run, scatter_cols, j, c0, c1, chunk) {
+    j->k->embedding_bw(j->gw + c0, j->g + c0, j->sv->ids, j->sv->n, c1 - c0, j->dim);
 }
 
 static ampc_status embedding_backward(ampci_node *n, const ampc_tensor *gout) {
     const embedding_saved *sv = n->saved;
     ampc_tensor *w = n->in[0];
-    scatter_job j = {n->ctx->kernels, ampci_zeros(n->ctx, n->op, ampci_numel(w)), ampci_as_f32(n->op, gout), sv,
-                     w->shape[1]};
+    scatter_cols j = {n->ctx->kernels, ampci_zeros(n->ctx, n->op, ampci_numel(w)), ampci_as_f32(n->op, gout), sv,
+                      w->shape[1]};
     if (!j.gw || !j.g) return ampc_last_status();
-    ampc_parallel_for(n->ctx, j.dim, COL_BLOCK, scatter_cols, &j);
+    ampc_parallel_for(n->ctx, j.dim, COL_BLOCK, scatter_run, &j);
     return ampci_accumulate_f32(n->op, w, j.gw);
 }
 
+/* The weight's rows are copied exactly: the output needs no anomaly check. */
+static const ampci_op_desc embedding_op = {"ampc_embedding", AMPCI_OP_EMBEDDING, 2, {"weight", "ids"}, .index = 2u,
+                                           .exact = true, .backward = embedding_backward,
+                                           .saved_size = sizeof(embedding_saved)};
+
 ampc_tensor *ampc_embedding(ampc_ctx *ctx, const ampc_tensor *weight, const ampc_tensor *ids) {
-    static const char op[] = "ampc_embedding";
-    const ampc_tensor *ac_[2] = {weight, ids};
-    if (!ampci_op_enter(ctx, AMPCI_OP_EMBEDDING, ac_, 2)) return NULL;
-    weight = ac_[0], ids = ac_[1];
-    if (!ampci_op_input(ctx, op, weight, "weight")) return NULL;
+    const char *op = embedding_op.name;
+    ampci_op_call c = {.op = &embedding_op, .ctx = ctx, .in = {weight, ids}};
+    if (!ampci_op_begin(&c)) return NULL;
+    weight = c.in[0], ids = c.in[1];
     char a[128];
     if (weight->ndim != 2)
         return ampci_fail_null(AMPC_STATUS_SHAPE, "%s: weight %s; expected 2-D (V, D)", op,
@@ -99,22 +92,15 @@ ampc_tensor *ampc_embedding(ampc_ctx *ctx, const ampc_tensor *weight, const ampc
     embedding_saved sv = {checked_ids(ctx, op, weight, ids), 0};
     if (!sv.ids) return NULL;
     sv.n = ampci_numel(ids);
-    int64_t shape[AMPC_MAX_DIMS];
+    int64_t shape[AMPC_MAX_DIMS], D = weight->shape[1];
     memcpy(shape, ids->shape, (size_t)ids->ndim * sizeof shape[0]);
-    shape[ids->ndim] = weight->shape[1];
+    shape[ids->ndim] = D;
     const ampc_tensor *wc = ampc_tensor_is_contiguous(weight) ? weight : ampci_copy_as(op, weight, weight->dtype);
     ampc_tensor *out = wc ? ampci_tensor_arena(op, ctx, weight->dtype, ids->ndim + 1, shape) : NULL;
     if (!out) return NULL;
-    gather_job j = {ampci_tensor_ptr(out), ampci_tensor_ptr(wc), sv.ids,
-                    (size_t)weight->shape[1] * ampc_dtype_size(weight->dtype)};
-    int64_t D = weight->shape[1];
-    ampc_parallel_for(ctx, sv.n, D >= ROW_GRAIN_ELEMS ? 1 : ROW_GRAIN_ELEMS / (D > 0 ? D : 1), gather_rows, &j);
-    if (ampci_wants_grad(ctx, &weight, 1)) {
-        ampci_node *node = ampci_record(ctx, op, out, &weight, 1, embedding_backward, 0, sizeof sv);
-        if (!node) return NULL;
-        *(embedding_saved *)node->saved = sv;
-    }
-    return out;
+    ampci_parallel_rows(ctx, sv.n, D, gather_run, &(gather_rows){ampci_tensor_ptr(out), ampci_tensor_ptr(wc), sv.ids,
+                                                                 (size_t)D * ampc_dtype_size(weight->dtype)});
+    return ampci_op_end(&c, out, &sv);
 }
 
 /* ---- positional encoding ---- */
@@ -134,14 +120,14 @@ static float *pe_table(ampc_ctx *ctx, const char *op, int64_t T, int64_t D) {
     return pe;
 }
 
-typedef struct pe_job {
+/* Elements [b, e) of y = x + PE, PE repeating every td = T * D elements of the flat index. */
+typedef struct pe_map {
     float *y;
     const float *x, *pe;
-    int64_t td;   /* T * D: the period of PE in the flat index */
-} pe_job;
+    int64_t td;
+} pe_map;
 
-static void pe_range(void *vp, int64_t b, int64_t e) {
-    const pe_job *j = vp;
+AMPCI_ROW_BODY(pe_run, pe_map, j, b, e, chunk) {
     for (int64_t i = b; i < e; i++) j->y[i] = j->x[i] + j->pe[i % j->td];
 }
 
@@ -150,24 +136,22 @@ static ampc_status pe_backward(ampci_node *n, const ampc_tensor *gout) {
     return g ? ampci_accumulate_f32(n->op, n->in[0], g) : ampc_last_status();
 }
 
+static const ampci_op_desc positional_encoding_op = {"ampc_positional_encoding", AMPCI_OP_POSITIONAL_ENCODING, 1,
+                                                     {"x"}, .backward = pe_backward};
+
 ampc_tensor *ampc_positional_encoding(ampc_ctx *ctx, const ampc_tensor *x) {
-    static const char op[] = "ampc_positional_encoding";
-    const ampc_tensor *ac_[1] = {x};
-    if (!ampci_op_enter(ctx, AMPCI_OP_POSITIONAL_ENCODING, ac_, 1)) return NULL;
-    x = ac_[0];
-    if (!ampci_op_input(ctx, op, x, "x")) return NULL;
+    const char *op = positional_encoding_op.name;
+    ampci_op_call c = {.op = &positional_encoding_op, .ctx = ctx, .in = {x}};
+    if (!ampci_op_begin(&c)) return NULL;
+    x = c.in[0];
     char a[128];
     if (x->ndim < 2)
         return ampci_fail_null(AMPC_STATUS_SHAPE, "%s: x %s; expected at least 2 dims (..., T, D)", op,
                                ampc_tensor_describe(x, a, sizeof a));
     int64_t T = x->shape[x->ndim - 2], D = x->shape[x->ndim - 1], numel = ampci_numel(x);
-    pe_job j = {ampci_scratch(ctx, op, numel), ampci_as_f32(op, x), pe_table(ctx, op, T, D), T * D};
+    pe_map j = {ampci_scratch(ctx, op, numel), ampci_as_f32(op, x), pe_table(ctx, op, T, D), T * D};
     if (!j.y || !j.x || !j.pe) return NULL;
-    if (numel) ampci_parallel(ctx, numel, pe_range, &j);
+    if (numel) ampci_parallel_rows(ctx, numel, 1, pe_run, &j);
     ampci_as_f32_done(x, j.x);
-    ampc_tensor *out = ampci_result(op, ctx, x->dtype, x->ndim, x->shape, j.y);
-    if (out && ampci_wants_grad(ctx, &x, 1)) {
-        if (!ampci_record(ctx, op, out, &x, 1, pe_backward, 0, 0)) return NULL;
-    }
-    return out;
+    return ampci_op_end(&c, ampci_result(op, ctx, x->dtype, x->ndim, x->shape, j.y), NULL);
 }

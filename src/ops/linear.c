@@ -5,7 +5,6 @@
  * over the batches in one F32 buffer, in batch order. */
 #include "ops.h"
 
-
 #include <string.h>
 
 /* One matrix operand: stored row-major with leading dimension ld, used transposed when t; bs are the
@@ -118,12 +117,16 @@ static ampc_status matmul_backward(ampci_node *n, const ampc_tensor *gout) {
     return s;
 }
 
-static ampc_tensor *matmul(ampc_ctx *ctx, const char *op, const ampc_tensor *a, const ampc_tensor *b, unsigned flags,
-                           bool strict_bmm) {
-    const ampc_tensor *ac_[2] = {a, b};
-    if (!ampci_op_enter(ctx, strict_bmm ? AMPCI_OP_BMM : AMPCI_OP_MATMUL, ac_, 2)) return NULL;
-    a = ac_[0], b = ac_[1];
-    if (!ampci_op_input(ctx, op, a, "a") || !ampci_op_input(ctx, op, b, "b")) return NULL;
+static const ampci_op_desc matmul_op = {"ampc_matmul", AMPCI_OP_MATMUL, 2, {"a", "b"}, .backward = matmul_backward,
+                                        .saves = 3u, .saved_size = sizeof(matmul_saved)};
+static const ampci_op_desc bmm_op = {"ampc_bmm", AMPCI_OP_BMM, 2, {"a", "b"}, .backward = matmul_backward, .saves = 3u,
+                                     .saved_size = sizeof(matmul_saved)};
+
+static ampc_tensor *matmul(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b, unsigned flags, bool strict_bmm) {
+    ampci_op_call c = {.op = strict_bmm ? &bmm_op : &matmul_op, .ctx = ctx, .in = {a, b}};
+    if (!ampci_op_begin(&c)) return NULL;
+    a = c.in[0], b = c.in[1];
+    const char *op = c.op->name;
     char x[128], y[128];
     if (a->ndim < 2 || b->ndim < 2 || (strict_bmm && (a->ndim != 3 || b->ndim != 3)))
         return ampci_fail_null(AMPC_STATUS_SHAPE, "%s: operands %s and %s; expected %s", op,
@@ -148,26 +151,18 @@ static ampc_tensor *matmul(ampc_ctx *ctx, const char *op, const ampc_tensor *a, 
     int64_t shape[AMPC_MAX_DIMS];
     for (int i = 0; i < nbd; i++) shape[i] = sv.nb[2 - nbd + i];
     shape[nbd] = M, shape[nbd + 1] = N;
-    float *c = ampci_scratch(ctx, op, sv.nb[0] * sv.nb[1] * M * N);
-    int64_t cbs[2] = {M * N * sv.nb[1], M * N};
-    if (!c || gemm_batched(ctx, a->dtype, M, N, K, &sv.a, &sv.b, c, cbs, sv.nb) != AMPC_OK) return NULL;
-    ampc_tensor *out = ampci_result(op, ctx, a->dtype, nbd + 2, shape, c);
-    const ampc_tensor *in[2] = {a, b};
-    if (out && ampci_wants_grad(ctx, in, 2)) {
-        ampci_node *node = ampci_record(ctx, op, out, in, 2, matmul_backward, 3u, sizeof sv);
-        if (!node) return NULL;
-        sv.obs[0] = cbs[0], sv.obs[1] = cbs[1];
-        *(matmul_saved *)node->saved = sv;
-    }
-    return out;
+    float *out = ampci_scratch(ctx, op, sv.nb[0] * sv.nb[1] * M * N);
+    sv.obs[0] = M * N * sv.nb[1], sv.obs[1] = M * N;
+    if (!out || gemm_batched(ctx, a->dtype, M, N, K, &sv.a, &sv.b, out, sv.obs, sv.nb) != AMPC_OK) return NULL;
+    return ampci_op_end(&c, ampci_result(op, ctx, a->dtype, nbd + 2, shape, out), &sv);
 }
 
 ampc_tensor *ampc_matmul(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b, unsigned flags) {
-    return matmul(ctx, "ampc_matmul", a, b, flags, false);
+    return matmul(ctx, a, b, flags, false);
 }
 
 ampc_tensor *ampc_bmm(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b, unsigned flags) {
-    return matmul(ctx, "ampc_bmm", a, b, flags, true);
+    return matmul(ctx, a, b, flags, true);
 }
 
 /* ---- linear: y = x W^T + b ---- */
@@ -177,14 +172,14 @@ typedef struct linear_saved {
     mat x, w;   /* x: (rows, in) row-major; w: op(w) = W^T (in, out) */
 } linear_saved;
 
-typedef struct bias_job {
+/* y (rows, cols) += b (cols) on every row */
+typedef struct bias_rows {
     float *y;
     const float *b;
     int64_t cols;
-} bias_job;
+} bias_rows;
 
-static void bias_rows(void *vp, int64_t r0, int64_t r1) {
-    const bias_job *j = vp;
+AMPCI_ROW_BODY(bias_run, bias_rows, j, r0, r1, chunk) {
     for (int64_t r = r0; r < r1; r++)
         for (int64_t c = 0; c < j->cols; c++) j->y[r * j->cols + c] += j->b[c];
 }
@@ -240,13 +235,14 @@ static bool linear_check(const char *op, const ampc_tensor *x, const ampc_tensor
     return ampci_same_dtype(op, x, "x", w, "weight") && (!b || ampci_same_dtype(op, x, "x", b, "bias"));
 }
 
+static const ampci_op_desc linear_op = {"ampc_linear", AMPCI_OP_LINEAR, 3, {"x", "weight", "bias"}, .optional = 4u,
+                                        .backward = linear_backward, .saves = 3u, .saved_size = sizeof(linear_saved)};
+
 ampc_tensor *ampc_linear(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *w, const ampc_tensor *b) {
-    static const char op[] = "ampc_linear";
-    const ampc_tensor *ac_[3] = {x, w, b};
-    if (!ampci_op_enter(ctx, AMPCI_OP_LINEAR, ac_, 3)) return NULL;
-    x = ac_[0], w = ac_[1], b = ac_[2];
-    if (!ampci_op_input(ctx, op, x, "x") || !ampci_op_input(ctx, op, w, "weight")) return NULL;
-    if (b && !ampci_op_input(ctx, op, b, "bias")) return NULL;
+    const char *op = linear_op.name;
+    ampci_op_call c = {.op = &linear_op, .ctx = ctx, .in = {x, w, b}};
+    if (!ampci_op_begin(&c)) return NULL;
+    x = c.in[0], w = c.in[1], b = c.in[2];
     if (!linear_check(op, x, w, b)) return NULL;
     linear_saved sv = {.in = w->shape[1], .out = w->shape[0]};
     sv.rows = sv.in ? ampci_numel(x) / sv.in : 0;
@@ -256,20 +252,13 @@ ampc_tensor *ampc_linear(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor 
     static const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
     float *y = ampci_scratch(ctx, op, sv.rows * sv.out);
     if (!y || gemm_batched(ctx, x->dtype, sv.rows, sv.out, sv.in, &sv.x, &sv.w, y, zero, one) != AMPC_OK) return NULL;
-    if (b) {
-        bias_job j = {y, ampci_as_f32(op, b), sv.out};
-        if (!j.b) return NULL;
-        ampci_parallel(ctx, sv.rows, bias_rows, &j);
+    if (b) {   /* in chunks of AMPCI_GRAIN rows, as an element-wise map: any cut gives the same bits */
+        const float *bf = ampci_as_f32(op, b);
+        if (!bf) return NULL;
+        ampci_parallel_rows(ctx, sv.rows, 1, bias_run, &(bias_rows){y, bf, sv.out});
     }
     int64_t shape[AMPC_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = sv.out;
-    ampc_tensor *out = ampci_result(op, ctx, x->dtype, x->ndim, shape, y);
-    const ampc_tensor *in[3] = {x, w, b};
-    if (out && ampci_wants_grad(ctx, in, 3)) {
-        ampci_node *node = ampci_record(ctx, op, out, in, 3, linear_backward, 3u, sizeof sv);
-        if (!node) return NULL;
-        *(linear_saved *)node->saved = sv;
-    }
-    return out;
+    return ampci_op_end(&c, ampci_result(op, ctx, x->dtype, x->ndim, shape, y), &sv);
 }

@@ -4,13 +4,8 @@
  * double over fixed chunks added in chunk order, so the loss does not depend on the thread count. */
 #include "ops.h"
 
-
 #include <math.h>
 #include <string.h>
-
-#define GRAIN_ELEMS 16384   /* elements per parallel chunk */
-
-static int64_t row_grain(int64_t cols) { return cols >= GRAIN_ELEMS ? 1 : GRAIN_ELEMS / (cols > 0 ? cols : 1); }
 
 /* One float value as a 0-dim tensor of dtype. */
 static ampc_tensor *scalar_result(const char *op, ampc_ctx *ctx, ampc_dtype dtype, double v) {
@@ -28,13 +23,7 @@ static ampc_tensor *scalar_result(const char *op, ampc_ctx *ctx, ampc_dtype dtyp
 static int64_t *class_targets(ampc_ctx *ctx, const char *op, const ampc_tensor *logits, const ampc_tensor *t,
                               int64_t ignore_index, int64_t *kept) {
     char a[128], b[128];
-    if (!t) return ampci_null_input(op, "targets");
-    if (t->ctx != ctx)
-        return ampci_fail_null(AMPC_STATUS_INVALID_ARG, "%s: targets %s belong to another context", op,
-                               ampc_tensor_describe(t, a, sizeof a));
-    if (t->dtype != AMPC_DTYPE_I32 && t->dtype != AMPC_DTYPE_I64)
-        return ampci_fail_null(AMPC_STATUS_DTYPE, "%s: targets %s have dtype %s; expected I32 or I64 class indices",
-                               op, ampc_tensor_describe(t, a, sizeof a), ampc_dtype_name(t->dtype));
+    if (!ampci_op_index_input(ctx, op, t, "targets", " class indices")) return NULL;
     int64_t N = logits->shape[0], C = logits->shape[1];
     if (t->ndim != 1 || t->shape[0] != N)
         return ampci_fail_null(AMPC_STATUS_SHAPE, "%s: targets %s for logits %s; expected targets (N) = (%lld)", op,
@@ -64,7 +53,8 @@ typedef struct xent_saved {
     int64_t rows, cols, kept, ignore_index;
 } xent_saved;
 
-typedef struct xent_job {
+/* Rows [r0, r1) of the per-row losses (and log-sum-exps), or of the backward into out = gx. */
+typedef struct xent_rows {
     const struct ampc_kernels *k;
     float *out, *lse;    /* forward: out = per-row loss; backward: out = gx */
     const float *x;
@@ -72,11 +62,9 @@ typedef struct xent_job {
     int64_t cols, ignore_index;
     float scale;
     bool backward;
-} xent_job;
+} xent_rows;
 
-static void xent_chunk(void *vp, int64_t r0, int64_t r1, int64_t chunk) {
-    (void)chunk;
-    const xent_job *j = vp;
+AMPCI_ROW_BODY(xent_run, xent_rows, j, r0, r1, chunk) {
     if (j->backward)
         j->k->xent_bw(j->out + r0 * j->cols, j->x + r0 * j->cols, j->lse + r0, j->t + r0, r1 - r0, j->cols,
                       j->ignore_index, j->scale);
@@ -91,20 +79,23 @@ static ampc_status xent_backward(ampci_node *n, const ampc_tensor *gout) {
     /* d loss / d logits = (softmax - onehot) / kept on kept rows; ignored rows (all of them when kept is
      * 0, where the loss is NaN) get 0 */
     float scale = sv->kept ? (float)((double)g[0] / (double)sv->kept) : 0.0f;
-    xent_job j = {n->ctx->kernels, ampci_scratch(n->ctx, n->op, sv->rows * sv->cols), sv->lse,
-                  ampci_as_f32(n->op, n->in[0]), sv->targets, sv->cols, sv->ignore_index, scale, true};
+    xent_rows j = {n->ctx->kernels, ampci_scratch(n->ctx, n->op, sv->rows * sv->cols), sv->lse,
+                   ampci_as_f32(n->op, n->in[0]), sv->targets, sv->cols, sv->ignore_index, scale, true};
     if (!j.out || !j.x) return ampc_last_status();
-    ampc_parallel_for(n->ctx, sv->rows, row_grain(sv->cols), xent_chunk, &j);
+    ampci_parallel_rows(n->ctx, sv->rows, sv->cols, xent_run, &j);
     return ampci_accumulate_f32(n->op, n->in[0], j.out);
 }
 
+static const ampci_op_desc cross_entropy_op = {"ampc_cross_entropy", AMPCI_OP_CROSS_ENTROPY, 2, {"logits", "targets"},
+                                               .index = 2u, .backward = xent_backward, .saves = 1u,
+                                               .saved_size = sizeof(xent_saved)};
+
 ampc_tensor *ampc_cross_entropy(ampc_ctx *ctx, const ampc_tensor *logits, const ampc_tensor *targets,
                                 int64_t ignore_index) {
-    static const char op[] = "ampc_cross_entropy";
-    const ampc_tensor *ac_[2] = {logits, targets};
-    if (!ampci_op_enter(ctx, AMPCI_OP_CROSS_ENTROPY, ac_, 2)) return NULL;
-    logits = ac_[0], targets = ac_[1];
-    if (!ampci_op_input(ctx, op, logits, "logits")) return NULL;
+    const char *op = cross_entropy_op.name;
+    ampci_op_call c = {.op = &cross_entropy_op, .ctx = ctx, .in = {logits, targets}};
+    if (!ampci_op_begin(&c)) return NULL;
+    logits = c.in[0], targets = c.in[1];
     char a[128];
     if (logits->ndim != 2)
         return ampci_fail_null(AMPC_STATUS_SHAPE, "%s: logits %s; expected 2-D (N, C)", op,
@@ -114,31 +105,27 @@ ampc_tensor *ampc_cross_entropy(ampc_ctx *ctx, const ampc_tensor *logits, const 
     if (!sv.targets) return NULL;
     float *loss = ampci_scratch(ctx, op, sv.rows);
     sv.lse = ampci_scratch(ctx, op, sv.rows);
-    xent_job j = {ctx->kernels, loss, sv.lse, ampci_as_f32(op, logits), sv.targets, sv.cols, ignore_index, 0.0f, false};
-    if (!loss || !sv.lse || !j.x) return NULL;
-    ampc_parallel_for(ctx, sv.rows, row_grain(sv.cols), xent_chunk, &j);
+    const float *x = ampci_as_f32(op, logits);
+    if (!loss || !sv.lse || !x) return NULL;
+    ampci_parallel_rows(ctx, sv.rows, sv.cols, xent_run,
+                        &(xent_rows){ctx->kernels, loss, sv.lse, x, sv.targets, sv.cols, ignore_index, 0.0f, false});
     double total = 0.0;   /* ignored rows hold 0 */
     for (int64_t r = 0; r < sv.rows; r++) total += loss[r];
-    ampc_tensor *out = scalar_result(op, ctx, logits->dtype, sv.kept ? total / (double)sv.kept : NAN);
-    if (out && ampci_wants_grad(ctx, &logits, 1)) {
-        ampci_node *node = ampci_record(ctx, op, out, &logits, 1, xent_backward, 1u, sizeof sv);
-        if (!node) return NULL;
-        *(xent_saved *)node->saved = sv;
-    }
-    return out;
+    return ampci_op_end(&c, scalar_result(op, ctx, logits->dtype, sv.kept ? total / (double)sv.kept : NAN), &sv);
 }
 
 /* ---- mean squared error ---- */
 
-typedef struct mse_job {
+/* Elements [b, e): the forward's sum of squares of chunk `chunk` into partial[chunk], or (gx set) the
+ * backward's gx = (x - t) * scale. */
+typedef struct mse_map {
     const float *x, *t;
-    double *partial;     /* forward: one sum of squares per chunk */
-    float *gx;           /* backward: (x - t) * scale */
+    double *partial;
+    float *gx;
     float scale;
-} mse_job;
+} mse_map;
 
-static void mse_chunk(void *vp, int64_t b, int64_t e, int64_t chunk) {
-    const mse_job *j = vp;
+AMPCI_ROW_BODY(mse_run, mse_map, j, b, e, chunk) {
     if (j->gx) {
         for (int64_t i = b; i < e; i++) j->gx[i] = (j->x[i] - j->t[i]) * j->scale;
         return;
@@ -155,10 +142,10 @@ static ampc_status mse_backward(ampci_node *n, const ampc_tensor *gout) {
     ampc_tensor *x = n->in[0], *t = n->in[1];
     int64_t cnt = ampci_numel(x);
     const float *g = ampci_as_f32(n->op, gout);
-    mse_job j = {ampci_as_f32(n->op, x), ampci_as_f32(n->op, t), NULL, ampci_scratch(n->ctx, n->op, cnt), 0.0f};
+    mse_map j = {ampci_as_f32(n->op, x), ampci_as_f32(n->op, t), NULL, ampci_scratch(n->ctx, n->op, cnt), 0.0f};
     if (!g || !j.x || !j.t || !j.gx) return ampc_last_status();
     j.scale = (float)(2.0 * (double)g[0] / (double)cnt);   /* d/dx mean((x - t)^2) = 2 (x - t) / n */
-    ampc_parallel_for(n->ctx, cnt, GRAIN_ELEMS, mse_chunk, &j);
+    ampci_parallel_rows(n->ctx, cnt, 1, mse_run, &j);
     ampc_status s = AMPC_OK;
     if (ampci_input_needs_grad(n, 0)) s = ampci_accumulate_f32(n->op, x, j.gx);
     if (s == AMPC_OK && ampci_input_needs_grad(n, 1)) {
@@ -170,28 +157,25 @@ static ampc_status mse_backward(ampci_node *n, const ampc_tensor *gout) {
     return s;
 }
 
+static const ampci_op_desc mse_loss_op = {"ampc_mse_loss", AMPCI_OP_MSE_LOSS, 2, {"x", "target"},
+                                          .backward = mse_backward, .saves = 3u};
+
 ampc_tensor *ampc_mse_loss(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *target) {
-    static const char op[] = "ampc_mse_loss";
-    const ampc_tensor *ac_[2] = {x, target};
-    if (!ampci_op_enter(ctx, AMPCI_OP_MSE_LOSS, ac_, 2)) return NULL;
-    x = ac_[0], target = ac_[1];
-    if (!ampci_op_input(ctx, op, x, "x") || !ampci_op_input(ctx, op, target, "target")) return NULL;
+    const char *op = mse_loss_op.name;
+    ampci_op_call c = {.op = &mse_loss_op, .ctx = ctx, .in = {x, target}};
+    if (!ampci_op_begin(&c)) return NULL;
+    x = c.in[0], target = c.in[1];
     char a[128], b[128];
     if (x->ndim != target->ndim || memcmp(x->shape, target->shape, (size_t)x->ndim * sizeof x->shape[0]) != 0)
         return ampci_fail_null(AMPC_STATUS_SHAPE, "%s: x %s and target %s; expected equal shapes", op,
                                ampc_tensor_describe(x, a, sizeof a), ampc_tensor_describe(target, b, sizeof b));
     if (!ampci_same_dtype(op, x, "x", target, "target")) return NULL;
-    int64_t cnt = ampci_numel(x), nchunks = ampc_parallel_chunks(cnt, GRAIN_ELEMS);
-    mse_job j = {ampci_as_f32(op, x), ampci_as_f32(op, target), NULL, NULL, 0.0f};
+    int64_t cnt = ampci_numel(x), nchunks = ampc_parallel_chunks(cnt, ampci_row_grain(1));
+    mse_map j = {ampci_as_f32(op, x), ampci_as_f32(op, target), NULL, NULL, 0.0f};
     j.partial = ampci_arena_alloc(ctx, (size_t)(nchunks > 0 ? nchunks : 1) * sizeof *j.partial, op);
     if (!j.x || !j.t || !j.partial) return NULL;
-    ampc_parallel_for(ctx, cnt, GRAIN_ELEMS, mse_chunk, &j);
+    ampci_parallel_rows(ctx, cnt, 1, mse_run, &j);
     double total = 0.0;
-    for (int64_t c = 0; c < nchunks; c++) total += j.partial[c];
-    ampc_tensor *out = scalar_result(op, ctx, x->dtype, cnt ? total / (double)cnt : NAN);
-    const ampc_tensor *in[2] = {x, target};
-    if (out && ampci_wants_grad(ctx, in, 2)) {
-        if (!ampci_record(ctx, op, out, in, 2, mse_backward, 3u, 0)) return NULL;
-    }
-    return out;
+    for (int64_t k = 0; k < nchunks; k++) total += j.partial[k];
+    return ampci_op_end(&c, scalar_result(op, ctx, x->dtype, cnt ? total / (double)cnt : NAN), NULL);
 }

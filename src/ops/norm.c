@@ -6,14 +6,10 @@
  * summed over fixed row chunks and the chunk partials added in chunk order. */
 #include "ops.h"
 
-
 #include <math.h>
 #include <string.h>
 
-#define ROW_GRAIN_ELEMS 16384   /* elements per parallel chunk of rows */
-#define MAX_PARTIALS 64         /* chunks of layer norm's weight/bias gradient sums */
-
-static int64_t row_grain(int64_t cols) { return cols >= ROW_GRAIN_ELEMS ? 1 : ROW_GRAIN_ELEMS / (cols > 0 ? cols : 1); }
+#define MAX_PARTIALS 64   /* chunks of layer norm's weight/bias gradient sums */
 
 /* ---- staging with the reduced dim last ---- */
 
@@ -48,17 +44,17 @@ typedef struct softmax_saved {
     bool log;
 } softmax_saved;
 
-typedef struct softmax_job {
+/* Rows [r0, r1) of softmax, or of its backward when g (the output gradient) is set: x is then the saved
+ * output. */
+typedef struct softmax_rows {
     const struct ampc_kernels *k;
     float *out;
-    const float *x, *g;   /* g: the output gradient (backward only); x is then the saved output */
+    const float *x, *g;
     int64_t cols;
     bool log;
-} softmax_job;
+} softmax_rows;
 
-static void softmax_chunk(void *vp, int64_t r0, int64_t r1, int64_t chunk) {
-    (void)chunk;
-    const softmax_job *j = vp;
+AMPCI_ROW_BODY(softmax_run, softmax_rows, j, r0, r1, chunk) {
     int64_t o = r0 * j->cols;
     if (j->g) j->k->softmax_bw(j->out + o, j->g + o, j->x + o, r1 - r0, j->cols, j->log);
     else j->k->softmax(j->out + o, j->x + o, r1 - r0, j->cols, j->log);
@@ -73,16 +69,21 @@ static ampc_status softmax_backward(ampci_node *n, const ampc_tensor *gout) {
     const float *g = stage_dim_last(n->op, gout, sv->dim), *y = g ? stage_dim_last(n->op, n->out, sv->dim) : NULL;
     float *gx = y ? ampci_scratch(n->ctx, n->op, numel) : NULL;
     if (!gx) return ampc_last_status();
-    softmax_job j = {n->ctx->kernels, gx, y, g, cols, sv->log};
-    ampc_parallel_for(n->ctx, rows, row_grain(cols), softmax_chunk, &j);
+    ampci_parallel_rows(n->ctx, rows, cols, softmax_run, &(softmax_rows){n->ctx->kernels, gx, y, g, cols, sv->log});
     return ampci_accumulate_f32(n->op, x, unstage_dim_last(n->op, x, sv->dim, gx));
 }
 
-static ampc_tensor *softmax_op(ampc_ctx *ctx, const char *op, const ampc_tensor *x, int dim, bool log) {
-    const ampc_tensor *ac_[1] = {x};
-    if (!ampci_op_enter(ctx, log ? AMPCI_OP_LOG_SOFTMAX : AMPCI_OP_SOFTMAX, ac_, 1)) return NULL;
-    x = ac_[0];
-    if (!ampci_op_input(ctx, op, x, "input")) return NULL;
+static const ampci_op_desc softmax_op = {"ampc_softmax", AMPCI_OP_SOFTMAX, 1, {"input"}, .backward = softmax_backward,
+                                         .saves = AMPCI_SAVES_OUT, .saved_size = sizeof(softmax_saved)};
+static const ampci_op_desc log_softmax_op = {"ampc_log_softmax", AMPCI_OP_LOG_SOFTMAX, 1, {"input"},
+                                             .backward = softmax_backward, .saves = AMPCI_SAVES_OUT,
+                                             .saved_size = sizeof(softmax_saved)};
+
+static ampc_tensor *softmax(ampc_ctx *ctx, const ampc_tensor *x, int dim, bool log) {
+    ampci_op_call c = {.op = log ? &log_softmax_op : &softmax_op, .ctx = ctx, .in = {x}};
+    if (!ampci_op_begin(&c)) return NULL;
+    x = c.in[0];
+    const char *op = c.op->name;
     /* a 0-dim tensor is one row of one element, reachable as dim 0 or -1 (as in PyTorch) */
     bool scalar = x->ndim == 0 && (dim == 0 || dim == -1);
     int d = scalar ? -1 : ampci_wrap_dim(op, x, dim);
@@ -91,24 +92,14 @@ static ampc_tensor *softmax_op(ampc_ctx *ctx, const char *op, const ampc_tensor 
     const float *xf = stage_dim_last(op, x, d);
     float *y = xf ? ampci_scratch(ctx, op, numel) : NULL;
     if (!y) return NULL;
-    softmax_job j = {ctx->kernels, y, xf, NULL, cols, log};
-    ampc_parallel_for(ctx, rows, row_grain(cols), softmax_chunk, &j);
+    ampci_parallel_rows(ctx, rows, cols, softmax_run, &(softmax_rows){ctx->kernels, y, xf, NULL, cols, log});
     ampc_tensor *out = ampci_result(op, ctx, x->dtype, x->ndim, x->shape, unstage_dim_last(op, x, d, y));
-    if (out && ampci_wants_grad(ctx, &x, 1)) {
-        ampci_node *node = ampci_record(ctx, op, out, &x, 1, softmax_backward, AMPCI_SAVES_OUT, sizeof(softmax_saved));
-        if (!node) return NULL;
-        *(softmax_saved *)node->saved = (softmax_saved){d, log};
-    }
-    return out;
+    return ampci_op_end(&c, out, &(softmax_saved){d, log});
 }
 
-ampc_tensor *ampc_softmax(ampc_ctx *ctx, const ampc_tensor *x, int dim) {
-    return softmax_op(ctx, "ampc_softmax", x, dim, false);
-}
+ampc_tensor *ampc_softmax(ampc_ctx *ctx, const ampc_tensor *x, int dim) { return softmax(ctx, x, dim, false); }
 
-ampc_tensor *ampc_log_softmax(ampc_ctx *ctx, const ampc_tensor *x, int dim) {
-    return softmax_op(ctx, "ampc_log_softmax", x, dim, true);
-}
+ampc_tensor *ampc_log_softmax(ampc_ctx *ctx, const ampc_tensor *x, int dim) { return softmax(ctx, x, dim, true); }
 
 /* ---- layer norm ---- */
 
@@ -117,17 +108,18 @@ typedef struct layernorm_saved {
     int64_t rows, cols;
 } layernorm_saved;
 
-typedef struct layernorm_job {
+/* Rows [r0, r1) of layer norm, or of its backward when g (the output gradient) is set: then chunk
+ * `chunk`'s weight and bias gradient sums go to row `chunk` of gw_part and gb_part (when wanted). */
+typedef struct layernorm_rows {
     const struct ampc_kernels *k;
     float *out, *mean, *rstd;
-    const float *x, *w, *b, *g;   /* g: the output gradient (backward only) */
-    float *gw_part, *gb_part;     /* backward: per-chunk column sums (chunk * cols), or NULL */
+    const float *x, *w, *b, *g;
+    float *gw_part, *gb_part;     /* (chunks, cols) or NULL */
     int64_t cols;
     float eps;
-} layernorm_job;
+} layernorm_rows;
 
-static void layernorm_chunk(void *vp, int64_t r0, int64_t r1, int64_t chunk) {
-    const layernorm_job *j = vp;
+AMPCI_ROW_BODY(layernorm_run, layernorm_rows, j, r0, r1, chunk) {
     int64_t o = r0 * j->cols, m = r1 - r0;
     if (!j->g) {
         j->k->layernorm(j->out + o, j->mean + r0, j->rstd + r0, j->x + o, j->w, j->b, m, j->cols, j->eps);
@@ -155,11 +147,11 @@ static ampc_status layernorm_backward(ampci_node *n, const ampc_tensor *gout) {
     ampc_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     bool need_w = ampci_input_needs_grad(n, 1), need_b = ampci_input_needs_grad(n, 2);
     /* fewer, larger chunks when column sums are needed, so the partials stay small */
-    int64_t grain = row_grain(sv->cols);
+    int64_t grain = ampci_row_grain(sv->cols);
     if ((need_w || need_b) && grain * MAX_PARTIALS < sv->rows) grain = (sv->rows + MAX_PARTIALS - 1) / MAX_PARTIALS;
     int64_t nchunks = ampc_parallel_chunks(sv->rows, grain), npart = nchunks * sv->cols;
-    layernorm_job j = {ctx->kernels, NULL, sv->mean, sv->rstd, ampci_as_f32(n->op, x), NULL, NULL, NULL,
-                       NULL, NULL, sv->cols, 0.0f};
+    layernorm_rows j = {ctx->kernels, NULL, sv->mean, sv->rstd, ampci_as_f32(n->op, x), NULL, NULL, NULL,
+                        NULL, NULL, sv->cols, 0.0f};
     j.w = w ? ampci_as_f32(n->op, w) : NULL;
     j.g = ampci_as_f32(n->op, gout);
     j.out = ampci_scratch(ctx, n->op, ampci_numel(x));
@@ -167,7 +159,7 @@ static ampc_status layernorm_backward(ampci_node *n, const ampc_tensor *gout) {
     j.gb_part = need_b ? ampci_scratch(ctx, n->op, npart) : NULL;
     if (!j.x || (w && !j.w) || !j.g || !j.out || (need_w && !j.gw_part) || (need_b && !j.gb_part))
         return ampc_last_status();
-    ampc_parallel_for(ctx, sv->rows, grain, layernorm_chunk, &j);
+    ampc_parallel_for(ctx, sv->rows, grain, layernorm_run, &j);
     ampc_status s = AMPC_OK;
     if (ampci_input_needs_grad(n, 0)) s = ampci_accumulate_f32(n->op, x, j.out);
     if (s == AMPC_OK && need_w) s = ampci_accumulate_f32(n->op, w, sum_partials(ctx, n->op, j.gw_part, nchunks, sv->cols));
@@ -194,31 +186,27 @@ static bool layernorm_check(const char *op, const ampc_tensor *x, const ampc_ten
     return (!w || ampci_same_dtype(op, x, "x", w, "weight")) && (!b || ampci_same_dtype(op, x, "x", b, "bias"));
 }
 
+static const ampci_op_desc layer_norm_op = {"ampc_layer_norm", AMPCI_OP_LAYER_NORM, 3, {"x", "weight", "bias"},
+                                            .optional = 6u, .backward = layernorm_backward, .saves = 3u,
+                                            .saved_size = sizeof(layernorm_saved)};
+
 ampc_tensor *ampc_layer_norm(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *w, const ampc_tensor *b,
                              double eps) {
-    static const char op[] = "ampc_layer_norm";
-    const ampc_tensor *ac_[3] = {x, w, b};
-    if (!ampci_op_enter(ctx, AMPCI_OP_LAYER_NORM, ac_, 3)) return NULL;
-    x = ac_[0], w = ac_[1], b = ac_[2];
-    if (!ampci_op_input(ctx, op, x, "x")) return NULL;
-    if ((w && !ampci_op_input(ctx, op, w, "weight")) || (b && !ampci_op_input(ctx, op, b, "bias"))) return NULL;
+    const char *op = layer_norm_op.name;
+    ampci_op_call c = {.op = &layer_norm_op, .ctx = ctx, .in = {x, w, b}};
+    if (!ampci_op_begin(&c)) return NULL;
+    x = c.in[0], w = c.in[1], b = c.in[2];
     if (!layernorm_check(op, x, w, b, eps)) return NULL;
     int64_t numel = ampci_numel(x), cols = x->shape[x->ndim - 1], rows = 1;
     for (int i = 0; i < x->ndim - 1; i++) rows *= x->shape[i];
-    layernorm_job j = {ctx->kernels, ampci_scratch(ctx, op, numel), ampci_scratch(ctx, op, rows),
-                       ampci_scratch(ctx, op, rows), ampci_as_f32(op, x), NULL, NULL, NULL, NULL, NULL, cols,
-                       (float)eps};
+    layernorm_rows j = {ctx->kernels, ampci_scratch(ctx, op, numel), ampci_scratch(ctx, op, rows),
+                        ampci_scratch(ctx, op, rows), ampci_as_f32(op, x), NULL, NULL, NULL, NULL, NULL, cols,
+                        (float)eps};
     j.w = w ? ampci_as_f32(op, w) : NULL;
     j.b = b ? ampci_as_f32(op, b) : NULL;
     if (!j.out || !j.mean || !j.rstd || !j.x || (w && !j.w) || (b && !j.b)) return NULL;
-    ampc_parallel_for(ctx, rows, row_grain(cols), layernorm_chunk, &j);
+    ampci_parallel_rows(ctx, rows, cols, layernorm_run, &j);
     ampci_as_f32_done(x, j.x);
     ampc_tensor *out = ampci_result(op, ctx, x->dtype, x->ndim, x->shape, j.out);
-    const ampc_tensor *in[3] = {x, w, b};
-    if (out && ampci_wants_grad(ctx, in, 3)) {
-        ampci_node *node = ampci_record(ctx, op, out, in, 3, layernorm_backward, 3u, sizeof(layernorm_saved));
-        if (!node) return NULL;
-        *(layernorm_saved *)node->saved = (layernorm_saved){j.mean, j.rstd, rows, cols};
-    }
-    return out;
+    return ampci_op_end(&c, out, &(layernorm_saved){j.mean, j.rstd, rows, cols});
 }

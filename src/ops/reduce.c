@@ -3,7 +3,6 @@
  * the input's dtype. The backward broadcasts the gradient back over the reduced dims. */
 #include "ops.h"
 
-
 #include <string.h>
 
 typedef struct reduce_plan {
@@ -74,12 +73,16 @@ static ampc_status reduce_backward(ampci_node *n, const ampc_tensor *gout) {
     return ampci_accumulate_f32(n->op, n->in[0], gx);
 }
 
-static ampc_tensor *reduce(ampc_ctx *ctx, const char *op, const ampc_tensor *x, const int *dims, int ndims, bool keepdim,
-                           bool mean) {
-    const ampc_tensor *ac_[1] = {x};
-    if (!ampci_op_enter(ctx, mean ? AMPCI_OP_MEAN : AMPCI_OP_SUM, ac_, 1)) return NULL;
-    x = ac_[0];
-    if (!ampci_op_input(ctx, op, x, "input")) return NULL;
+static const ampci_op_desc sum_op = {"ampc_sum", AMPCI_OP_SUM, 1, {"input"}, .backward = reduce_backward,
+                                     .saved_size = sizeof(reduce_saved)};
+static const ampci_op_desc mean_op = {"ampc_mean", AMPCI_OP_MEAN, 1, {"input"}, .backward = reduce_backward,
+                                      .saved_size = sizeof(reduce_saved)};
+
+static ampc_tensor *reduce(ampc_ctx *ctx, const ampc_tensor *x, const int *dims, int ndims, bool keepdim, bool mean) {
+    ampci_op_call c = {.op = mean ? &mean_op : &sum_op, .ctx = ctx, .in = {x}};
+    if (!ampci_op_begin(&c)) return NULL;
+    x = c.in[0];
+    const char *op = c.op->name;
     reduce_saved sv = {.mean = mean};
     if (!plan_reduce(op, x, dims, ndims, keepdim, &sv.plan)) return NULL;
     const reduce_plan *p = &sv.plan;
@@ -90,19 +93,13 @@ static ampc_tensor *reduce(ampc_ctx *ctx, const char *op, const ampc_tensor *x, 
     memset(acc, 0, (size_t)p->out_n * sizeof *acc);
     FOR_EACH_INPUT(p, k, o) acc[o] += xf[k];
     for (int64_t i = 0; i < p->out_n; i++) y[i] = (float)(mean ? acc[i] / (double)p->count : acc[i]);
-    ampc_tensor *out = ampci_result(op, ctx, x->dtype, p->ndim, p->shape, y);
-    if (out && ampci_wants_grad(ctx, &x, 1)) {
-        ampci_node *node = ampci_record(ctx, op, out, &x, 1, reduce_backward, 0, sizeof sv);
-        if (!node) return NULL;
-        *(reduce_saved *)node->saved = sv;
-    }
-    return out;
+    return ampci_op_end(&c, ampci_result(op, ctx, x->dtype, p->ndim, p->shape, y), &sv);
 }
 
 ampc_tensor *ampc_sum(ampc_ctx *ctx, const ampc_tensor *x, const int *dims, int ndims, bool keepdim) {
-    return reduce(ctx, "ampc_sum", x, dims, ndims, keepdim, false);
+    return reduce(ctx, x, dims, ndims, keepdim, false);
 }
 
 ampc_tensor *ampc_mean(ampc_ctx *ctx, const ampc_tensor *x, const int *dims, int ndims, bool keepdim) {
-    return reduce(ctx, "ampc_mean", x, dims, ndims, keepdim, true);
+    return reduce(ctx, x, dims, ndims, keepdim, true);
 }

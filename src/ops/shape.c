@@ -4,7 +4,6 @@
  * it into zeros; of a cast, converts it back to the source dtype. */
 #include "ops.h"
 
-
 #include <stdio.h>
 #include <string.h>
 
@@ -13,16 +12,6 @@ typedef struct view_saved {
     int perm[AMPC_MAX_DIMS];        /* permute */
     int64_t start, end, step;       /* slice (normalised), dim in dim0 */
 } view_saved;
-
-/* Records `out` (a view or copy of `in`) when in requires grad. */
-static ampc_tensor *record1(ampc_ctx *ctx, const char *op, ampc_tensor *out, const ampc_tensor *in, ampci_backward_fn bw,
-                            const view_saved *sv) {
-    if (!out || !ampci_wants_grad(ctx, &in, 1)) return out;
-    ampci_node *n = ampci_record(ctx, op, out, &in, 1, bw, 0, sv ? sizeof *sv : 0);
-    if (!n) return NULL;
-    if (sv) memcpy(n->saved, sv, sizeof *sv);
-    return out;
-}
 
 /* The gradient reaches the input unchanged in values: reshape, view, contiguous, cast. */
 static ampc_status same_values_backward(ampci_node *n, const ampc_tensor *g) {
@@ -38,36 +27,54 @@ static bool check_input(const char *op, const ampc_tensor *t) {
     return false;
 }
 
+/* The shape ops have no autocast id and take any dtype, so they skip ampci_op_begin (their check is
+ * check_input) but close with the epilogue like every op: out, a view or copy of t, is recorded when t
+ * requires grad, and a copy is handed to model code's frame (a view shares t's storage: it is not). */
+static ampc_tensor *shape_end(const ampci_op_desc *d, const ampc_tensor *t, ampc_tensor *out, const void *saved,
+                              bool internal) {
+    ampci_op_call c = {.op = d, .ctx = t->ctx, .in = {t}, .saves = d->saves, .internal = internal};
+    return ampci_op_end(&c, out, saved);
+}
+
+/* A shape op's descriptor: the output moves or copies values exactly (no anomaly check). */
+#define SHAPE_OP(name, bw, size) \
+    {"ampc_tensor_" name, AMPCI_OP_COUNT, 1, {"input tensor"}, .exact = true, .backward = bw, .saved_size = size}
+
 ampc_tensor *ampc_tensor_reshape(const ampc_tensor *t, int ndim, const int64_t *shape) {
-    static const char op[] = "ampc_tensor_reshape";
-    if (!check_input(op, t)) return NULL;
-    return record1(t->ctx, op, ampci_reshape(op, t, ndim, shape), t, same_values_backward, NULL);
+    static const ampci_op_desc d = SHAPE_OP("reshape", same_values_backward, 0);
+    if (!check_input(d.name, t)) return NULL;
+    return shape_end(&d, t, ampci_reshape(d.name, t, ndim, shape), NULL, false);
 }
 
 ampc_tensor *ampc_tensor_view(const ampc_tensor *t, int ndim, const int64_t *shape) {
-    static const char op[] = "ampc_tensor_view";
-    if (!check_input(op, t)) return NULL;
-    return record1(t->ctx, op, ampci_view(op, t, ndim, shape), t, same_values_backward, NULL);
+    static const ampci_op_desc d = SHAPE_OP("view", same_values_backward, 0);
+    if (!check_input(d.name, t)) return NULL;
+    return shape_end(&d, t, ampci_view(d.name, t, ndim, shape), NULL, false);
 }
 
 ampc_tensor *ampc_tensor_contiguous(const ampc_tensor *t) {
-    static const char op[] = "ampc_tensor_contiguous";
-    if (!check_input(op, t)) return NULL;
-    return record1(t->ctx, op, ampci_copy_as(op, t, t->dtype), t, same_values_backward, NULL);
+    static const ampci_op_desc d = SHAPE_OP("contiguous", same_values_backward, 0);
+    if (!check_input(d.name, t)) return NULL;
+    return shape_end(&d, t, ampci_copy_as(d.name, t, t->dtype), NULL, false);
 }
 
-ampc_tensor *ampc_tensor_cast(const ampc_tensor *t, ampc_dtype dtype) {
-    static const char op[] = "ampc_tensor_cast";
+/* A cast can overflow (F32 -> F16): checked in anomaly mode. */
+static const ampci_op_desc cast_op = {"ampc_tensor_cast", AMPCI_OP_COUNT, 1, {"input tensor"},
+                                      .backward = same_values_backward};
+
+static ampc_tensor *cast(const ampc_tensor *t, ampc_dtype dtype, bool internal) {
+    const char *op = cast_op.name;
     if (!check_input(op, t)) return NULL;
     if ((unsigned)dtype >= AMPC_DTYPE_COUNT)
         return ampci_fail_null(AMPC_STATUS_DTYPE, "%s: dtype %d is not an ampc_dtype", op, (int)dtype);
     if (t->requires_grad && !ampc_dtype_is_float(dtype))
         return ampci_fail_null(AMPC_STATUS_DTYPE, "%s: cannot cast a tensor that requires grad to %s (no gradient "
                                "flows through integers)", op, ampc_dtype_name(dtype));
-    ampc_tensor *c = ampci_copy_as(op, t, dtype);
-    if (c && !ampci_check_output(t->ctx, c)) return NULL;   /* e.g. F32 -> F16 overflow in anomaly mode */
-    return record1(t->ctx, op, c, t, same_values_backward, NULL);
+    return shape_end(&cast_op, t, ampci_copy_as(op, t, dtype), NULL, internal);
 }
+
+ampc_tensor *ampc_tensor_cast(const ampc_tensor *t, ampc_dtype dtype) { return cast(t, dtype, false); }
+ampc_tensor *ampci_op_cast(const ampc_tensor *t, ampc_dtype dtype) { return cast(t, dtype, true); }
 
 /* Contiguous copy of a re-strided view of g, accumulated into in. */
 static ampc_status accumulate_copy(ampci_node *n, const ampc_tensor *view) {
@@ -81,10 +88,9 @@ static ampc_status transpose_backward(ampci_node *n, const ampc_tensor *g) {
 }
 
 ampc_tensor *ampc_tensor_transpose(const ampc_tensor *t, int dim0, int dim1) {
-    static const char op[] = "ampc_tensor_transpose";
-    if (!check_input(op, t)) return NULL;
-    view_saved sv = {.dim0 = dim0, .dim1 = dim1};
-    return record1(t->ctx, op, ampci_transpose(op, t, dim0, dim1), t, transpose_backward, &sv);
+    static const ampci_op_desc d = SHAPE_OP("transpose", transpose_backward, sizeof(view_saved));
+    if (!check_input(d.name, t)) return NULL;
+    return shape_end(&d, t, ampci_transpose(d.name, t, dim0, dim1), &(view_saved){.dim0 = dim0, .dim1 = dim1}, false);
 }
 
 static ampc_status permute_backward(ampci_node *n, const ampc_tensor *g) {
@@ -95,12 +101,12 @@ static ampc_status permute_backward(ampci_node *n, const ampc_tensor *g) {
 }
 
 ampc_tensor *ampc_tensor_permute(const ampc_tensor *t, const int *perm) {
-    static const char op[] = "ampc_tensor_permute";
-    if (!check_input(op, t)) return NULL;
-    ampc_tensor *out = ampci_permute(op, t, perm);
+    static const ampci_op_desc d = SHAPE_OP("permute", permute_backward, sizeof(view_saved));
+    if (!check_input(d.name, t)) return NULL;
+    ampc_tensor *out = ampci_permute(d.name, t, perm);
     view_saved sv = {0};
     for (int i = 0; out && i < t->ndim; i++) sv.perm[i] = perm[i] < 0 ? perm[i] + t->ndim : perm[i];
-    return record1(t->ctx, op, out, t, permute_backward, &sv);
+    return shape_end(&d, t, out, &sv, false);
 }
 
 static ampc_status slice_backward(ampci_node *n, const ampc_tensor *g) {
@@ -114,16 +120,17 @@ static ampc_status slice_backward(ampci_node *n, const ampc_tensor *g) {
 }
 
 ampc_tensor *ampc_tensor_slice(const ampc_tensor *t, int dim, int64_t start, int64_t end, int64_t step) {
-    static const char op[] = "ampc_tensor_slice";
-    if (!check_input(op, t)) return NULL;
-    ampc_tensor *out = ampci_slice(op, t, dim, start, end, step);
+    static const ampci_op_desc d = SHAPE_OP("slice", slice_backward, sizeof(view_saved));
+    if (!check_input(d.name, t)) return NULL;
+    ampc_tensor *out = ampci_slice(d.name, t, dim, start, end, step);
     if (!out) return NULL;
     /* the same normalisation as ampci_slice, so the backward cuts the same window */
-    int d = dim < 0 ? dim + t->ndim : dim;
-    int64_t ext = t->shape[d];
-    view_saved sv = {.dim0 = d, .start = start < 0 ? start + ext : start, .end = end < 0 ? end + ext : end, .step = step};
+    int dm = dim < 0 ? dim + t->ndim : dim;
+    int64_t ext = t->shape[dm];
+    view_saved sv = {.dim0 = dm, .start = start < 0 ? start + ext : start, .end = end < 0 ? end + ext : end,
+                     .step = step};
     if (sv.end > ext) sv.end = ext;
-    return record1(t->ctx, op, out, t, slice_backward, &sv);
+    return shape_end(&d, t, out, &sv, false);
 }
 
 /* ---- concat ---- */
@@ -174,34 +181,33 @@ static bool concat_check(ampc_ctx *ctx, const char *op, const ampc_tensor *const
     return true;
 }
 
+/* Concat copies values exactly (mixed dtypes were cast by autocast's promote, or refused). */
+static const ampci_op_desc concat_op = {"ampc_concat", AMPCI_OP_CONCAT, 0, {NULL}, .exact = true,
+                                        .backward = concat_backward, .saved_size = sizeof(concat_saved)};
+
 ampc_tensor *ampc_concat(ampc_ctx *ctx, const ampc_tensor *const *inputs, int n, int dim) {
-    static const char op[] = "ampc_concat";
+    const char *op = concat_op.name;
+    ampci_op_call c = {.op = &concat_op, .ctx = ctx, .n = n};
+    if (ctx && inputs && n > 0) {   /* autocast may replace inputs by casts: the call works on a copy */
+        if (!(c.list = ampci_arena_alloc(ctx, (size_t)n * sizeof *c.list, op))) return NULL;
+        memcpy(c.list, inputs, (size_t)n * sizeof *c.list);
+        if (!ampci_op_begin(&c)) return NULL;
+    }
     int d;
     int64_t total;
-    /* autocast may replace inputs by casts: work on a copy of the list */
-    const ampc_tensor **tensors = ctx && inputs && n > 0 ? ampci_arena_alloc(ctx, (size_t)n * sizeof *tensors, op) : NULL;
-    if (tensors) {
-        memcpy(tensors, inputs, (size_t)n * sizeof *tensors);
-        if (!ampci_op_enter(ctx, AMPCI_OP_CONCAT, tensors, n)) return NULL;
-    }
-    if (!concat_check(ctx, op, tensors ? tensors : inputs, n, dim, &d, &total)) return NULL;
+    if (!concat_check(ctx, op, c.list ? c.list : inputs, n, dim, &d, &total)) return NULL;
+    const ampc_tensor **ts = c.list;
     int64_t shape[AMPC_MAX_DIMS];
-    memcpy(shape, tensors[0]->shape, sizeof shape);
+    memcpy(shape, ts[0]->shape, sizeof shape);
     shape[d] = total;
-    ampc_tensor *out = ampci_tensor_arena(op, ctx, tensors[0]->dtype, tensors[0]->ndim, shape);
+    ampc_tensor *out = ampci_tensor_arena(op, ctx, ts[0]->dtype, ts[0]->ndim, shape);
     int64_t at = 0;
     for (int i = 0; out && i < n; i++) {
-        const ampc_tensor *t = tensors[i];
-        ampc_tensor *part = ampci_slice(op, out, d, at, at + t->shape[d], 1);
-        ampc_tensor *c = part ? ampci_copy_as(op, t, t->dtype) : NULL;
-        if (!c) return NULL;
-        ampci_tensor_scatter(part, ampci_tensor_ptr(c), t->dtype);
-        at += t->shape[d];
+        ampc_tensor *part = ampci_slice(op, out, d, at, at + ts[i]->shape[d], 1);
+        ampc_tensor *copy = part ? ampci_copy_as(op, ts[i], ts[i]->dtype) : NULL;
+        if (!copy) return NULL;
+        ampci_tensor_scatter(part, ampci_tensor_ptr(copy), ts[i]->dtype);
+        at += ts[i]->shape[d];
     }
-    if (out && ampci_wants_grad(ctx, tensors, n)) {
-        ampci_node *node = ampci_record(ctx, op, out, tensors, n, concat_backward, 0, sizeof(concat_saved));
-        if (!node) return NULL;
-        ((concat_saved *)node->saved)->dim = d;
-    }
-    return out;
+    return ampci_op_end(&c, out, &(concat_saved){d});
 }

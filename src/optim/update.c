@@ -11,17 +11,16 @@
 
 #define CHUNK 4096
 
-typedef struct update_job {
+/* Elements [b, e) of one parameter's update. */
+typedef struct update_map {
     const struct ampc_kernels *k;
     ampci_param *pp;
     bool adam;
     ampci_sgd_args sgd;
     ampci_adamw_args adamw;
-} update_job;
+} update_map;
 
-static void update_chunk(void *arg, int64_t b, int64_t e, int64_t chunk) {
-    (void)chunk;
-    const update_job *j = arg;
+AMPCI_ROW_BODY(update_run, update_map, j, b, e, chunk) {
     ampci_param *pp = j->pp;
     ampc_tensor *p = pp->p, *g = p->grad;
     int64_t n = e - b;
@@ -48,7 +47,7 @@ ampc_status ampci_optim_update(ampc_optim *opt, ampci_param *pp) {
         return ampci_fail(AMPC_STATUS_SHAPE, "ampc_optim_step: gradient %s does not match parameter %s '%s'",
                           ampc_tensor_describe(g, a, sizeof a), ampc_tensor_describe(pp->p, b, sizeof b), pp->p->name);
     }
-    update_job j = {.k = opt->ctx->kernels, .pp = pp, .adam = c->kind == AMPC_OPTIM_ADAMW};
+    update_map j = {.k = opt->ctx->kernels, .pp = pp, .adam = c->kind == AMPC_OPTIM_ADAMW};
     bool first = pp->steps == 0;
     int64_t t = ++pp->steps;
     if (j.adam) {
@@ -58,7 +57,7 @@ ampc_status ampci_optim_update(ampc_optim *opt, ampci_param *pp) {
     } else {
         j.sgd = (ampci_sgd_args){(float)lr, (float)wd, (float)c->momentum, (float)c->dampening, c->nesterov, first};
     }
-    ampc_parallel_for(opt->ctx, pp->n, CHUNK, update_chunk, &j);
+    ampc_parallel_for(opt->ctx, pp->n, CHUNK, update_run, &j);
     pp->p->storage->version++;   /* an in-place write: saved-tensor checks and the cast cache see it */
     return AMPC_OK;
 }

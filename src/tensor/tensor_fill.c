@@ -21,9 +21,7 @@ typedef struct row_walk {
     void *arg;
 } row_walk;
 
-static void walk_rows(void *vp, int64_t begin, int64_t end, int64_t chunk) {
-    (void)chunk;
-    const row_walk *w = vp;
+AMPCI_ROW_BODY(walk_rows, row_walk, w, begin, end, chunk) {
     const ampc_tensor *t = w->t;
     size_t es = ampc_dtype_size(t->dtype);
     int64_t inner = t->ndim ? t->stride[t->ndim - 1] : 1;
@@ -60,12 +58,12 @@ static void for_each_row(const ampc_tensor *t, row_fn fn, void *arg) {
 
 /* ---- converting copies between a tensor and a row-major buffer ---- */
 
-typedef struct copy_job {
+typedef struct copy_rows {
     const ampc_tensor *t;
     unsigned char *buf;            /* row-major buffer, buf_dtype */
     ampc_dtype buf_dtype;
     bool into_tensor;
-} copy_job;
+} copy_rows;
 
 /* One row of t (len elements, `stride` apart) <-> len contiguous elements of buf (buf_dtype). */
 static void convert_row(const ampc_tensor *t, unsigned char *row, int64_t len, int64_t stride, unsigned char *buf,
@@ -94,18 +92,18 @@ static void convert_row(const ampc_tensor *t, unsigned char *row, int64_t len, i
 }
 
 static void copy_row(void *vp, unsigned char *row, int64_t len, int64_t stride, int64_t first) {
-    const copy_job *j = vp;
+    const copy_rows *j = vp;
     unsigned char *b = j->buf + (size_t)first * ampc_dtype_size(j->buf_dtype);
     convert_row(j->t, row, len, stride, b, j->buf_dtype, j->into_tensor);
 }
 
 void ampci_tensor_gather(const ampc_tensor *t, void *dst, ampc_dtype dst_dtype) {
-    copy_job j = {t, dst, dst_dtype, false};
+    copy_rows j = {t, dst, dst_dtype, false};
     for_each_row(t, copy_row, &j);
 }
 
 void ampci_tensor_scatter(ampc_tensor *t, const void *src, ampc_dtype src_dtype) {
-    copy_job j = {t, (unsigned char *)src, src_dtype, true};
+    copy_rows j = {t, (unsigned char *)src, src_dtype, true};
     for_each_row(t, copy_row, &j);
 }
 
@@ -141,35 +139,35 @@ ampc_status ampc_tensor_copy_to(const ampc_tensor *t, void *dst, ampc_dtype dst_
 
 /* ---- fills ---- */
 
-typedef struct fill_job {
+typedef struct fill_rows {
     size_t es;
     unsigned char pattern[8];   /* the value, already converted to the tensor's dtype */
-} fill_job;
+} fill_rows;
 
 static void fill_row(void *vp, unsigned char *row, int64_t len, int64_t stride, int64_t first) {
     (void)first;
-    const fill_job *j = vp;
+    const fill_rows *j = vp;
     for (int64_t i = 0; i < len; i++) memcpy(row + (size_t)(i * stride) * j->es, j->pattern, j->es);
 }
 
 ampc_status ampc_tensor_fill(ampc_tensor *t, double value) {
     if (!t) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_tensor_fill: tensor is NULL");
-    fill_job j = {ampc_dtype_size(t->dtype), {0}};
+    fill_rows j = {ampc_dtype_size(t->dtype), {0}};
     ampci_convert_generic(j.pattern, t->dtype, &value, AMPC_DTYPE_F64, 1);
     for_each_row(t, fill_row, &j);
     t->storage->version++;
     return AMPC_OK;
 }
 
-typedef struct random_job {
+typedef struct random_rows {
     const ampc_tensor *t;
     ampc_rng rng;
     bool normal;
     float a, b;
-} random_job;
+} random_rows;
 
 static void random_row(void *vp, unsigned char *row, int64_t len, int64_t stride, int64_t first) {
-    const random_job *j = vp;
+    const random_rows *j = vp;
     float vals[ROW_PIECE];
     size_t es = ampc_dtype_size(j->t->dtype);
     for (int64_t i = 0; i < len; i += ROW_PIECE) {
@@ -186,7 +184,7 @@ static ampc_status fill_random(const char *fn, ampc_tensor *t, bool normal, doub
         return ampci_fail(AMPC_STATUS_INVALID_ARG, normal ? "%s: std = %g; expected >= 0" : "%s: [%g, %g) is empty; "
                           "expected lo <= hi", fn, normal ? b : a, b);
     ampc_rng *rng = &t->ctx->rng;
-    random_job j = {t, *rng, normal, (float)a, (float)b};
+    random_rows j = {t, *rng, normal, (float)a, (float)b};
     for_each_row(t, random_row, &j);
     rng->counter += ((uint64_t)ampci_numel(t) + 3) / 4;
     t->storage->version++;
