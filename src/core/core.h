@@ -106,6 +106,8 @@ static inline int64_t ampci_row_grain(int64_t cols) {
 AMPCI_HIDDEN void ampci_parallel_rows(ampc_ctx *ctx, int64_t rows, int64_t cols, ampc_parallel_fn body,
                                       const void *args);
 
+#define AMPCI_FRAME_MAX_MADE 256   /* a tensor made when the list is full is simply not released early */
+
 struct ampc_kernels;
 struct ampci_node;
 struct ampci_autocast;
@@ -144,6 +146,12 @@ struct ampc_ctx {
     int cur_nin;
     /* ---- amp: autocast regions, policies and the weight-cast cache (NULL until first used) ---- */
     struct ampci_autocast *autocast;
+    /* ---- ops: the frames model code has open (src/ops/frame.c): the op outputs they made, outermost
+     * frame first, and how many frames are open ---- */
+    struct {
+        const ampc_tensor *made[AMPCI_FRAME_MAX_MADE];
+        int n, depth;
+    } frames;
 };
 
 /* Core's part of the context's life: a context with the allocator, log, RNG and threads of `p`

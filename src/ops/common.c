@@ -1,7 +1,6 @@
 /* common.c: the op-layer helpers of ops.h: the prologue and epilogue every public op runs (anomaly
  * record, autocast's casts, input checks; output check, tape record, hand-off to model code's frame),
- * dtype promotion, F32 staging, results, gradient hand-off, broadcasting, and the frames of frame.h that
- * the epilogue hands outputs to. */
+ * dtype promotion, F32 staging, results, gradient hand-off and broadcasting. */
 #include "ops.h"
 
 #include <string.h>
@@ -242,66 +241,4 @@ const void *ampci_matrix_data(const ampc_tensor *t, bool *transposed) {
     }
     *transposed = true;
     return ampci_tensor_ptr(t);
-}
-
-/* ---- frames (frame.h) ----
- * The open frames of a thread share one list of the tensors they made, outermost frame first; a frame is
- * a mark on it, so ending a frame is a sweep from its mark and handing a kept tensor to the enclosing
- * frame is leaving it below the new end. The list is bounded: a tensor made when it is full is simply not
- * released early (as before frames existed). */
-
-#define MAX_MADE 256
-
-static _Thread_local struct {
-    const ampc_tensor *made[MAX_MADE];
-    int n, depth;
-    ampc_ctx *ctx;   /* the innermost open frame's */
-} tl;
-
-ampci_frame ampci_frame_begin(ampc_ctx *ctx) {
-    ampci_frame f = {ctx, tl.ctx, tl.n, tl.depth, ctx ? ctx->step_id : 0};
-    tl.depth++, tl.ctx = ctx;
-    return f;
-}
-
-static bool kept(const ampc_tensor *t, ampc_tensor *const *keep, int n) {
-    for (int i = 0; i < n; i++)
-        if (keep[i] && keep[i]->storage == t->storage) return true;
-    return false;
-}
-
-/* Releases f's tensors except the kept ones, which close up at f's mark; returns the list's new end. */
-static int sweep(const ampci_frame *f, ampc_tensor *const *keep, int n) {
-    AMPCI_ASSERT(tl.depth == f->depth + 1 && tl.n >= f->base);   /* innermost first */
-    AMPCI_ASSERT(!f->ctx || f->ctx->step_id == f->step);        /* its tensors died at a step end */
-    int end = f->base;
-    for (int i = f->base; i < tl.n; i++) {
-        if (kept(tl.made[i], keep, n)) tl.made[end++] = tl.made[i];
-        else ampci_tensor_release(tl.made[i]);
-    }
-    return end;
-}
-
-ampc_tensor *ampci_frame_keep(ampci_frame *f, ampc_tensor *t) {
-    tl.n = sweep(f, &t, 1);
-    return t;
-}
-
-void ampci_frame_end_keeping(ampci_frame *f, ampc_tensor *const *keep, int n) {
-    int end = sweep(f, keep, n);
-    tl.depth = f->depth, tl.ctx = f->outer_ctx;
-    /* the kept tensors are the enclosing frame's now, if it works on the same context */
-    tl.n = tl.depth > 0 && tl.ctx == f->ctx ? end : f->base;
-}
-
-ampc_tensor *ampci_frame_end(ampci_frame *f, ampc_tensor *keep) {
-    ampci_frame_end_keeping(f, &keep, 1);
-    return keep;
-}
-
-void ampci_frame_add(ampc_tensor *out, const ampc_tensor *const *in, int n) {
-    if (!tl.depth || !out || out->ctx != tl.ctx || !out->storage->arena || tl.n == MAX_MADE) return;
-    for (int i = 0; i < n; i++)
-        if (in[i] && in[i]->storage == out->storage) return;
-    tl.made[tl.n++] = out;
 }

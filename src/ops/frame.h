@@ -11,16 +11,16 @@
  *
  * A kept tensor keeps every tensor of its storage (views). Only outputs of public ops called by model
  * code count: never what an op makes for itself (autocast's cached weight casts, staged copies), nor
- * tensors made before the frame began. Frames are per thread and per context, end innermost first, and
- * never span a step end. */
+ * tensors made before the frame began. Frames belong to a context (its `frames` list), end innermost
+ * first, and never span a step end. */
 #ifndef AMPC_OPS_FRAME_H
 #define AMPC_OPS_FRAME_H
 
 #include "../tensor/tensor.h"
 
 typedef struct ampci_frame {
-    ampc_ctx *ctx, *outer_ctx;
-    int base, depth;   /* where its tensors start on the thread's list; frames open around it */
+    ampc_ctx *ctx;
+    int base, depth;   /* where its tensors start on the context's list; frames open around it */
     uint64_t step;
 } ampci_frame;
 
