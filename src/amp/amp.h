@@ -32,8 +32,6 @@ AMPCI_HIDDEN int64_t ampci_first_nonfinite(const ampc_tensor *t);
 
 /* Lifecycle hooks the context calls. */
 AMPCI_HIDDEN void ampci_amp_step_end(ampc_ctx *ctx);
-/* The GEMM kernel for operands of dtype dt under the context's FP32 matmul precision (fp32_precision.c). */
-AMPCI_HIDDEN ampc_k_gemm_fn ampci_gemm_fn(const ampc_ctx *ctx, ampc_dtype dt);
 AMPCI_HIDDEN void ampci_amp_release(ampc_ctx *ctx);
 
 #endif
