@@ -188,16 +188,24 @@ static const float SPECIALS[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 1.
                                  -4.0f, 1e-30f, -1e-30f, 0x1.fffffep-127f, 20.0f, -20.0f, 1e10f, -1e10f};
 #define NSPECIALS (sizeof SPECIALS / sizeof SPECIALS[0])
 
-/* largest ulp distance of f to g over every `stride`-th float pattern and the specials */
-static double sweep_ulps(row_fn f, row_fn g, unsigned stride, float *worst_x) {
-    enum { CH = 4096 };
+enum { CH = 4096 };   /* floats per chunk of a sweep */
+
+/* The sweep's chunk from bit pattern b on: every SWEEP_STRIDE-th pattern into x (the specials first in
+ * chunk 0); returns how many. */
+static int64_t sweep_chunk(float *x, uint64_t b) {
+    int64_t n = 0;
+    if (b == 0) for (; n < (int64_t)NSPECIALS; n++) x[n] = SPECIALS[n];
+    for (; n < CH && b + (uint64_t)n * SWEEP_STRIDE < (1ull << 32); n++)
+        x[n] = tu_float((uint32_t)(b + (uint64_t)n * SWEEP_STRIDE));
+    return n;
+}
+
+/* largest ulp distance of f to g over every SWEEP_STRIDE-th float pattern and the specials */
+static double sweep_ulps(row_fn f, row_fn g, float *worst_x) {
     static float x[CH], a[CH], r[CH];
     double worst = 0;
-    for (uint64_t b = 0; b < (1ull << 32); b += (uint64_t)CH * stride) {
-        int64_t n = 0;
-        if (b == 0) for (; n < (int64_t)NSPECIALS; n++) x[n] = SPECIALS[n];
-        for (; n < CH && b + (uint64_t)n * stride < (1ull << 32); n++)
-            x[n] = tu_float((uint32_t)(b + (uint64_t)n * stride));
+    for (uint64_t b = 0; b < (1ull << 32); b += (uint64_t)CH * SWEEP_STRIDE) {
+        int64_t n = sweep_chunk(x, b);
         f(a, x, n), g(r, x, n);
         for (int64_t i = 0; i < n; i++) {
             double d = ulps(a[i], r[i]);
@@ -232,7 +240,7 @@ static void transcendental_specials(int op, ampc_k_unary_fn f) {
 
 static void check_ulps(const char *name, row_fn f, row_fn ref, double bound) {
     float wx = 0;
-    double w = sweep_ulps(f, ref, SWEEP_STRIDE, &wx);
+    double w = sweep_ulps(f, ref, &wx);
     print_message("  %-28s max %.0f ulp from ref (bound %.0f) at x = %a\n", name, w, bound, wx);
     if (w > bound) FAILF("%s: %.0f ulp from ref at x = %a exceeds the bound %.0f", name, w, wx, bound);
 }
@@ -266,17 +274,13 @@ static double gelu_unit(ampci_unary k, bool bwd, float x) {
 
 /* One GELU entry (forward or backward) over every SWEEP_STRIDE-th float: the error in gelu_unit()s. */
 static void gelu_sweep(const ampci_kernel *e, bool bwd) {
-    enum { CH = 4096 };
     static float x[CH], gy[CH], a[CH], r[CH];
     for (int i = 0; i < CH; i++) gy[i] = 1.0f;
     const ampci_kernel *ref = kc_ref(e);
     double worst = 0, bound = 8;
     float wx = 0;
     for (uint64_t b = 0; b < (1ull << 32); b += (uint64_t)CH * SWEEP_STRIDE) {
-        int64_t n = 0;
-        if (b == 0) for (; n < (int64_t)NSPECIALS; n++) x[n] = SPECIALS[n];
-        for (; n < CH && b + (uint64_t)n * SWEEP_STRIDE < (1ull << 32); n++)
-            x[n] = tu_float((uint32_t)(b + (uint64_t)n * SWEEP_STRIDE));
+        int64_t n = sweep_chunk(x, b);
         if (bwd) e->fn.UNARY_BW(a, gy, x, x, n), ref->fn.UNARY_BW(r, gy, x, x, n);
         else e->fn.UNARY(a, x, n), ref->fn.UNARY(r, x, n);
         for (int64_t i = 0; i < n; i++) {

@@ -266,6 +266,22 @@ typedef struct ampci_kernel {
 #define AMPCI_K_CVT(DST, SRC, FN, NEEDS)                                                                       \
     AMPCI_ENTRY(CONVERT, AMPC_DTYPE_##DST, AMPC_DTYPE_##SRC, 0, FN, AMPCI_FOLDER_LEVEL, NEEDS, 0, AMPCI_ROLE_KERNEL)
 
+/* The unary and binary ops as X(OP, op, ISA): the enum constant's suffix and the op's part of kernel
+ * names, for folders that implement a whole family (ISA is passed through to X). */
+#define AMPCI_UNARY_OPS(X, ISA)                                                                                \
+    X(NEG, neg, ISA) X(EXP, exp, ISA) X(LOG, log, ISA) X(SQRT, sqrt, ISA) X(TANH, tanh, ISA)                   \
+    X(SIGMOID, sigmoid, ISA) X(RELU, relu, ISA) X(GELU_ERF, gelu_erf, ISA) X(GELU_TANH, gelu_tanh, ISA)
+#define AMPCI_BINARY_OPS(X, ISA) X(ADD, add, ISA) X(SUB, sub, ISA) X(MUL, mul, ISA) X(DIV, div, ISA)
+/* Their declarations (ampc_k_exp_f32__<ISA>, ampc_k_exp_bw_f32__<ISA>, ampc_k_add_f32__<ISA>) and entries. */
+#define AMPCI_DECLARE_UNARY(OP, op, ISA)                                                                      \
+    AMPCI_HIDDEN ampci_unary_kernel ampc_k_##op##_f32__##ISA;                                                  \
+    AMPCI_HIDDEN ampci_unary_bw_kernel ampc_k_##op##_bw_f32__##ISA;
+#define AMPCI_DECLARE_BINARY(OP, op, ISA) AMPCI_HIDDEN ampci_binary_kernel ampc_k_##op##_f32__##ISA;
+#define AMPCI_K_UNARY(OP, op, ISA)                                                                            \
+    AMPCI_K_OP(UNARY, AMPCI_UNARY_##OP, ampc_k_##op##_f32__##ISA),                                             \
+    AMPCI_K_OP(UNARY_BW, AMPCI_UNARY_##OP, ampc_k_##op##_bw_f32__##ISA),
+#define AMPCI_K_BINARY(OP, op, ISA) AMPCI_K_OP(BINARY, AMPCI_BINARY_##OP, ampc_k_##op##_f32__##ISA),
+
 /* The folder tables, in the order dispatch reads them (kernels/<isa>/: kernels_ref.c, convert_avx2.c,
  * kernels_avx512.c, gemm_amx.c). Within a cell a folder lists its entries best last. */
 extern AMPCI_HIDDEN const ampci_kernel ampci_kernels_ref[];

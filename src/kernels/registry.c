@@ -24,9 +24,9 @@ static const char *const g_slot_names[AMPCI_SLOT_COUNT] = {
     [AMPCI_SLOT_SGD] = "sgd",                [AMPCI_SLOT_ADAMW] = "adamw",
     [AMPCI_SLOT_UNSCALE] = "unscale",        [AMPCI_SLOT_SUMSQ] = "sumsq",
 };
-static const char *const g_unary_names[AMPCI_UNARY_COUNT] = {"neg",  "exp",  "log",      "sqrt",     "tanh",
-                                                             "sigmoid", "relu", "gelu_erf", "gelu_tanh"};
-static const char *const g_binary_names[AMPCI_BINARY_COUNT] = {"add", "sub", "mul", "div"};
+#define OP_NAME(OP, op, ISA) #op,
+static const char *const g_unary_names[AMPCI_UNARY_COUNT] = {AMPCI_UNARY_OPS(OP_NAME, _)};
+static const char *const g_binary_names[AMPCI_BINARY_COUNT] = {AMPCI_BINARY_OPS(OP_NAME, _)};
 
 const char *ampci_slot_name(ampci_slot slot) {
     return slot >= 0 && slot < AMPCI_SLOT_COUNT ? g_slot_names[slot] : "?";

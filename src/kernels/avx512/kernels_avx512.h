@@ -16,15 +16,9 @@ AMPCI_HIDDEN ampci_cvt_kernel ampc_k_cvt_f16f32__avx512, ampc_k_cvt_f32f16__avx5
 AMPCI_HIDDEN ampci_gemm_kernel ampc_k_gemm_f32f32__avx512, ampc_k_gemm_f16f32__avx512, ampc_k_gemm_bf16f32__avx512,
     ampc_k_gemm_bf16f32__avx512bf16, ampc_k_gemm_f32_bf16x1__avx512bf16;
 
-/* eltwise_avx512.c */
-AMPCI_HIDDEN ampci_unary_kernel ampc_k_neg_f32__avx512, ampc_k_exp_f32__avx512, ampc_k_log_f32__avx512,
-    ampc_k_sqrt_f32__avx512, ampc_k_tanh_f32__avx512, ampc_k_sigmoid_f32__avx512, ampc_k_relu_f32__avx512,
-    ampc_k_gelu_erf_f32__avx512, ampc_k_gelu_tanh_f32__avx512;
-AMPCI_HIDDEN ampci_unary_bw_kernel ampc_k_neg_bw_f32__avx512, ampc_k_exp_bw_f32__avx512, ampc_k_log_bw_f32__avx512,
-    ampc_k_sqrt_bw_f32__avx512, ampc_k_tanh_bw_f32__avx512, ampc_k_sigmoid_bw_f32__avx512,
-    ampc_k_relu_bw_f32__avx512, ampc_k_gelu_erf_bw_f32__avx512, ampc_k_gelu_tanh_bw_f32__avx512;
-AMPCI_HIDDEN ampci_binary_kernel ampc_k_add_f32__avx512, ampc_k_sub_f32__avx512, ampc_k_mul_f32__avx512,
-    ampc_k_div_f32__avx512;
+/* eltwise_avx512.c: ampc_k_<op>_f32__avx512, ampc_k_<op>_bw_f32__avx512 (every unary op), ampc_k_<op>_f32__avx512 (binary) */
+AMPCI_UNARY_OPS(AMPCI_DECLARE_UNARY, avx512)
+AMPCI_BINARY_OPS(AMPCI_DECLARE_BINARY, avx512)
 
 /* norm_avx512.c, nn_avx512.c */
 AMPCI_HIDDEN ampci_softmax_kernel ampc_k_softmax_f32__avx512;
