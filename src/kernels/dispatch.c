@@ -30,16 +30,25 @@ bool ampci_kernel_usable(const ampci_kernel *e) {
     return e->level <= ampc_cpu()->best && (e->needs & ~feature_set(false)) == 0;
 }
 
-int ampci_kernel_key(const ampci_kernel *e) {
-    switch (e->slot) {
-    case AMPCI_SLOT_CONVERT: return (int)e->dtype * AMPC_DTYPE_COUNT + (int)e->src;
+ampci_key_kind ampci_slot_key_kind(ampci_slot slot) {
+    switch (slot) {
+    case AMPCI_SLOT_CONVERT: return AMPCI_KEY_PAIR;
     case AMPCI_SLOT_GEMM:
     case AMPCI_SLOT_IM2COL:
     case AMPCI_SLOT_UNSCALE:
-    case AMPCI_SLOT_SUMSQ: return (int)e->dtype;
+    case AMPCI_SLOT_SUMSQ: return AMPCI_KEY_DTYPE;
     case AMPCI_SLOT_UNARY:
     case AMPCI_SLOT_UNARY_BW:
-    case AMPCI_SLOT_BINARY: return e->op;
+    case AMPCI_SLOT_BINARY: return AMPCI_KEY_OP;
+    default: return AMPCI_KEY_NONE;
+    }
+}
+
+int ampci_kernel_key(const ampci_kernel *e) {
+    switch (ampci_slot_key_kind(e->slot)) {
+    case AMPCI_KEY_PAIR: return (int)e->dtype * AMPC_DTYPE_COUNT + (int)e->src;
+    case AMPCI_KEY_DTYPE: return (int)e->dtype;
+    case AMPCI_KEY_OP: return e->op;
     default: return 0;
     }
 }

@@ -190,6 +190,9 @@ typedef enum ampci_slot {
 } ampci_slot;
 /* Keys run over [0, AMPCI_KEY_COUNT): a conversion's is dst * AMPC_DTYPE_COUNT + src. */
 #define AMPCI_KEY_COUNT (AMPC_DTYPE_COUNT * AMPC_DTYPE_COUNT)
+typedef enum ampci_key_kind { AMPCI_KEY_NONE = 0, AMPCI_KEY_DTYPE, AMPCI_KEY_OP, AMPCI_KEY_PAIR } ampci_key_kind;
+/* What a slot's cells are keyed by (the list in the comment above, in code). */
+AMPCI_HIDDEN ampci_key_kind ampci_slot_key_kind(ampci_slot slot);
 
 /* What dispatch may do with an entry. Oracles and emulations are compared against and timed, never run by
  * the library's ops. */
@@ -304,9 +307,9 @@ AMPCI_HIDDEN bool ampci_same_cell(const ampci_kernel *a, const ampci_kernel *b);
 AMPCI_HIDDEN const ampci_kernel *ampci_kernel_ref(const ampci_kernel *e);
 /* The registered entry of that name, or NULL. */
 AMPCI_HIDDEN const ampci_kernel *ampci_kernel_find(const char *name);
-/* The candidates the rule chose from for cell (slot, key) in the table of `level` (a level above the
- * CPU's best is lowered as by ampci_kernels): role KERNEL, level <= the table's, usable; registry order.
- * Fills out[0..max) and returns how many there are. */
+/* The candidates the rule chose from for cell (slot, key) in the table of `level` (AUTO and levels above
+ * the process's chosen one are lowered as by ampci_kernels): role KERNEL, level <= the table's, usable;
+ * registry order. Fills out[0..max) and returns how many there are. */
 AMPCI_HIDDEN size_t ampci_candidates(ampc_isa level, ampci_slot slot, int key, const ampci_kernel **out, size_t max);
 /* "gemm", "unary_bw", ...; and a cell's: "gemm_bf16", "unary_exp", "convert_f32_to_bf16", "softmax". */
 AMPCI_HIDDEN const char *ampci_slot_name(ampci_slot slot);

@@ -10,19 +10,32 @@
 
 #define MAX_CELLS 160
 
+/* What `ampc info` calls each slot (XENT is the cross-entropy loss). */
 static const char *const g_slot_names[AMPCI_SLOT_COUNT] = {
-    [AMPCI_SLOT_CONVERT] = "convert",        [AMPCI_SLOT_GEMM] = "gemm",
-    [AMPCI_SLOT_GEMM_F32_BF16X1] = "gemm_f32_bf16x1", [AMPCI_SLOT_GEMM_F32_BF16X3] = "gemm_f32_bf16x3",
-    [AMPCI_SLOT_UNARY] = "unary",            [AMPCI_SLOT_UNARY_BW] = "unary_bw",
-    [AMPCI_SLOT_BINARY] = "binary",          [AMPCI_SLOT_SOFTMAX] = "softmax",
-    [AMPCI_SLOT_SOFTMAX_BW] = "softmax_bw",  [AMPCI_SLOT_LAYERNORM] = "layernorm",
-    [AMPCI_SLOT_LAYERNORM_BW] = "layernorm_bw", [AMPCI_SLOT_XENT] = "cross_entropy",
-    [AMPCI_SLOT_XENT_BW] = "cross_entropy_bw", [AMPCI_SLOT_EMBEDDING_BW] = "embedding_bw",
-    [AMPCI_SLOT_IM2COL] = "im2col",          [AMPCI_SLOT_COL2IM] = "col2im",
-    [AMPCI_SLOT_MAXPOOL] = "maxpool",        [AMPCI_SLOT_MAXPOOL_BW] = "maxpool_bw",
-    [AMPCI_SLOT_ATTENTION] = "attention",    [AMPCI_SLOT_ATTENTION_BW] = "attention_bw",
-    [AMPCI_SLOT_SGD] = "sgd",                [AMPCI_SLOT_ADAMW] = "adamw",
-    [AMPCI_SLOT_UNSCALE] = "unscale",        [AMPCI_SLOT_SUMSQ] = "sumsq",
+    [AMPCI_SLOT_CONVERT] = "convert",
+    [AMPCI_SLOT_GEMM] = "gemm",
+    [AMPCI_SLOT_GEMM_F32_BF16X1] = "gemm_f32_bf16x1",
+    [AMPCI_SLOT_GEMM_F32_BF16X3] = "gemm_f32_bf16x3",
+    [AMPCI_SLOT_UNARY] = "unary",
+    [AMPCI_SLOT_UNARY_BW] = "unary_bw",
+    [AMPCI_SLOT_BINARY] = "binary",
+    [AMPCI_SLOT_SOFTMAX] = "softmax",
+    [AMPCI_SLOT_SOFTMAX_BW] = "softmax_bw",
+    [AMPCI_SLOT_LAYERNORM] = "layernorm",
+    [AMPCI_SLOT_LAYERNORM_BW] = "layernorm_bw",
+    [AMPCI_SLOT_XENT] = "cross_entropy",
+    [AMPCI_SLOT_XENT_BW] = "cross_entropy_bw",
+    [AMPCI_SLOT_EMBEDDING_BW] = "embedding_bw",
+    [AMPCI_SLOT_IM2COL] = "im2col",
+    [AMPCI_SLOT_COL2IM] = "col2im",
+    [AMPCI_SLOT_MAXPOOL] = "maxpool",
+    [AMPCI_SLOT_MAXPOOL_BW] = "maxpool_bw",
+    [AMPCI_SLOT_ATTENTION] = "attention",
+    [AMPCI_SLOT_ATTENTION_BW] = "attention_bw",
+    [AMPCI_SLOT_SGD] = "sgd",
+    [AMPCI_SLOT_ADAMW] = "adamw",
+    [AMPCI_SLOT_UNSCALE] = "unscale",
+    [AMPCI_SLOT_SUMSQ] = "sumsq",
 };
 #define OP_NAME(OP, op, ISA) #op,
 static const char *const g_unary_names[AMPCI_UNARY_COUNT] = {AMPCI_UNARY_OPS(OP_NAME, _)};
@@ -49,20 +62,18 @@ static void dtype_lower(char *out, size_t n, int dt) {
 
 static void format_cell(cell *c) {
     const char *slot = g_slot_names[c->slot];
+    const char *const *ops = c->slot == AMPCI_SLOT_BINARY ? g_binary_names : g_unary_names;
     char a[8], b[8];
-    switch (c->slot) {
-    case AMPCI_SLOT_CONVERT:
+    switch (ampci_slot_key_kind(c->slot)) {
+    case AMPCI_KEY_PAIR:
         dtype_lower(a, sizeof a, c->key % AMPC_DTYPE_COUNT), dtype_lower(b, sizeof b, c->key / AMPC_DTYPE_COUNT);
-        snprintf(c->name, sizeof c->name, "convert_%s_to_%s", a, b);
+        snprintf(c->name, sizeof c->name, "%s_%s_to_%s", slot, a, b);
         return;
-    case AMPCI_SLOT_GEMM: case AMPCI_SLOT_IM2COL: case AMPCI_SLOT_UNSCALE: case AMPCI_SLOT_SUMSQ:
+    case AMPCI_KEY_DTYPE:
         dtype_lower(a, sizeof a, c->key);
         snprintf(c->name, sizeof c->name, "%s_%s", slot, a);
         return;
-    case AMPCI_SLOT_UNARY: case AMPCI_SLOT_UNARY_BW:
-        snprintf(c->name, sizeof c->name, "%s_%s", slot, g_unary_names[c->key]);
-        return;
-    case AMPCI_SLOT_BINARY: snprintf(c->name, sizeof c->name, "%s_%s", slot, g_binary_names[c->key]); return;
+    case AMPCI_KEY_OP: snprintf(c->name, sizeof c->name, "%s_%s", slot, ops[c->key]); return;
     default: snprintf(c->name, sizeof c->name, "%s", slot); return;
     }
 }
