@@ -80,7 +80,8 @@ static int setup(void **state) {
     kc_list l = kc_fast(AMPCI_SLOT_ATTENTION, KC_ANY);
     for (int i = 0; i < l.n; i++) {
         const ampci_kernel *e = l.e[i], *bw = backward_of(e);
-        for (int d = 0; d < 3 && g_nvar < (int)(sizeof g_var / sizeof g_var[0]); d++) {
+        for (int d = 0; d < 3; d++) {
+            AMPCI_ASSERT(g_nvar < (int)(sizeof g_var / sizeof g_var[0]));   /* never silently untested */
             variant *v = &g_var[g_nvar++];
             *v = (variant){dts[d], e->fn.ATTENTION, bw->fn.ATTENTION_BW, ""};
             snprintf(v->name, sizeof v->name, "%s %s", e->name, ampc_dtype_name(dts[d]));
