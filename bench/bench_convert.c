@@ -1,4 +1,4 @@
-/* bench_convert.c: times every conversion implementation of the kernel registry (kernels.h) against
+/* bench_convert.c: times every conversion entry of the kernel registry (kernels.h) against
  * memcpy on the same arrays and thread split. Implementations are run directly, not through
  * ampc_convert, so slower paths that the dispatcher would never pick (ref, avx2 on an AVX-512 machine)
  * are measured too: that is what shows what each ISA level buys. The threaded split is the library's own
@@ -85,45 +85,39 @@ static void measure(bench_state *s, bench_cvt_row *r, ampc_k_cvt_fn fn, const be
     set_rates(r);
 }
 
-/* Why an implementation cannot run here: its level, or the first extra feature the CPU lacks. */
-static const char *missing_of(const ampci_cvt_impl *im) {
-    if (im->level > ampc_cpu()->best) return ampc_isa_name(im->level);
-    for (int i = 0; i < AMPCI_MAX_NEEDS; i++)
-        if (im->needs[i] != AMPC_CPU_SSE42 && !ampc_cpu_has(im->needs[i])) return ampc_cpu_feature_name(im->needs[i]);
+/* Why an entry cannot run here: its level, or the first extra feature the CPU lacks. */
+static const char *missing_of(const ampci_kernel *e) {
+    if (e->level > ampc_cpu()->best) return ampc_isa_name(e->level);
+    for (int f = 0; f < AMPC_CPU_FEATURE_COUNT; f++)
+        if ((e->needs >> f & 1u) && !ampc_cpu_has((ampc_cpu_feature)f))
+            return ampc_cpu_feature_name((ampc_cpu_feature)f);
     return NULL;
 }
 
-/* The ref implementation of a pair: the oracle every other path must match bit for bit. */
-static const ampci_cvt_impl *ref_impl(const ampci_cvt_impl *impls, size_t count, ampc_dtype dst, ampc_dtype src) {
-    for (size_t i = 0; i < count; i++)
-        if (impls[i].level == AMPC_ISA_REF && impls[i].dst == dst && impls[i].src == src) return &impls[i];
-    return NULL;
-}
-
-/* Implementations sorted by (src, dst), registry order (= ascending level) within a pair. The pointers
- * all point into the one registry array, so comparing them compares registry positions. */
-static int cmp_impl(const void *a, const void *b) {
-    const ampci_cvt_impl *x = *(const ampci_cvt_impl *const *)a, *y = *(const ampci_cvt_impl *const *)b;
+/* Conversion entries sorted by (src, dst), registry order (= ascending level) within a pair. */
+static const ampci_kernel *const *g_reg;
+static int cmp_index(const void *a, const void *b) {
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    const ampci_kernel *x = g_reg[i], *y = g_reg[j];
     if (x->src != y->src) return (int)x->src - (int)y->src;
-    if (x->dst != y->dst) return (int)x->dst - (int)y->dst;
-    return (x > y) - (x < y);
+    if (x->dtype != y->dtype) return (int)x->dtype - (int)y->dtype;
+    return (i > j) - (i < j);
 }
 
-/* Times one implementation and checks its output against ref_out (computed for its pair). */
-static void run_impl(bench_state *s, const ampci_cvt_impl *im, bench_cvt_row *r, const bench_repeat *rep) {
-    const struct ampc_kernels *active = ampci_kernels(AMPC_ISA_AUTO);
-    *r = (bench_cvt_row){.kernel = im->name, .dst = im->dst, .src = im->src, .n = s->n,
+/* Times one entry and checks its output against ref_out (computed for its pair). */
+static void run_impl(bench_state *s, const ampci_kernel *e, bench_cvt_row *r, const bench_repeat *rep) {
+    const ampci_kernel *active = ampci_kernels(AMPC_ISA_AUTO)->chosen[e->slot][ampci_kernel_key(e)];
+    *r = (bench_cvt_row){.kernel = e->name, .dst = e->dtype, .src = e->src, .n = s->n,
                          .threads = ampc_ctx_threads(s->ctx)};
-    r->usable = ampci_cvt_impl_usable(im);
-    const char *active_name = active->cvt_name[im->dst][im->src];
-    r->active = active_name && strcmp(active_name, im->name) == 0;
+    r->usable = ampci_kernel_usable(e);
+    r->active = active == e;
     if (!r->usable) {
-        r->missing = missing_of(im);
+        r->missing = missing_of(e);
         return;
     }
-    size_t out_bytes = s->n * ampc_dtype_size(im->dst);
+    size_t out_bytes = s->n * ampc_dtype_size(e->dtype);
     memset(s->dst, 0xa5, out_bytes);   /* a kernel that skips elements must not pass the check */
-    measure(s, r, im->fn, rep);
+    measure(s, r, e->fn.CONVERT, rep);
     r->matches_ref = memcmp(s->dst, s->ref_out, out_bytes) == 0;
 }
 
@@ -131,30 +125,38 @@ static void progress(const bench_cvt_params *p, int done, int total, const char 
     if (p->progress) p->progress(p->progress_user, done, total, what);
 }
 
+/* The registry's conversion entries, in report order; returns how many (order holds count entries). */
+static size_t conversion_order(size_t *order) {
+    size_t n, count = 0;
+    g_reg = ampci_registry(&n);
+    for (size_t i = 0; i < n; i++)
+        if (g_reg[i]->slot == AMPCI_SLOT_CONVERT) order[count++] = i;
+    qsort(order, count, sizeof *order, cmp_index);
+    return count;
+}
+
 static ampc_status run_all(bench_state *s, const bench_cvt_params *p, bench_cvt_report *out) {
-    size_t count;
-    const ampci_cvt_impl *impls = ampci_cvt_impls(&count);
-    const ampci_cvt_impl **order = malloc((count ? count : 1) * sizeof *order);
-    out->rows = calloc(count ? count : 1, sizeof *out->rows);
+    size_t n;
+    ampci_registry(&n);
+    size_t *order = malloc((n ? n : 1) * sizeof *order);
+    out->rows = calloc(n ? n : 1, sizeof *out->rows);
     if (!order || !out->rows) {
         free(order);
         return AMPC_STATUS_OOM;
     }
+    size_t count = conversion_order(order);
     int total = (int)count + 1;
     progress(p, 0, total, "memcpy");
     out->memcpy_row = (bench_cvt_row){.kernel = "memcpy", .dst = AMPC_DTYPE_F32, .src = AMPC_DTYPE_F32,
                                       .usable = true, .matches_ref = true};
     measure(s, &out->memcpy_row, copy_f32, &p->repeat);
     out->memcpy_row.fraction_of_memcpy = 1.0;
-    for (size_t k = 0; k < count; k++) order[k] = &impls[k];
-    qsort(order, count, sizeof *order, cmp_impl);
     for (size_t k = 0; k < count; k++) {
-        const ampci_cvt_impl *im = order[k];
-        bool new_pair = k == 0 || order[k - 1]->dst != im->dst || order[k - 1]->src != im->src;
-        const ampci_cvt_impl *ref = ref_impl(impls, count, im->dst, im->src);
-        if (new_pair && ref) ref->fn(s->ref_out, s->src[im->src], s->n);
-        progress(p, (int)k + 1, total, im->name);
-        run_impl(s, im, &out->rows[k], &p->repeat);
+        const ampci_kernel *e = g_reg[order[k]], *ref = ampci_kernel_ref(e);
+        bool new_pair = k == 0 || !ampci_same_cell(g_reg[order[k - 1]], e);
+        if (new_pair && ref) ref->fn.CONVERT(s->ref_out, s->src[e->src], s->n);
+        progress(p, (int)k + 1, total, e->name);
+        run_impl(s, e, &out->rows[k], &p->repeat);
         if (!ref) out->rows[k].matches_ref = false;
         if (out->rows[k].usable) out->rows[k].fraction_of_memcpy = out->rows[k].gbps / out->memcpy_row.gbps;
     }

@@ -1,10 +1,11 @@
-/* bench_gemm.c: times the GEMM slots of the kernel table directly (not through ampc_matmul, so neither
- * the op layer's output conversion nor its allocation is counted) on squares and on the GEMMs of one
+/* bench_gemm.c: times the GEMM kernels of the registry directly, every candidate the dispatch rule chose
+ * among at the process's level, the chosen one marked (not through ampc_matmul, so neither the op
+ * layer's output conversion nor its allocation is counted) on squares and on the GEMMs of one
  * training step of the default GPT (6 layers, d 384, 4x MLP, vocab 256, batch 8 x context 256 = 2048
  * tokens): the four forward projections and the LM head, plus a weight-gradient shape (a transposed).
  * Operands are normal random values (no subnormals or specials: those take exact slow paths by design
  * and are the tests' business). Before timing, each kernel is checked on a small odd shape against the
- * reference (ref GEMM, or the split reference for the split F32 kernels). */
+ * reference entry of its cell (the ref GEMM, or the split oracle for the split F32 kernels). */
 #include "bench_gemm.h"
 
 #include "kernels/kernels.h"
@@ -26,20 +27,28 @@ static const shape gpt_shapes[] = {
     {"gpt lm head", 2048, 256, 384, false}, {"gpt fc dW", 1536, 384, 2048, true},
 };
 
+/* One GEMM kernel to time: a candidate of one of the GEMM cells. */
 typedef struct slot {
-    ampci_slot id;
-    ampc_dtype dtype;
-    ampc_k_gemm_fn fn;
-    int split;   /* 0, or the BF16 passes of a split F32 kernel */
+    const ampci_kernel *e;
+    bool chosen;   /* the process runs it for its cell */
 } slot;
 
-static int slots_of(const struct ampc_kernels *k, slot *out) {
+/* The GEMM cells in the order they are reported: F32, BF16, F16, then the split F32 ones. */
+static const struct { ampci_slot slot; int key; } gemm_cells[] = {
+    {AMPCI_SLOT_GEMM, AMPC_DTYPE_F32}, {AMPCI_SLOT_GEMM, AMPC_DTYPE_BF16}, {AMPCI_SLOT_GEMM, AMPC_DTYPE_F16},
+    {AMPCI_SLOT_GEMM_F32_BF16X1, 0}, {AMPCI_SLOT_GEMM_F32_BF16X3, 0},
+};
+
+/* Every candidate of every GEMM cell at the process's chosen level (what the dispatch rule chose among),
+ * each cell's best first. */
+static int slots_of(const struct ampc_kernels *k, slot *out, int max) {
     int n = 0;
-    out[n++] = (slot){AMPCI_SLOT_GEMM_F32, AMPC_DTYPE_F32, k->gemm[AMPC_DTYPE_F32], 0};
-    out[n++] = (slot){AMPCI_SLOT_GEMM_BF16, AMPC_DTYPE_BF16, k->gemm[AMPC_DTYPE_BF16], 0};
-    out[n++] = (slot){AMPCI_SLOT_GEMM_F16, AMPC_DTYPE_F16, k->gemm[AMPC_DTYPE_F16], 0};
-    if (k->gemm_f32_bf16x1) out[n++] = (slot){AMPCI_SLOT_GEMM_F32_BF16X1, AMPC_DTYPE_F32, k->gemm_f32_bf16x1, 1};
-    if (k->gemm_f32_bf16x3) out[n++] = (slot){AMPCI_SLOT_GEMM_F32_BF16X3, AMPC_DTYPE_F32, k->gemm_f32_bf16x3, 3};
+    for (size_t c = 0; c < sizeof gemm_cells / sizeof gemm_cells[0]; c++) {
+        const ampci_kernel *cand[16];
+        size_t nc = ampci_candidates(k->isa, gemm_cells[c].slot, gemm_cells[c].key, cand, 16);
+        for (size_t i = nc < 16 ? nc : 16; i-- > 0 && n < max;)
+            out[n++] = (slot){cand[i], k->chosen[gemm_cells[c].slot][gemm_cells[c].key] == cand[i]};
+    }
     return n;
 }
 
@@ -60,18 +69,18 @@ static void *operand(ampc_ctx *ctx, ampc_dtype dt, int64_t n, uint64_t stream) {
  * summation bound K u sum|a||b| (products are exact in every kernel; only sums round). */
 static bool check(ampc_ctx *ctx, const slot *s) {
     enum { M = 67, N = 45, K = 129 };
-    void *a = operand(ctx, s->dtype, M * K, 101), *b = operand(ctx, s->dtype, K * N, 102);
+    ampc_dtype dt = s->e->dtype;
+    void *a = operand(ctx, dt, M * K, 101), *b = operand(ctx, dt, K * N, 102);
     float *c = malloc(sizeof(float) * M * N), *r = malloc(sizeof(float) * M * N);
     float *fa = malloc(sizeof(float) * M * K), *fb = malloc(sizeof(float) * K * N);
     bool ok = a && b && c && r && fa && fb;
     ampci_gemm g = {M, N, K, a, K, false, b, N, false, c, N, 0.0f}, gr = g;
     gr.c = r;
-    ok = ok && s->fn(ctx, &g) == AMPC_OK;
-    ok = ok && (s->split ? ampci_gemm_f32_split_ref(ctx, &gr, s->split)
-                         : ampci_kernels(AMPC_ISA_REF)->gemm[s->dtype](ctx, &gr)) == AMPC_OK;
+    ok = ok && s->e->fn.GEMM(ctx, &g) == AMPC_OK;
+    ok = ok && ampci_kernel_ref(s->e)->fn.GEMM(ctx, &gr) == AMPC_OK;   /* the cell's ref: split ones too */
     if (ok) {
-        ampc_convert(fa, AMPC_DTYPE_F32, a, s->dtype, M * K);
-        ampc_convert(fb, AMPC_DTYPE_F32, b, s->dtype, K * N);
+        ampc_convert(fa, AMPC_DTYPE_F32, a, dt, M * K);
+        ampc_convert(fb, AMPC_DTYPE_F32, b, dt, K * N);
     }
     for (int64_t i = 0; ok && i < M * N; i++) {
         double mag = 0;
@@ -94,10 +103,11 @@ static void gemm_once(void *arg) {
 }
 
 static ampc_status time_one(ampc_ctx *ctx, const slot *s, const shape *sh, bench_gemm_row *row) {
-    void *a = operand(ctx, s->dtype, sh->m * sh->k, 1), *b = operand(ctx, s->dtype, sh->k * sh->n, 2);
+    void *a = operand(ctx, s->e->dtype, sh->m * sh->k, 1), *b = operand(ctx, s->e->dtype, sh->k * sh->n, 2);
     float *c = bench_alloc((size_t)(sh->m * sh->n) * sizeof(float));
     if (!a || !b || !c) return bench_free(a), bench_free(b), bench_free(c), AMPC_STATUS_OOM;
-    gemm_job j = {ctx, s->fn, {sh->m, sh->n, sh->k, a, sh->ta ? sh->m : sh->k, sh->ta, b, sh->n, false, c, sh->n, 0.0f}};
+    ampci_gemm g = {sh->m, sh->n, sh->k, a, sh->ta ? sh->m : sh->k, sh->ta, b, sh->n, false, c, sh->n, 0.0f};
+    gemm_job j = {ctx, s->e->fn.GEMM, g};
     row->t = bench_time(gemm_once, &j, &(bench_repeat){.min_runs = 3, .min_seconds = 0.2});
     row->gflops = 2.0 * (double)sh->m * (double)sh->n * (double)sh->k / row->t.median_s / 1e9;
     bench_free(a), bench_free(b), bench_free(c);
@@ -116,8 +126,8 @@ ampc_status bench_gemm_run(const bench_gemm_params *p, bench_gemm_report *out) {
     int nsh = 0;
     for (int64_t s = 256; s <= (p->max_square ? p->max_square : 2048); s *= 2) shapes[nsh++] = (shape){"square", s, s, s, false};
     for (size_t i = 0; !p->no_gpt && i < sizeof gpt_shapes / sizeof gpt_shapes[0]; i++) shapes[nsh++] = gpt_shapes[i];
-    slot slots[5];
-    int ns = slots_of(k, slots);
+    slot slots[32];
+    int ns = slots_of(k, slots, 32);
     out->rows = calloc((size_t)(ns * nsh), sizeof *out->rows);
     if (!out->rows) return ampc_ctx_free(ctx), AMPC_STATUS_OOM;
     for (int i = 0; i < ns && st == AMPC_OK; i++) {
@@ -125,9 +135,11 @@ ampc_status bench_gemm_run(const bench_gemm_params *p, bench_gemm_report *out) {
         for (int s = 0; s < nsh && st == AMPC_OK; s++) {
             bench_gemm_row *r = &out->rows[out->nrows];
             const shape *sh = &shapes[s];
-            *r = (bench_gemm_row){.slot = ampci_slot_name(slots[i].id), .kernel = k->impl[slots[i].id],
-                                  .dtype = slots[i].dtype, .shape = sh->name, .m = sh->m, .n = sh->n, .k = sh->k,
-                                  .ta = sh->ta, .threads = ampc_ctx_threads(ctx), .matches_ref = ok};
+            const ampci_kernel *e = slots[i].e;
+            *r = (bench_gemm_row){.slot = ampci_cell_name(e->slot, ampci_kernel_key(e)), .kernel = e->name,
+                                  .chosen = slots[i].chosen, .dtype = e->dtype, .shape = sh->name, .m = sh->m,
+                                  .n = sh->n, .k = sh->k, .ta = sh->ta, .threads = ampc_ctx_threads(ctx),
+                                  .matches_ref = ok};
             if (p->progress) p->progress(p->user, (int)out->nrows, ns * nsh, r->kernel);
             if ((st = time_one(ctx, &slots[i], sh, r)) != AMPC_OK) break;
             r->peak_gflops = bench_peak_for(&out->peaks, r->kernel, &r->peak_kind);

@@ -1,6 +1,7 @@
-/* bench_gemm.h: GFLOP/s of the GEMM kernels ampc runs on this machine (every GEMM slot of the chosen
- * kernel level, including the split F32 ones the TF32 switch uses), on squares and on the shapes of a
- * GPT training step, as a fraction of the measured peak of the unit each kernel runs on. */
+/* bench_gemm.h: GFLOP/s of the GEMM kernels on this machine (every candidate of every GEMM slot at the
+ * chosen kernel level, the chosen one marked, including the split F32 ones the TF32 switch uses), on
+ * squares and on the shapes of a GPT training step, as a fraction of the measured peak of the unit each
+ * kernel runs on. */
 #ifndef AMPC_BENCH_GEMM_H
 #define AMPC_BENCH_GEMM_H
 
@@ -10,6 +11,7 @@
 typedef struct bench_gemm_row {
     const char *slot;        /* "gemm_bf16", "gemm_f32_bf16x1", ... */
     const char *kernel;      /* "ampc_k_gemm_bf16f32__amx" */
+    bool chosen;             /* the kernel the process runs for the slot (the others are candidates) */
     ampc_dtype dtype;        /* of the operands */
     const char *shape;       /* "square", "gpt qkv", "gpt fc dW", ... */
     int64_t m, n, k;

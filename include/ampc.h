@@ -165,8 +165,9 @@ AMPC_API ampc_status ampc_convert(void *dst, ampc_dtype dst_dtype, const void *s
  * "memcpy" for equal dtypes, "generic" for pairs without a dedicated kernel, NULL for invalid dtypes. */
 AMPC_API const char *ampc_convert_kernel_name(ampc_dtype dst_dtype, ampc_dtype src_dtype);
 /* The compute kernels of the process's chosen level, slot by slot (for `ampc info`), i in [0, count):
- * the slot ("gemm_f32", "softmax", "attention", ...) and the kernel in it ("ampc_k_gemm_f32f32__avx512",
- * or "-" for an optional slot this CPU leaves empty, such as the split F32 GEMMs). NULL past the end. */
+ * the slot ("gemm_f32", "unary_exp", "softmax", "attention", ...) and the kernel in it
+ * ("ampc_k_gemm_f32f32__avx512", or "-" for an optional slot this CPU leaves empty, such as the split F32
+ * GEMMs). NULL past the end. Every kernel compiled in, chosen or not: ampc_kernel_describe. */
 AMPC_API const char *ampc_kernel_slot_name(int i);
 AMPC_API const char *ampc_kernel_slot_impl(int i);
 
@@ -234,6 +235,20 @@ AMPC_API const char *ampc_cpu_feature_name(ampc_cpu_feature f);   /* "avx512_bf1
 AMPC_API const char *ampc_isa_name(ampc_isa isa);                 /* "auto", "ref", "avx2", ... */
 /* "ref|avx2|avx512|amx" (and "auto") to an ampc_isa. */
 AMPC_API ampc_status ampc_isa_parse(const char *name, ampc_isa *out);
+
+/* Every kernel compiled into the library (for `ampc info`), i in [0, count): false past the end. A slot
+ * (a row of ampc_kernel_slot_name, or a conversion's "convert_f32_to_bf16") may hold several kernels of
+ * several levels; the process runs the one chosen for its level. */
+typedef struct ampc_kernel_desc {
+    const char *name;     /* the kernel's function name: "ampc_k_gemm_bf16f32__amx" */
+    const char *slot;     /* the slot it can fill: "gemm_bf16", "unary_exp", "convert_f32_to_bf16", ... */
+    ampc_isa level;       /* the lowest kernel level that may run it (an AMPC_ISA cap below excludes it) */
+    uint32_t needs;       /* CPU features it needs beyond its level's: bit f for ampc_cpu_feature f */
+    bool usable;          /* this CPU runs it */
+    bool candidate;       /* dispatch may choose it (false: a reference kept for tests and benchmarks) */
+    bool chosen;          /* it fills its slot at the process's chosen level */
+} ampc_kernel_desc;
+AMPC_API bool ampc_kernel_describe(int i, ampc_kernel_desc *out);
 
 /* ------------------------------------------------------------------------------------------------
  * Context: allocator, threads, kernel table, RNG, step arena

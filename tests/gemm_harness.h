@@ -1,17 +1,19 @@
-/* gemm_harness.h: what the GEMM kernel tests (test_gemm.c: the avx512 kernels; test_amx.c: the AMX kernels
- * through the tile emulation) share, so that each file keeps only its variants, its error bounds and the
- * cases specific to its kernels: the two contexts (1 and 2 threads) and the ref kernel table, seeded
- * operands whose leading-dimension gaps hold NaN, problems (prob_new, run), failure descriptions, and the
- * checks that hold for every GEMM kernel whatever its error bound: the non-finite pattern element by
- * element, c untouched beyond N and past its last row, the normwise bound, the non-finite input pattern,
- * BF16 subnormal and tiny inputs, operands that end at a guard page, the benchmark timer, and two whole
- * cmocka tests (test_degenerate: K = 0, M = 0, N = 0; test_oom: the scratch allocation failing).
- * Everything is static inline: one copy per test program, no unused-function warnings, no extra source in
- * tests/CMakeLists.txt. Define _DEFAULT_SOURCE before the first include (MAP_ANONYMOUS). */
+/* gemm_harness.h: what the GEMM kernel tests (test_gemm.c: the GEMM entries of the registry outside the
+ * amx folder; test_amx.c: the amx folder's through the tile emulation, and the split F32 entries) share,
+ * so that each file keeps only its variants, its error bounds and the cases specific to its kernels: the
+ * two contexts (1 and 2 threads) and the ref kernel table, seeded operands whose leading-dimension gaps
+ * hold NaN (the entries under test come from kernel_check.h), problems (prob_new, run), failure
+ * descriptions, and the checks that hold for every GEMM kernel whatever its error bound: the non-finite
+ * pattern element by element, c untouched beyond N and past its last row, the normwise bound, the
+ * non-finite input pattern, BF16 subnormal and tiny inputs, operands that end at a guard page, the
+ * benchmark timer, and two whole cmocka tests (test_degenerate: K = 0, M = 0, N = 0; test_oom: the
+ * scratch allocation failing). Everything is static inline: one copy per test program, no unused-function
+ * warnings, no extra source in tests/CMakeLists.txt. Define _DEFAULT_SOURCE before the first include
+ * (MAP_ANONYMOUS). */
 #ifndef AMPC_TEST_GEMM_HARNESS_H
 #define AMPC_TEST_GEMM_HARNESS_H
 
-#include "test_util.h"
+#include "kernel_check.h"
 
 #include "core/core.h"
 #include "kernels/kernels.h"
@@ -22,7 +24,7 @@
 #include <unistd.h>
 
 static ampc_ctx *g_ctx1, *g_ctx2;   /* 1 and 2 threads */
-static struct ampc_kernels g_ref;
+static const struct ampc_kernels *g_ref;   /* the ref level's table: its GEMMs are the ref entries */
 static uint64_t g_seed;             /* each test file keeps its own stream (gh_setup) */
 static bool g_beta0_nan_c;          /* prob_new fills c with NaN for beta 0 (which must never read it) */
 
@@ -50,7 +52,7 @@ static inline int gh_setup(uint64_t seed, bool beta0_nan_c) {
     g_beta0_nan_c = beta0_nan_c;
     if (ampc_ctx_new(&(ampc_ctx_params){.seed = 1, .threads = 1}, &g_ctx1) != AMPC_OK) return -1;
     if (ampc_ctx_new(&(ampc_ctx_params){.seed = 1, .threads = 2}, &g_ctx2) != AMPC_OK) return -1;
-    ampci_fill_ref_gemm(&g_ref);
+    g_ref = ampci_kernels(AMPC_ISA_REF);
     return 0;
 }
 

@@ -1,13 +1,15 @@
-/* test_amx.c: the AMX GEMMs (kernels/amx/gemm_amx.c) through an emulation of the tile instructions, and
- * the AVX-512 F32-as-one-BF16-pass GEMM. This file #includes gemm_amx.c with AMPCI_AMX_EMULATE defined:
- * the same packing, blocking, threading and micro-kernel code runs with every tile instruction replaced
- * by portable C that follows the Intel SDM pseudo-code (kernels/amx/amx_tile.h), so the whole kernel is
- * checked on any x86-64. Where the CPU has AMX (with the tile permission), the library's native kernels
- * run on every problem too and must give the emulation's bits (NaN payloads aside).
+/* test_amx.c: the amx folder's GEMM entries (kernels/amx/gemm_amx.c) through an emulation of the tile
+ * instructions, and every other split F32 entry of the registry (today the AVX-512 F32-as-one-BF16-pass
+ * GEMM, on any CPU with AVX512-BF16). This file #includes gemm_amx.c with AMPCI_AMX_EMULATE defined: the
+ * same packing, blocking, threading and micro-kernel code runs with every tile instruction replaced by
+ * portable C that follows the Intel SDM pseudo-code (kernels/amx/amx_tile.h), so the whole kernel is
+ * checked on any x86-64; that build's own table (ampci_kernels_amx_emu) lists the folder's entries, so a
+ * new one is tested here without edits. Where the CPU has AMX (with the tile permission), the library's
+ * native kernels run on every problem too and must give the emulation's bits (NaN payloads aside).
  *
- * Variants: BF16 (ref: gemm_ref BF16), F16 as BF16 x3 (ref: gemm_ref F16, exact products), F32 as BF16
- * x1 and x3 (ref: ampci_gemm_f32_split_ref with 1 or 3 passes), and, on CPUs with AVX512_BF16 and no
- * AMX, the avx512 level's gemm_f32_bf16x1 (ref: the split ref, 1 pass).
+ * Variants, each against its cell's ref entry: BF16 (ref: gemm_ref BF16), F16 as BF16 x3 (ref: gemm_ref
+ * F16, exact products), F32 as BF16 x1 and x3 (ref: the split oracles ampc_k_gemm_f32_bf16x1/x3__ref),
+ * and the avx512 level's gemm_f32_bf16x1 (ref: the one-pass split oracle).
  *
  * Error bounds, per element (the derivation is at the top of gemm_amx.c): with u = 2^-24, gamma_n =
  * n u / (1 - n u), S = sum_k |a_k b_k| (exact values), D = |beta c| + sum of |every product a kernel
@@ -42,59 +44,65 @@
 
 static bool g_native;               /* the CPU runs AMX: the native kernels are checked too */
 
-typedef enum refkind { REF_GEMM, REF_SPLIT1, REF_SPLIT3 } refkind;
-
 typedef struct variant {
     const char *name;
     ampc_dtype dt;
-    ampc_k_gemm_fn fn, native;   /* native: the library's AMX kernel, NULL without AMX */
+    ampc_k_gemm_fn fn, native;   /* native: the library's AMX kernel, NULL without AMX (or for non-AMX ones) */
     int passes;
-    bool amx;                    /* AMX chain depth; false: the avx512 kernel */
-    refkind ref;
+    bool amx;                    /* AMX chain depth; false: a vector kernel's (K + 3) */
+    ampc_k_gemm_fn ref;          /* the ref entry of the cell: gemm_ref, or the split oracle */
+    bool split_ref;              /* that ref is a split oracle (one rounding of a double sum) */
     double split;                /* split error per |a b| vs the exact product */
     double drop;                 /* error per |a b| vs the ref's products */
 } variant;
-static variant g_var[5];
+static variant g_var[8];
 static int g_nvar;
+
+/* An entry's error model (the header): F16 on AMX tiles and three-pass F32 take 3 BF16 passes. */
+static variant variant_of(const ampci_kernel *e, ampc_k_gemm_fn native, bool amx) {
+    bool x1 = e->slot == AMPCI_SLOT_GEMM_F32_BF16X1, x3 = e->slot == AMPCI_SLOT_GEMM_F32_BF16X3;
+    bool f16 = e->slot == AMPCI_SLOT_GEMM && e->dtype == AMPC_DTYPE_F16;
+    variant v = {e->name, e->dtype, e->fn.GEMM, native, x3 || f16 ? 3 : 1, amx, ampci_kernel_ref(e)->fn.GEMM,
+                 x1 || x3, 0, 0};
+    v.split = x1 ? 0x1p-7 * (1 + 0x1p-9) : x3 ? 3.02 * 0x1p-16 : f16 ? 0x1p-16 : 0;
+    v.drop = f16 ? 0x1p-16 : 0;
+    return v;
+}
+
+/* The library's entry of an emulated one (its name without "_emu"), when this CPU runs it. */
+static ampc_k_gemm_fn native_of(const ampci_kernel *emu) {
+    char name[96];
+    snprintf(name, sizeof name, "%.*s", (int)(strlen(emu->name) - 4), emu->name);
+    const ampci_kernel *e = ampci_kernel_find(name);
+    assert_non_null(e);
+    return ampci_kernel_usable(e) ? e->fn.GEMM : NULL;
+}
 
 static int setup(void **state) {
     (void)state;
     if (gh_setup(4242, true) != 0) return -1;   /* beta 0 must never read c: it holds NaN then */
-    struct ampc_kernels ke = {0}, kn = {0}, kx = {0};
-    ampci_fill_amx_gemm_emulated(&ke);
-    ampci_fill_amx_gemm(&kn);   /* filling is safe anywhere; running needs AMX */
     g_native = ampc_cpu()->best >= AMPC_ISA_AMX;
     if (!g_native)
         printf("  note: no usable AMX here (%s): the native-vs-emulated bit check is skipped\n",
                ampc_cpu()->cpuid[AMPC_CPU_AMX_TILE] ? "tile permission or OS support missing" : "CPU has none");
-    g_var[g_nvar++] = (variant){ke.gemm_name[AMPC_DTYPE_BF16], AMPC_DTYPE_BF16, ke.gemm[AMPC_DTYPE_BF16],
-                                g_native ? kn.gemm[AMPC_DTYPE_BF16] : NULL, 1, true, REF_GEMM, 0, 0};
-    g_var[g_nvar++] = (variant){ke.gemm_name[AMPC_DTYPE_F16], AMPC_DTYPE_F16, ke.gemm[AMPC_DTYPE_F16],
-                                g_native ? kn.gemm[AMPC_DTYPE_F16] : NULL, 3, true, REF_GEMM, 0x1p-16, 0x1p-16};
-    g_var[g_nvar++] = (variant){ke.impl[AMPCI_SLOT_GEMM_F32_BF16X1], AMPC_DTYPE_F32, ke.gemm_f32_bf16x1,
-                                g_native ? kn.gemm_f32_bf16x1 : NULL, 1, true, REF_SPLIT1, 0x1p-7 * (1 + 0x1p-9), 0};
-    g_var[g_nvar++] = (variant){ke.impl[AMPCI_SLOT_GEMM_F32_BF16X3], AMPC_DTYPE_F32, ke.gemm_f32_bf16x3,
-                                g_native ? kn.gemm_f32_bf16x3 : NULL, 3, true, REF_SPLIT3, 3.02 * 0x1p-16, 0};
-    if (ampc_cpu()->best >= AMPC_ISA_AVX512) {
-        ampci_fill_ref_gemm(&kx);
-        ampci_fill_avx512_gemm(&kx, true);
-        if (kx.gemm_f32_bf16x1)
-            g_var[g_nvar++] = (variant){kx.impl[AMPCI_SLOT_GEMM_F32_BF16X1], AMPC_DTYPE_F32, kx.gemm_f32_bf16x1, NULL,
-                                        1, false, REF_SPLIT1, 0x1p-7 * (1 + 0x1p-9), 0};
+    /* every entry of the amx folder, through its emulated build (and natively where AMX runs) */
+    AMPCI_ASSERT(ampci_kernels_amx_emu_count <= 6);   /* g_var holds them, never silently untested */
+    for (size_t i = 0; i < ampci_kernels_amx_emu_count; i++)
+        g_var[g_nvar++] = variant_of(&ampci_kernels_amx_emu[i], native_of(&ampci_kernels_amx_emu[i]), true);
+    /* and the split F32 entries outside the amx folder (today avx512bf16's one pass) */
+    for (int slot = AMPCI_SLOT_GEMM_F32_BF16X1; slot <= AMPCI_SLOT_GEMM_F32_BF16X3; slot++) {
+        kc_note_unusable((ampci_slot)slot);
+        kc_list l = kc_fast((ampci_slot)slot, KC_ANY);
+        for (int i = 0; i < l.n; i++) {
+            AMPCI_ASSERT(g_nvar < (int)(sizeof g_var / sizeof g_var[0]));
+            if (l.e[i]->level != AMPC_ISA_AMX) g_var[g_nvar++] = variant_of(l.e[i], NULL, false);
+        }
     }
     for (int v = 0; v < g_nvar; v++) gh_add(g_var[v].name, g_var[v].dt, g_var[v].fn);   /* the harness's tests */
     return 0;
 }
 
-/* The split refs behind the kernel-table signature, so that they run like any GEMM. */
-static ampc_status split_ref1(ampc_ctx *ctx, const ampci_gemm *g) { return ampci_gemm_f32_split_ref(ctx, g, 1); }
-static ampc_status split_ref3(ampc_ctx *ctx, const ampci_gemm *g) { return ampci_gemm_f32_split_ref(ctx, g, 3); }
-
-static ampc_k_gemm_fn ref_fn(const variant *v) {
-    return v->ref == REF_GEMM ? g_ref.gemm[v->dt] : v->ref == REF_SPLIT3 ? split_ref3 : split_ref1;
-}
-
-static float *run_ref(const variant *v, const prob *p) { return run(g_ctx1, ref_fn(v), p); }
+static float *run_ref(const variant *v, const prob *p) { return run(g_ctx1, v->ref, p); }
 
 /* ---- error bounds (see the header) ---- */
 
@@ -108,7 +116,7 @@ static void split(float x, double *hi, double *lo) {
 static double depth(const variant *v, int64_t K) {
     return v->amx ? 18.0 + (double)(v->passes * ((K + 31) / 32)) : (double)K + 3.0;
 }
-static double depth_ref(const variant *v, int64_t K) { return v->ref == REF_GEMM ? (double)K + 2.0 : 2.0; }
+static double depth_ref(const variant *v, int64_t K) { return v->split_ref ? 2.0 : (double)K + 2.0; }
 
 /* op(a) and op(b) as doubles, k-contiguous ((M, K) and (N, K)): the values, their hi parts and lo parts
  * (split kernels; BF16 values are their own hi). */
@@ -247,34 +255,46 @@ static double one(const variant *v, int64_t M, int64_t N, int64_t K, int combo, 
 
 /* ---- tests ---- */
 
-/* The names each level installs; the AMX level only where AMX runs; x3 never at the avx512 level. */
+static const char *chosen_name(const struct ampc_kernels *k, ampci_slot slot, int key) {
+    const ampci_kernel *e = k->chosen[slot][key];
+    return e ? e->name : NULL;
+}
+
+/* The emulated build registers the amx folder's entries as emulations (the native names + _emu); the
+ * names each level chooses; the AMX level only where AMX runs; x3 never at the avx512 level. */
 static void test_table(void **state) {
     (void)state;
-    struct ampc_kernels ke = {0};
-    ampci_fill_amx_gemm_emulated(&ke);
-    assert_string_equal(ke.gemm_name[AMPC_DTYPE_BF16], "ampc_k_gemm_bf16f32__amx");
-    assert_string_equal(ke.gemm_name[AMPC_DTYPE_F16], "ampc_k_gemm_f16f32__amx_bf16x3");
-    assert_string_equal(ke.impl[AMPCI_SLOT_GEMM_F32_BF16X1], "ampc_k_gemm_f32_bf16x1__amx");
-    assert_string_equal(ke.impl[AMPCI_SLOT_GEMM_F32_BF16X3], "ampc_k_gemm_f32_bf16x3__amx");
-    assert_null(ke.gemm[AMPC_DTYPE_F32]);   /* F32 GEMMs reach tiles only through the split slots */
+    static const char *const names[] = {"ampc_k_gemm_bf16f32__amx", "ampc_k_gemm_f16f32__amx_bf16x3",
+                                        "ampc_k_gemm_f32_bf16x1__amx", "ampc_k_gemm_f32_bf16x3__amx"};
+    for (int i = 0; i < 4; i++) assert_non_null(ampci_kernel_find(names[i]));
+    assert_int_equal(ampci_kernels_amx_emu_count, ampci_kernels_amx_count);
+    for (size_t i = 0; i < ampci_kernels_amx_count; i++) {
+        const ampci_kernel *emu = &ampci_kernels_amx_emu[i], *nat = &ampci_kernels_amx[i];
+        char want[96];
+        snprintf(want, sizeof want, "%s_emu", nat->name);
+        assert_string_equal(emu->name, want);
+        assert_true(ampci_same_cell(emu, nat) && emu->role == AMPCI_ROLE_EMULATION && emu->level == AMPC_ISA_REF);
+        assert_true(nat->role == AMPCI_ROLE_KERNEL && nat->level == AMPC_ISA_AMX);
+        /* F32 GEMMs reach tiles only through the split slots */
+        assert_false(nat->slot == AMPCI_SLOT_GEMM && nat->dtype == AMPC_DTYPE_F32);
+    }
     const ampc_cpu_info *cpu = ampc_cpu();
     const struct ampc_kernels *amx = ampci_kernels(AMPC_ISA_AMX);
     if (cpu->chosen >= AMPC_ISA_AMX) {
-        assert_string_equal(amx->gemm_name[AMPC_DTYPE_BF16], "ampc_k_gemm_bf16f32__amx");
-        assert_string_equal(amx->impl[AMPCI_SLOT_GEMM_BF16], "ampc_k_gemm_bf16f32__amx");
-        assert_string_equal(amx->impl[AMPCI_SLOT_GEMM_F16], "ampc_k_gemm_f16f32__amx_bf16x3");
-        assert_string_equal(amx->impl[AMPCI_SLOT_GEMM_F32_BF16X3], "ampc_k_gemm_f32_bf16x3__amx");
+        assert_string_equal(chosen_name(amx, AMPCI_SLOT_GEMM, AMPC_DTYPE_BF16), "ampc_k_gemm_bf16f32__amx");
+        assert_string_equal(chosen_name(amx, AMPCI_SLOT_GEMM, AMPC_DTYPE_F16), "ampc_k_gemm_f16f32__amx_bf16x3");
+        assert_string_equal(chosen_name(amx, AMPCI_SLOT_GEMM_F32_BF16X3, 0), "ampc_k_gemm_f32_bf16x3__amx");
         assert_non_null(amx->gemm_f32_bf16x3);
     } else {
-        assert_null(strstr(amx->gemm_name[AMPC_DTYPE_BF16], "__amx"));
+        assert_null(strstr(chosen_name(amx, AMPCI_SLOT_GEMM, AMPC_DTYPE_BF16), "__amx"));
     }
     const struct ampc_kernels *k5 = ampci_kernels(AMPC_ISA_AVX512);
     assert_null(k5->gemm_f32_bf16x3);
-    assert_null(k5->impl[AMPCI_SLOT_GEMM_F32_BF16X3]);
+    assert_null(chosen_name(k5, AMPCI_SLOT_GEMM_F32_BF16X3, 0));
     bool x1 = cpu->chosen >= AMPC_ISA_AVX512 && ampc_cpu_has(AMPC_CPU_AVX512_BF16) && !cpu->cpuid[AMPC_CPU_AMX_BF16];
     if (x1) {
         assert_non_null(k5->gemm_f32_bf16x1);
-        assert_string_equal(k5->impl[AMPCI_SLOT_GEMM_F32_BF16X1], "ampc_k_gemm_f32_bf16x1__avx512bf16");
+        assert_string_equal(chosen_name(k5, AMPCI_SLOT_GEMM_F32_BF16X1, 0), "ampc_k_gemm_f32_bf16x1__avx512bf16");
     } else {
         assert_null(k5->gemm_f32_bf16x1);
     }
@@ -454,7 +474,7 @@ static void test_nonfinite(void **state) {
             /* op(a)[3, 7]: a signaling NaN with the payload in the low bits only (a conversion to BF16 that
              * does not quiet it makes it inf) */
             prob p = gh_nonfinite_prob(var->dt, combo, tu_float(0x7f800001u));
-            float *want = var->dt == AMPC_DTYPE_F32 ? run(g_ctx1, g_ref.gemm[AMPC_DTYPE_F32], &p) : NULL;
+            float *want = var->dt == AMPC_DTYPE_F32 ? run(g_ctx1, g_ref->gemm[AMPC_DTYPE_F32], &p) : NULL;
             run_check(var, &p, g_ctx2, want, " (non-finite inputs)");
             float *f = run(g_ctx2, var->fn, &p);
             gh_nonfinite_expect(&p, f);
@@ -537,7 +557,7 @@ static void test_guard_pages(void **state) {
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
             for (int combo = 0; combo < 4; combo++) {
                 const variant *var = &g_var[v];
-                gh_guard_pages(var->fn, ref_fn(var), var->name, var->dt, shapes[s][0], shapes[s][1], shapes[s][2],
+                gh_guard_pages(var->fn, var->ref, var->name, var->dt, shapes[s][0], shapes[s][1], shapes[s][2],
                                combo & 1, (combo >> 1) & 1, 0.0f);
             }
 }
@@ -551,26 +571,21 @@ static void test_bench(void **state) {
         return;
     }
     const struct ampc_kernels *k = ampci_kernels(AMPC_ISA_AUTO);
-    struct {
-        const char *name;
-        ampc_dtype dt;
-        ampc_k_gemm_fn fn;
-    } runs[5] = {{k->gemm_name[AMPC_DTYPE_F32], AMPC_DTYPE_F32, k->gemm[AMPC_DTYPE_F32]},
-                 {k->impl[AMPCI_SLOT_GEMM_F32_BF16X1], AMPC_DTYPE_F32, k->gemm_f32_bf16x1},
-                 {k->impl[AMPCI_SLOT_GEMM_F32_BF16X3], AMPC_DTYPE_F32, k->gemm_f32_bf16x3},
-                 {k->gemm_name[AMPC_DTYPE_BF16], AMPC_DTYPE_BF16, k->gemm[AMPC_DTYPE_BF16]},
-                 {k->gemm_name[AMPC_DTYPE_F16], AMPC_DTYPE_F16, k->gemm[AMPC_DTYPE_F16]}};
+    const ampci_kernel *runs[5] = {
+        k->chosen[AMPCI_SLOT_GEMM][AMPC_DTYPE_F32], k->chosen[AMPCI_SLOT_GEMM_F32_BF16X1][0],
+        k->chosen[AMPCI_SLOT_GEMM_F32_BF16X3][0], k->chosen[AMPCI_SLOT_GEMM][AMPC_DTYPE_BF16],
+        k->chosen[AMPCI_SLOT_GEMM][AMPC_DTYPE_F16]};
     static const int64_t shapes[][3] = {{1024, 1024, 1024}, {2048, 2048, 2048}, {512, 512, 512}, {2048, 384, 1536}};
     printf("  GFLOP/s, best of 5, 1 / 2 threads (layout nn, beta 0)\n");
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int r = 0; r < 5; r++) {
-            if (!runs[r].fn) continue;
-            prob p = prob_new(runs[r].dt, shapes[s][0], shapes[s][1], shapes[s][2], false, false, 0.0f, 0);
+            if (!runs[r]) continue;
+            prob p = prob_new(runs[r]->dtype, shapes[s][0], shapes[s][1], shapes[s][2], false, false, 0.0f, 0);
             float *c = malloc((size_t)(p.M * p.ldc + 1) * sizeof(float));
-            double r1 = gh_bench_one(g_ctx1, runs[r].fn, &p, c, 0.1, 400e9),
-                   r2 = gh_bench_one(g_ctx2, runs[r].fn, &p, c, 0.1, 400e9);
+            double r1 = gh_bench_one(g_ctx1, runs[r]->fn.GEMM, &p, c, 0.1, 400e9),
+                   r2 = gh_bench_one(g_ctx2, runs[r]->fn.GEMM, &p, c, 0.1, 400e9);
             printf("  %4lldx%4lldx%4lld  %-38s %8.1f / %8.1f\n", (long long)p.M, (long long)p.N, (long long)p.K,
-                   runs[r].name, r1, r2);
+                   runs[r]->name, r1, r2);
             free(c);
             prob_free(&p);
         }

@@ -1,12 +1,14 @@
-/* test_attention_fast.c: the avx512 level's fused attention kernels (src/kernels/avx512/attention_avx512.c)
- * against the ref kernels (the oracle): forward output and statistics, and gq, gk, gv, for F32, F16, BF16
- * through vdpbf16ps (when the CPU has AVX512-BF16) and BF16 through widening, causal and not, at sizes
- * around the kernel's 64-query/64-key blocks and 16-lane vectors (T in 1, 37, 63, 64, 65, 100, 257; Tq !=
- * Tk; D and Dv in 1, 7, 16, 64, 65, Dv != D; BH 1 and 3), scores of +-80 and steadily rising scores (the
+/* test_attention_fast.c: every attention entry of the kernel registry but ref's (today the avx512 fused
+ * kernels of src/kernels/avx512/attention_avx512.c: BF16 through widening, and through vdpbf16ps when the
+ * CPU has AVX512-BF16), each with its backward, against the ref kernels (the oracle): forward output and
+ * statistics, and gq, gk, gv, for F32, F16 and BF16 inputs, causal and not, at sizes around the avx512
+ * kernel's 64-query/64-key blocks and 16-lane vectors (T in 1, 37, 63, 64, 65, 100, 257; Tq != Tk; D and
+ * Dv in 1, 7, 16, 64, 65, Dv != D; BH 1 and 3), scores of +-80 and steadily rising scores (the
  * online softmax rescales by e^-64 per chunk), BF16 subnormal inputs (vdpbf16ps would read them as 0),
  * the backward run on the ref kernel's stats (the two kernels' stats mean the same), NULL gradients, 1 vs
- * 2 threads (same bits), and the vector exp against double. AMPC_ATTN_BENCH=1 prints ref vs avx512 times
- * at the GPT shape (BH 48, T 256, D 64, causal).
+ * 2 threads (same bits), and the avx512 kernels' vector exp against double (through its test hook in
+ * kernels/avx512/kernels_avx512.h). AMPC_ATTN_BENCH=1 prints ref vs fast kernel times at the GPT shape
+ * (BH 48, T 256, D 64, causal).
  *
  * Tolerance (every element; derived, first order in u = 2^-24, gamma_n = n u / (1 - n u)). The inputs are
  * dtype values, exact in F32 and in double; for row i of a head, with nv visible keys, exact scores
@@ -32,10 +34,10 @@
  * within the bound of the exact result and |fast - ref| <= 2 bound is what is checked. The printed margin
  * (largest error / tolerance) shows how far inside the bound the kernel is; a wrong key, mask or rescale
  * is off by orders of magnitude more. */
-#include "test_util.h"
+#include "kernel_check.h"
 
 #include "core/core.h"
-#include "kernels/kernels.h"
+#include "kernels/avx512/kernels_avx512.h"
 
 #include <stdlib.h>
 #include <time.h>
@@ -46,44 +48,51 @@ typedef struct variant {
     ampc_dtype dt;
     ampc_k_attention_fn fw;
     ampc_k_attention_bw_fn bw;
-    const char *name;
+    char name[80];   /* "ampc_k_attention__avx512bf16 bf16" */
 } variant;
 
 static ampc_ctx *g_ctx1, *g_ctx2;   /* 1 and 2 threads */
 static const struct ampc_kernels *g_ref;
-static struct ampc_kernels g_wide;  /* the avx512 table with BF16 on the widening path */
-static variant g_var[4];
+static variant g_var[12];
 static int g_nvar;
-static bool g_skip;
+static bool g_avx512;               /* the exp hook runs here */
 static double g_margin;             /* largest error / tolerance seen */
 
+/* The backward entry that goes with a forward one: the same ISA tag (ampc_k_attention_bw__<tag>). */
+static const ampci_kernel *backward_of(const ampci_kernel *fw) {
+    char name[96];
+    snprintf(name, sizeof name, "ampc_k_attention_bw%s", strstr(fw->name, "__"));
+    const ampci_kernel *bw = ampci_kernel_find(name);
+    if (!bw || bw->slot != AMPCI_SLOT_ATTENTION_BW) FAILF("%s has no backward entry %s", fw->name, name);
+    return bw;
+}
+
+/* Every attention entry but the ref one (the oracle) that this CPU runs, with its backward, on each of
+ * the three dtypes: a new entry is picked up here. */
 static int setup(void **state) {
     (void)state;
     if (ampc_ctx_new(&(ampc_ctx_params){.seed = 1, .threads = 1}, &g_ctx1) != AMPC_OK) return -1;
     if (ampc_ctx_new(&(ampc_ctx_params){.seed = 1, .threads = 2}, &g_ctx2) != AMPC_OK) return -1;
     g_ref = ampci_kernels(AMPC_ISA_REF);
-    const struct ampc_kernels *k = ampci_kernels(AMPC_ISA_AVX512);
-    const char *impl = k->impl[AMPCI_SLOT_ATTENTION];
-    if (ampc_cpu()->best < AMPC_ISA_AVX512 || !impl || !strstr(impl, "avx512")) {
-        printf("  skipped: no AVX-512 here (or AMPC_ISA caps the level): the avx512 attention kernels are not run\n");
-        g_skip = true;
-        return 0;
+    g_avx512 = ampc_cpu()->best >= AMPC_ISA_AVX512;
+    static const ampc_dtype dts[] = {AMPC_DTYPE_F32, AMPC_DTYPE_F16, AMPC_DTYPE_BF16};
+    kc_note_unusable(AMPCI_SLOT_ATTENTION);
+    kc_list l = kc_fast(AMPCI_SLOT_ATTENTION, KC_ANY);
+    for (int i = 0; i < l.n; i++) {
+        const ampci_kernel *e = l.e[i], *bw = backward_of(e);
+        for (int d = 0; d < 3; d++) {
+            AMPCI_ASSERT(g_nvar < (int)(sizeof g_var / sizeof g_var[0]));   /* never silently untested */
+            variant *v = &g_var[g_nvar++];
+            *v = (variant){dts[d], e->fn.ATTENTION, bw->fn.ATTENTION_BW, ""};
+            snprintf(v->name, sizeof v->name, "%s %s", e->name, ampc_dtype_name(dts[d]));
+        }
     }
-    g_wide = *k;
-    ampci_fill_avx512_attention_ex(&g_wide, false);
-    g_var[g_nvar++] = (variant){AMPC_DTYPE_F32, k->attention, k->attention_bw, "f32"};
-    g_var[g_nvar++] = (variant){AMPC_DTYPE_F16, k->attention, k->attention_bw, "f16"};
-    g_var[g_nvar++] = (variant){AMPC_DTYPE_BF16, g_wide.attention, g_wide.attention_bw, "bf16 (widened)"};
-    if (ampc_cpu_has(AMPC_CPU_AVX512_BF16))
-        g_var[g_nvar++] = (variant){AMPC_DTYPE_BF16, k->attention, k->attention_bw, "bf16 (vdpbf16ps)"};
-    else
-        printf("  note: no AVX512-BF16: the vdpbf16ps path is not tested\n");
     return 0;
 }
 
 static int teardown(void **state) {
     (void)state;
-    if (!g_skip) printf("  largest |avx512 - ref| / tolerance over all cases: %.3g\n", g_margin);
+    if (g_nvar) printf("  largest |fast - ref| / tolerance over all cases: %.3g\n", g_margin);
     ampc_ctx_free(g_ctx1);
     ampc_ctx_free(g_ctx2);
     return 0;
@@ -245,7 +254,7 @@ static void check(const char *what, const char *var, const prob *p, const float 
         double a = x[i * stride], b = y[i * stride], e = fabs(a - b);
         if (isnan(a) && isnan(b)) continue;
         if (!(e <= tol[i]))
-            FAILF("%s %s: BH %lld Tq %lld Tk %lld D %lld Dv %lld causal %d: element %lld: avx512 %.9g ref %.9g "
+            FAILF("%s %s: BH %lld Tq %lld Tk %lld D %lld Dv %lld causal %d: element %lld: fast %.9g ref %.9g "
                   "(|diff| %.3g > tol %.3g)", var, what, (long long)p->a.BH, (long long)p->a.Tq, (long long)p->a.Tk,
                   (long long)p->a.D, (long long)p->a.Dv, p->a.causal, (long long)i, a, b, e, tol[i]);
         if (tol[i] > 0 && e / tol[i] > g_margin) g_margin = e / tol[i];
@@ -256,7 +265,7 @@ static void same_bits(const char *what, const float *x, const float *y, int64_t 
     if (memcmp(x, y, (size_t)n * sizeof(float)) != 0) FAILF("%s differs between 1 and 2 threads", what);
 }
 
-/* One problem: avx512 vs ref within the bounds, and the same bits with 2 threads. */
+/* One problem: the variant vs ref within the bounds, and the same bits with 2 threads. */
 static void run_case(const variant *var, int64_t BH, int64_t Tq, int64_t Tk, int64_t D, int64_t Dv, bool causal,
                      dist d) {
     prob p = prob_new(var->dt, BH, Tq, Tk, D, Dv, causal, d);
@@ -286,15 +295,21 @@ static void run_case(const variant *var, int64_t BH, int64_t Tq, int64_t Tk, int
 
 /* ---- tests ---- */
 
-/* The table names the kernels; BF16 takes vdpbf16ps exactly when the CPU has it. */
+/* The tables name the kernels; BF16 takes vdpbf16ps exactly when the CPU has it, and the widening
+ * kernel stays registered. */
 static void test_table(void **state) {
     (void)state;
-    if (g_skip) return;
-    const char *impl = ampci_kernels(AMPC_ISA_AVX512)->impl[AMPCI_SLOT_ATTENTION];
-    const char *want = ampc_cpu_has(AMPC_CPU_AVX512_BF16) ? "ampc_k_attention__avx512bf16" : "ampc_k_attention__avx512";
-    if (strcmp(impl, want)) FAILF("attention slot is %s, expected %s", impl, want);
-    assert_string_equal(g_wide.impl[AMPCI_SLOT_ATTENTION], "ampc_k_attention__avx512");
-    assert_string_equal(g_ref->impl[AMPCI_SLOT_ATTENTION], "ampc_k_attention__ref");
+    assert_string_equal(g_ref->chosen[AMPCI_SLOT_ATTENTION][0]->name, "ampc_k_attention__ref");
+    assert_string_equal(g_ref->chosen[AMPCI_SLOT_ATTENTION_BW][0]->name, "ampc_k_attention_bw__ref");
+    assert_non_null(ampci_kernel_find("ampc_k_attention__avx512"));
+    if (ampc_cpu()->chosen < AMPC_ISA_AVX512) return;   /* the avx512 level is lowered here */
+    const struct ampc_kernels *k = ampci_kernels(AMPC_ISA_AVX512);
+    bool dp = ampc_cpu_has(AMPC_CPU_AVX512_BF16);
+    assert_string_equal(k->chosen[AMPCI_SLOT_ATTENTION][0]->name,
+                        dp ? "ampc_k_attention__avx512bf16" : "ampc_k_attention__avx512");
+    assert_string_equal(k->chosen[AMPCI_SLOT_ATTENTION_BW][0]->name,
+                        dp ? "ampc_k_attention_bw__avx512bf16" : "ampc_k_attention_bw__avx512");
+    assert_true(k->attention == k->chosen[AMPCI_SLOT_ATTENTION][0]->fn.ATTENTION);
 }
 
 /* T (= Tq = Tk) around the blocks, each with its D, Dv and BH; every variant, causal and not. */
@@ -398,7 +413,10 @@ static void test_degenerate(void **state) {
  * subnormal ones; -inf -> +0 exactly (masked keys), +inf and overflow -> inf, NaN -> NaN, 0 -> 1. */
 static void test_exp(void **state) {
     (void)state;
-    if (g_skip) return;
+    if (!g_avx512) {
+        printf("  skipped: no AVX-512 here\n");
+        return;
+    }
     enum { N = 1 << 16 };
     float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
     double worst = 0;
@@ -458,14 +476,13 @@ static void time_pair(ampc_ctx *ctx, ampc_k_attention_fn fw, ampc_k_attention_bw
 static void test_bench(void **state) {
     (void)state;
     const char *e = getenv("AMPC_ATTN_BENCH");
-    if (g_skip) return;
     if (!e || !*e || !strcmp(e, "0")) {
-        printf("  (set AMPC_ATTN_BENCH=1 for ref vs avx512 times at BH 48, T 256, D 64, causal)\n");
+        printf("  (set AMPC_ATTN_BENCH=1 for ref vs fast kernel times at BH 48, T 256, D 64, causal)\n");
         return;
     }
     printf("  ms, best of runs: forward | forward + backward (BH 48, T 256, D 64, causal)\n");
     for (int v = 0; v < g_nvar; v++) {
-        if (g_var[v].dt == AMPC_DTYPE_F16 || !strcmp(g_var[v].name, "bf16 (widened)")) continue;
+        if (g_var[v].dt == AMPC_DTYPE_F16) continue;
         prob p = prob_new(g_var[v].dt, 48, 256, 256, 64, 64, true, D_NORMAL);
         result r = run_kernels(g_ctx1, g_var[v].fw, g_var[v].bw, &p);
         for (int t = 1; t <= 2; t++) {
@@ -473,7 +490,7 @@ static void test_bench(void **state) {
             double rf, rfb, ff, ffb;
             time_pair(ctx, g_ref->attention, g_ref->attention_bw, &p, &r, 2, &rf, &rfb);
             time_pair(ctx, g_var[v].fw, g_var[v].bw, &p, &r, 100, &ff, &ffb);
-            printf("  %-17s %dt  ref %8.2f | %8.2f   avx512 %7.2f | %7.2f   speed-up %5.1fx | %5.1fx\n",
+            printf("  %-34s %dt  ref %8.2f | %8.2f   fast %7.2f | %7.2f   speed-up %5.1fx | %5.1fx\n",
                    g_var[v].name, t, rf, rfb, ff, ffb, rf / ff, rfb / ffb);
         }
         result_free(&r);

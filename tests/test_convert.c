@@ -1,34 +1,24 @@
-/* test_convert.c: every row-conversion implementation this CPU can run, bit for bit against the ref
- * path: at edge sizes (0, 1, tile-1, tile, tile+1, odd, long), misaligned, over every 16-bit input
+/* test_convert.c: every conversion entry of the kernel registry this CPU can run, bit for bit against
+ * its cell's ref entry: at edge sizes (0, 1, tile-1, tile, tile+1, odd, long), misaligned, over every 16-bit input
  * pattern and over specials plus random f32 patterns. Also the dispatch rules: a table never uses an
  * implementation above its level, and AMPC_ISA only lowers the level. */
-#include "test_util.h"
-
-#include "kernels/kernels.h"
+#include "kernel_check.h"
 
 #include <stdlib.h>
 
-static const ampci_cvt_impl *find_ref(ampc_dtype dst, ampc_dtype src) {
-    size_t n;
-    const ampci_cvt_impl *im = ampci_cvt_impls(&n);
-    for (size_t i = 0; i < n; i++)
-        if (im[i].level == AMPC_ISA_REF && im[i].dst == dst && im[i].src == src) return &im[i];
-    return NULL;
-}
-
 /* Runs impl and ref on the same input (n elements starting `offset` elements into the buffers) and
  * compares the output bytes, plus a guard after the end that must stay untouched. */
-static void compare_one(const ampci_cvt_impl *im, const void *src, size_t n, size_t offset) {
-    const ampci_cvt_impl *ref = find_ref(im->dst, im->src);
+static void compare_one(const ampci_kernel *im, const void *src, size_t n, size_t offset) {
+    const ampci_kernel *ref = ampci_kernel_ref(im);
     assert_non_null(ref);
-    size_t ss = ampc_dtype_size(im->src), ds = ampc_dtype_size(im->dst);
+    size_t ss = ampc_dtype_size(im->src), ds = ampc_dtype_size(im->dtype);
     size_t bytes = (n + offset + 64) * ds;
     unsigned char *a = malloc(bytes), *b = malloc(bytes);
     memset(a, 0xa5, bytes);
     memset(b, 0xa5, bytes);
     const unsigned char *s = (const unsigned char *)src + offset * ss;
-    ref->fn(a + offset * ds, s, n);
-    im->fn(b + offset * ds, s, n);
+    ref->fn.CONVERT(a + offset * ds, s, n);
+    im->fn.CONVERT(b + offset * ds, s, n);
     if (memcmp(a, b, bytes) != 0) {
         size_t i = 0;
         while (a[i] == b[i]) i++;
@@ -42,11 +32,10 @@ static void compare_one(const ampci_cvt_impl *im, const void *src, size_t n, siz
     free(b);
 }
 
-static void for_each_usable(void (*fn)(const ampci_cvt_impl *, void *), void *arg) {
-    size_t n;
-    const ampci_cvt_impl *im = ampci_cvt_impls(&n);
-    for (size_t i = 0; i < n; i++)
-        if (im[i].level != AMPC_ISA_REF && ampci_cvt_impl_usable(&im[i])) fn(&im[i], arg);
+/* fn on every conversion entry but the ref ones that this CPU runs. */
+static void for_each_usable(void (*fn)(const ampci_kernel *, void *), void *arg) {
+    kc_list l = kc_fast(AMPCI_SLOT_CONVERT, KC_ANY);
+    for (int i = 0; i < l.n; i++) fn(l.e[i], arg);
 }
 
 /* Inputs for a source dtype: every 16-bit pattern, or interesting f32 patterns. */
@@ -61,7 +50,7 @@ static void *make_input(ampc_dtype src, size_t n) {
     return h;
 }
 
-static void edge_sizes(const ampci_cvt_impl *im, void *arg) {
+static void edge_sizes(const ampci_kernel *im, void *arg) {
     (void)arg;
     static const size_t sizes[] = {0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 63, 64, 65, 127, 1000, 4099};
     void *in = make_input(im->src, 5000);
@@ -75,7 +64,7 @@ static void test_edge_sizes_and_alignment(void **state) {
     for_each_usable(edge_sizes, NULL);
 }
 
-static void all_patterns(const ampci_cvt_impl *im, void *arg) {
+static void all_patterns(const ampci_kernel *im, void *arg) {
     (void)arg;
     if (im->src == AMPC_DTYPE_F32) {
         enum { N = 1 << 20 };
@@ -96,7 +85,7 @@ static void test_all_16bit_patterns_and_sampled_f32(void **state) {
 }
 
 /* Every f32 subnormal goes through the BF16 fix-up lane of the avx512bf16 path. */
-static void subnormals(const ampci_cvt_impl *im, void *arg) {
+static void subnormals(const ampci_kernel *im, void *arg) {
     (void)arg;
     if (im->src != AMPC_DTYPE_F32) return;
     enum { N = 1 << 16 };
@@ -124,18 +113,20 @@ static void test_tables_respect_levels(void **state) {
         assert_true(k->isa <= (ampc_isa)l);
         for (int d = 0; d < AMPC_DTYPE_COUNT; d++)
             for (int s = 0; s < AMPC_DTYPE_COUNT; s++) {
-                if (!k->cvt_name[d][s]) continue;
-                size_t n;
-                const ampci_cvt_impl *im = ampci_cvt_impls(&n);
-                for (size_t i = 0; i < n; i++)
-                    if (im[i].fn == k->cvt[d][s] && im[i].level > k->isa)
-                        FAILF("table %s uses %s", ampc_isa_name(k->isa), im[i].name);
+                const ampci_kernel *e = k->chosen[AMPCI_SLOT_CONVERT][d * AMPC_DTYPE_COUNT + s];
+                if (!e) {
+                    assert_null(k->cvt[d][s]);
+                    continue;
+                }
+                assert_true(e->fn.CONVERT == k->cvt[d][s]);
+                if (e->level > k->isa) FAILF("table %s uses %s", ampc_isa_name(k->isa), e->name);
             }
     }
     /* the ref table uses only ref kernels; every float pair has a slot */
     const struct ampc_kernels *ref = ampci_kernels(AMPC_ISA_REF);
     assert_int_equal(ref->isa, AMPC_ISA_REF);
-    assert_string_equal(ref->cvt_name[AMPC_DTYPE_F16][AMPC_DTYPE_F32], "ampc_k_cvt_f16f32__ref");
+    assert_string_equal(ref->chosen[AMPCI_SLOT_CONVERT][AMPC_DTYPE_F16 * AMPC_DTYPE_COUNT + AMPC_DTYPE_F32]->name,
+                        "ampc_k_cvt_f16f32__ref");
     assert_non_null(ref->cvt[AMPC_DTYPE_BF16][AMPC_DTYPE_F16]);
 }
 
@@ -175,5 +166,6 @@ int main(void) {
         cmocka_unit_test(test_env_cap),
     };
     printf("# kernel level: best %s, chosen %s\n", ampc_isa_name(ampc_cpu()->best), ampc_isa_name(ampc_cpu()->chosen));
+    kc_note_unusable(AMPCI_SLOT_CONVERT);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,7 +14,7 @@
 enum { BLOCK = 1 << 16 };
 
 typedef struct job {
-    const ampci_cvt_impl *paths[16];
+    const ampci_kernel *paths[16];
     size_t npaths;
     atomic_int failed;
     char message[256];
@@ -48,9 +48,9 @@ static void check_block(void *arg, int64_t begin, int64_t end, int64_t chunk) {
         if (gb != ref[1][i]) report(j, "bf16 scalar vs generic codec", x[i], ref[1][i], gb);
     }
     for (size_t p = 0; p < j->npaths; p++) {
-        const ampci_cvt_impl *im = j->paths[p];
-        const uint16_t *want = ref[im->dst == AMPC_DTYPE_F16 ? 0 : 1];
-        im->fn(out, x, BLOCK);
+        const ampci_kernel *im = j->paths[p];
+        const uint16_t *want = ref[im->dtype == AMPC_DTYPE_F16 ? 0 : 1];
+        im->fn.CONVERT(out, x, BLOCK);
         if (memcmp(out, want, sizeof out) == 0) continue;
         for (uint32_t i = 0; i < BLOCK; i++)
             if (out[i] != want[i]) {
@@ -66,13 +66,17 @@ static void test_all_floats(void **state) {
     static job j;
     atomic_init(&j.failed, 0);
     size_t n;
-    const ampci_cvt_impl *im = ampci_cvt_impls(&n);
+    const ampci_kernel *const *all = ampci_registry(&n);
     for (size_t i = 0; i < n; i++) {
-        bool narrowing = im[i].src == AMPC_DTYPE_F32 && (im[i].dst == AMPC_DTYPE_F16 || im[i].dst == AMPC_DTYPE_BF16);
-        if (narrowing && ampci_cvt_impl_usable(&im[i])) {
+        const ampci_kernel *im = all[i];
+        bool narrowing = im->slot == AMPCI_SLOT_CONVERT && im->src == AMPC_DTYPE_F32 &&
+                         (im->dtype == AMPC_DTYPE_F16 || im->dtype == AMPC_DTYPE_BF16);
+        if (narrowing && ampci_kernel_usable(im)) {
             assert_true(j.npaths < 16);
-            j.paths[j.npaths++] = &im[i];
-            printf("# path %s\n", im[i].name);
+            j.paths[j.npaths++] = im;
+            printf("# path %s\n", im->name);
+        } else if (narrowing) {
+            printf("# path %s not run (this CPU lacks what it needs)\n", im->name);
         }
     }
     assert_true(j.npaths >= 2);   /* at least the two ref paths */

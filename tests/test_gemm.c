@@ -1,8 +1,9 @@
-/* test_gemm.c: the GEMM kernels of the avx512 level against the ref kernel, for every dtype (F32, F16,
- * BF16 through vdpbf16ps when the CPU has it, and BF16 through widening to F32), every ta/tb layout,
- * beta 0 and 1, leading dimensions above the minimum (the gaps hold NaN, which must never be read), and
- * sizes at and around the kernel's tiles (MR = 14 rows, NR = 32 columns, KC = 384 F32 / 768 BF16 K
- * elements, 168-row tasks, 512-column tasks, column chunks of packed op(b)).
+/* test_gemm.c: every GEMM entry of the kernel registry outside the ref and amx folders (today the avx512
+ * folder's: F32, F16, BF16 through vdpbf16ps when the CPU has it, and BF16 through widening to F32; a new
+ * entry of the slot is picked up) against its cell's ref entry, for every ta/tb layout, beta 0 and 1,
+ * leading dimensions above the minimum (the gaps hold NaN, which must never be read), and sizes at and
+ * around the avx512 kernels' tiles (MR = 14 rows, NR = 32 columns, KC = 384 F32 / 768 BF16 K elements,
+ * 168-row tasks, 512-column tasks, column chunks of packed op(b)).
  *
  * Error bound. Both kernels compute each c element as F32 sums of the K exact-or-rounded products plus
  * beta c (beta is 0 or 1 here, so beta c is exact). With D = |beta c| + sum_k |a_ik| |b_kj| (in double):
@@ -35,31 +36,26 @@ typedef struct variant {
     ampc_dtype dt;
     ampc_k_gemm_fn fn;
     const char *name;
-    bool bf16dp;
+    bool bf16dp;   /* vdpbf16ps: sums below 2^-126 are flushed (FTZ) */
 } variant;
-static variant g_var[4];
+static variant g_var[8];
 static int g_nvar;
 
+/* This file's entries: the GEMM slot's outside the ref folder (the oracle) and the amx folder (whose tile
+ * arithmetic has its own bounds and an emulation: test_amx.c). */
 static int setup(void **state) {
     (void)state;
     if (gh_setup(12345, false) != 0) return -1;
     g_avx512 = ampc_cpu()->best >= AMPC_ISA_AVX512;
-    if (!g_avx512) {
-        printf("  note: this CPU has no AVX-512: only the avx512 level's table is checked (it must be ref)\n");
-        return 0;
+    kc_note_unusable(AMPCI_SLOT_GEMM);
+    kc_list l = kc_fast(AMPCI_SLOT_GEMM, KC_ANY);
+    for (int i = 0; i < l.n; i++) {
+        const ampci_kernel *e = l.e[i];
+        AMPCI_ASSERT(g_nvar < (int)(sizeof g_var / sizeof g_var[0]));   /* never silently untested */
+        /* the kernels that need AVX512-BF16 are the vdpbf16ps ones, whose tiny sums are flushed */
+        if (e->level != AMPC_ISA_AMX)
+            g_var[g_nvar++] = (variant){e->dtype, e->fn.GEMM, e->name, (e->needs & AMPCI_FEAT(AVX512_BF16)) != 0};
     }
-    struct ampc_kernels k, kw;
-    ampci_fill_ref_gemm(&k);
-    ampci_fill_avx512_gemm(&k, true);
-    ampci_fill_ref_gemm(&kw);
-    ampci_fill_avx512_gemm(&kw, false);
-    g_var[g_nvar++] = (variant){AMPC_DTYPE_F32, k.gemm[AMPC_DTYPE_F32], k.gemm_name[AMPC_DTYPE_F32], false};
-    g_var[g_nvar++] = (variant){AMPC_DTYPE_F16, k.gemm[AMPC_DTYPE_F16], k.gemm_name[AMPC_DTYPE_F16], false};
-    g_var[g_nvar++] = (variant){AMPC_DTYPE_BF16, kw.gemm[AMPC_DTYPE_BF16], kw.gemm_name[AMPC_DTYPE_BF16], false};
-    if (ampc_cpu_has(AMPC_CPU_AVX512_BF16))
-        g_var[g_nvar++] = (variant){AMPC_DTYPE_BF16, k.gemm[AMPC_DTYPE_BF16], k.gemm_name[AMPC_DTYPE_BF16], true};
-    else
-        printf("  note: no AVX512_BF16: the vdpbf16ps kernel is not tested\n");
     for (int v = 0; v < g_nvar; v++) gh_add(g_var[v].name, g_var[v].dt, g_var[v].fn);   /* the harness's tests */
     return 0;
 }
@@ -90,7 +86,7 @@ static double check(const prob *p, const float *fast, const float *ref, const ch
 /* One problem through ref and the variant (1 thread); returns the error ratio. */
 static double one(const variant *v, int64_t M, int64_t N, int64_t K, bool ta, bool tb, float beta, int64_t pad) {
     prob p = prob_new(v->dt, M, N, K, ta, tb, beta, pad);
-    float *r = run(g_ctx1, g_ref.gemm[v->dt], &p);
+    float *r = run(g_ctx1, g_ref->gemm[v->dt], &p);
     float *f = run(g_ctx1, v->fn, &p);
     double ratio = check(&p, f, r, describe(v->name, &p, ""));
     free(f);
@@ -101,30 +97,33 @@ static double one(const variant *v, int64_t M, int64_t N, int64_t K, bool ta, bo
 
 /* ---- tests ---- */
 
+static const char *gemm_name(const struct ampc_kernels *k, ampc_dtype dt) {
+    const ampci_kernel *e = k->chosen[AMPCI_SLOT_GEMM][dt];
+    assert_non_null(e);
+    assert_true(e->fn.GEMM == k->gemm[dt]);
+    return e->name;
+}
+
 static void test_table(void **state) {
     (void)state;
+    static const ampc_dtype dts[] = {AMPC_DTYPE_F32, AMPC_DTYPE_F16, AMPC_DTYPE_BF16};
     const struct ampc_kernels *k = ampci_kernels(AMPC_ISA_AVX512);
-    for (int dt = AMPC_DTYPE_F32; dt <= AMPC_DTYPE_BF16; dt++) {
-        if (dt != AMPC_DTYPE_F32 && dt != AMPC_DTYPE_F16 && dt != AMPC_DTYPE_BF16) continue;
-        assert_non_null(k->gemm[dt]);
-        assert_non_null(k->gemm_name[dt]);
-    }
+    for (int d = 0; d < 3; d++) assert_non_null(gemm_name(k, dts[d]));
     if (!g_avx512 || ampc_cpu()->chosen < AMPC_ISA_AVX512) {
         /* the avx512 level is lowered to what runs here: the ref GEMMs */
-        for (int dt = AMPC_DTYPE_F32; dt <= AMPC_DTYPE_BF16; dt++) {
-            if (dt != AMPC_DTYPE_F32 && dt != AMPC_DTYPE_F16 && dt != AMPC_DTYPE_BF16) continue;
-            if (!g_avx512) assert_ptr_equal(k->gemm[dt], g_ref.gemm[dt]);
-            if (!g_avx512) assert_string_equal(k->gemm_name[dt], g_ref.gemm_name[dt]);
+        for (int d = 0; d < 3 && !g_avx512; d++) {
+            assert_ptr_equal(k->gemm[dts[d]], g_ref->gemm[dts[d]]);
+            assert_string_equal(gemm_name(k, dts[d]), gemm_name(g_ref, dts[d]));
         }
         return;
     }
-    assert_string_equal(k->gemm_name[AMPC_DTYPE_F32], "ampc_k_gemm_f32f32__avx512");
-    assert_string_equal(k->gemm_name[AMPC_DTYPE_F16], "ampc_k_gemm_f16f32__avx512");
-    assert_string_equal(k->gemm_name[AMPC_DTYPE_BF16], ampc_cpu_has(AMPC_CPU_AVX512_BF16)
+    assert_string_equal(gemm_name(k, AMPC_DTYPE_F32), "ampc_k_gemm_f32f32__avx512");
+    assert_string_equal(gemm_name(k, AMPC_DTYPE_F16), "ampc_k_gemm_f16f32__avx512");
+    assert_string_equal(gemm_name(k, AMPC_DTYPE_BF16), ampc_cpu_has(AMPC_CPU_AVX512_BF16)
                                                            ? "ampc_k_gemm_bf16f32__avx512bf16"
                                                            : "ampc_k_gemm_bf16f32__avx512");
     /* the ref level keeps the ref GEMMs */
-    assert_string_equal(ampci_kernels(AMPC_ISA_REF)->gemm_name[AMPC_DTYPE_F32], "ampc_k_gemm_f32f32__ref");
+    assert_string_equal(gemm_name(ampci_kernels(AMPC_ISA_REF), AMPC_DTYPE_F32), "ampc_k_gemm_f32f32__ref");
 }
 
 /* Every (M, N, K) of the brief's size list; the layout and beta rotate with the size index so that each
@@ -192,7 +191,7 @@ static void test_threads(void **state) {
                 if (memcmp(f1, f2, nc * sizeof(float)) != 0)
                     FAILF("%s: 1 and 2 threads differ", describe(var->name, &p, ""));
                 if (combo == 0 || combo == 7 || (s != 2 && s != 4 && combo == 2)) {
-                    float *r = run(g_ctx2, g_ref.gemm[var->dt], &p);
+                    float *r = run(g_ctx2, g_ref->gemm[var->dt], &p);
                     check(&p, f2, r, describe(var->name, &p, " (2 threads)"));
                     free(r);
                 }
@@ -220,7 +219,7 @@ static void test_nonfinite(void **state) {
         for (int combo = 0; combo < 8; combo++) {
             const variant *var = &g_var[v];
             prob p = gh_nonfinite_prob(var->dt, combo, NAN);
-            float *r = run(g_ctx1, g_ref.gemm[var->dt], &p);
+            float *r = run(g_ctx1, g_ref->gemm[var->dt], &p);
             float *f = run(g_ctx2, var->fn, &p);
             check(&p, f, r, describe(var->name, &p, " (non-finite inputs)"));
             gh_nonfinite_expect(&p, f);
@@ -255,7 +254,7 @@ static void test_bf16_subnormal(void **state) {
         for (int combo = 0; combo < 4; combo++) {
             prob p = prob_new(AMPC_DTYPE_BF16, 60, 70, 700, combo & 1, combo >> 1, 0.0f, 3);
             gh_scatter_tiny(&p, combo, 0x1p-133f, 0x1p123f);   /* 2^-133 * 2^123 = 2^-10 */
-            float *r = run(g_ctx1, g_ref.gemm[AMPC_DTYPE_BF16], &p);
+            float *r = run(g_ctx1, g_ref->gemm[AMPC_DTYPE_BF16], &p);
             float *f1 = run(g_ctx1, g_var[v].fn, &p);
             float *f2 = run(g_ctx2, g_var[v].fn, &p);
             check(&p, f2, r, describe(g_var[v].name, &p, " (subnormal inputs)"));
@@ -281,7 +280,7 @@ static void test_guard_pages(void **state) {
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
             for (int combo = 0; combo < 8; combo++) {
                 const variant *var = &g_var[v];
-                gh_guard_pages(var->fn, g_ref.gemm[var->dt], var->name, var->dt, shapes[s][0], shapes[s][1],
+                gh_guard_pages(var->fn, g_ref->gemm[var->dt], var->name, var->dt, shapes[s][0], shapes[s][1],
                                shapes[s][2], combo & 1, (combo >> 1) & 1, (combo >> 2) & 1 ? 1.0f : 0.0f);
             }
 }

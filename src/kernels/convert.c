@@ -26,18 +26,3 @@ ampc_status ampci_convert_with(const struct ampc_kernels *k, void *dst, ampc_dty
 ampc_status ampc_convert(void *dst, ampc_dtype dst_dtype, const void *src, ampc_dtype src_dtype, size_t n) {
     return ampci_convert_with(ampci_kernels(AMPC_ISA_AUTO), dst, dst_dtype, src, src_dtype, n);
 }
-
-const char *ampc_kernel_slot_name(int i) { return i >= 0 && i < AMPCI_SLOT_COUNT ? ampci_slot_name(i) : NULL; }
-
-const char *ampc_kernel_slot_impl(int i) {
-    if (i < 0 || i >= AMPCI_SLOT_COUNT) return NULL;
-    const char *name = ampci_kernels(AMPC_ISA_AUTO)->impl[i];
-    return name ? name : "-";
-}
-
-const char *ampc_convert_kernel_name(ampc_dtype dst_dtype, ampc_dtype src_dtype) {
-    if ((unsigned)dst_dtype >= AMPC_DTYPE_COUNT || (unsigned)src_dtype >= AMPC_DTYPE_COUNT) return NULL;
-    if (dst_dtype == src_dtype) return "memcpy";
-    const char *name = ampci_kernels(AMPC_ISA_AUTO)->cvt_name[dst_dtype][src_dtype];
-    return name ? name : "generic";
-}

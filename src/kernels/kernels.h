@@ -1,25 +1,24 @@
-/* kernels.h: the kernel function table. Every slot is filled by the ref/ path first (complete and
- * obviously correct: the fallback and the test oracle); ISA folders then override the slots they speed
- * up, each implementation declaring the level and CPU features it needs. Kernel names follow
- * ampc_k_<op>_<dst><src>__<isa>. */
+/* kernels.h: the kernel signatures, the one kernel registry and the resolved per-level tables.
+ *
+ * A kernel is a function whose C identifier is its name, ampc_k_<op>_<dtypes>__<isa>[_<variant>] (so the
+ * name a table, `ampc info`, a test or a benchmark prints can never belong to another function). Each
+ * folder (kernels/ref, avx2, avx512, amx) exports one table of entries {slot, key, name, level, needs,
+ * fn}; ref/ is complete (one usable-everywhere entry in every cell: the fallback and the test oracle),
+ * the ISA folders add faster candidates for the cells they speed up. dispatch.c collects, per cell (a
+ * slot and its key: a dtype, a dtype pair or an op), the usable candidates of each level and picks one
+ * with a single rule into `struct ampc_kernels`, which is all the rest of the library sees. Tests and
+ * benchmarks iterate the same registry, so a new kernel is one entry. */
 #ifndef AMPC_KERNELS_H
 #define AMPC_KERNELS_H
 
 #include "../core/core.h"
 
+/* Every signature comes twice: the function type (ampci_<x>_kernel, to declare kernels) and the pointer
+ * (ampc_k_<x>_fn, for tables and callers). */
+
 /* dst: (n) of the implementation's dst dtype; src: (n) of its src dtype. No overlap. */
-typedef void (*ampc_k_cvt_fn)(void *restrict dst, const void *restrict src, size_t n);
-
-#define AMPCI_MAX_NEEDS 2
-
-/* One row-conversion implementation, as registered by a kernel folder. */
-typedef struct ampci_cvt_impl {
-    const char *name;                       /* "ampc_k_cvt_f16f32__avx512" */
-    ampc_isa level;                         /* lowest kernel level that may use it */
-    ampc_cpu_feature needs[AMPCI_MAX_NEEDS]; /* extra features beyond the level's; SSE42 = none */
-    ampc_dtype dst, src;
-    ampc_k_cvt_fn fn;
-} ampci_cvt_impl;
+typedef void ampci_cvt_kernel(void *restrict dst, const void *restrict src, size_t n);
+typedef ampci_cvt_kernel *ampc_k_cvt_fn;
 
 /* ---- compute kernels: F32 in and out unless said otherwise; the op layer converts dtypes ---- */
 
@@ -28,14 +27,17 @@ typedef enum ampci_unary {
     AMPCI_UNARY_SIGMOID, AMPCI_UNARY_RELU, AMPCI_UNARY_GELU_ERF, AMPCI_UNARY_GELU_TANH, AMPCI_UNARY_COUNT
 } ampci_unary;
 /* y: (n), x: (n) */
-typedef void (*ampc_k_unary_fn)(float *y, const float *x, int64_t n);
+typedef void ampci_unary_kernel(float *y, const float *x, int64_t n);
+typedef ampci_unary_kernel *ampc_k_unary_fn;
 /* gx: (n) = gy * f'(x); x and y (= f(x)) are both given so a kernel can use either */
-typedef void (*ampc_k_unary_bw_fn)(float *gx, const float *gy, const float *x, const float *y, int64_t n);
+typedef void ampci_unary_bw_kernel(float *gx, const float *gy, const float *x, const float *y, int64_t n);
+typedef ampci_unary_bw_kernel *ampc_k_unary_bw_fn;
 
 typedef enum ampci_binary { AMPCI_BINARY_ADD = 0, AMPCI_BINARY_SUB, AMPCI_BINARY_MUL, AMPCI_BINARY_DIV,
                             AMPCI_BINARY_COUNT } ampci_binary;
 /* z: (n) = x op y, all (n) */
-typedef void (*ampc_k_binary_fn)(float *z, const float *x, const float *y, int64_t n);
+typedef void ampci_binary_kernel(float *z, const float *x, const float *y, int64_t n);
+typedef ampci_binary_kernel *ampc_k_binary_fn;
 
 /* One GEMM: c (M, N) F32 row-major (ldc) = beta * c + op(a) op(b), where op(a) is (M, K): a stored (M, K)
  * with leading dimension lda, or (K, M) when ta; op(b) is (K, N): b stored (K, N), or (N, K) when tb.
@@ -55,37 +57,45 @@ typedef struct ampci_gemm {
 } ampci_gemm;
 /* May use the context's threads; results do not depend on the thread count. Fails only for lack of
  * scratch memory (AMPC_STATUS_OOM, error recorded). */
-typedef ampc_status (*ampc_k_gemm_fn)(ampc_ctx *ctx, const ampci_gemm *g);
+typedef ampc_status ampci_gemm_kernel(ampc_ctx *ctx, const ampci_gemm *g);
+typedef ampci_gemm_kernel *ampc_k_gemm_fn;
 
 /* Row softmax: y, x: (rows, cols); log selects log_softmax. */
-typedef void (*ampc_k_softmax_fn)(float *y, const float *x, int64_t rows, int64_t cols, bool log);
+typedef void ampci_softmax_kernel(float *y, const float *x, int64_t rows, int64_t cols, bool log);
+typedef ampci_softmax_kernel *ampc_k_softmax_fn;
 /* gx = J^T gy from the saved output y (softmax or log_softmax values). */
-typedef void (*ampc_k_softmax_bw_fn)(float *gx, const float *gy, const float *y, int64_t rows, int64_t cols,
+typedef void ampci_softmax_bw_kernel(float *gx, const float *gy, const float *y, int64_t rows, int64_t cols,
                                      bool log);
+typedef ampci_softmax_bw_kernel *ampc_k_softmax_bw_fn;
 /* Layer norm over rows of length cols: y = (x - mean) * rstd * w + b (w, b may be NULL); mean and rstd
  * (rows) are saved for the backward. */
-typedef void (*ampc_k_layernorm_fn)(float *y, float *mean, float *rstd, const float *x, const float *w,
+typedef void ampci_layernorm_kernel(float *y, float *mean, float *rstd, const float *x, const float *w,
                                     const float *b, int64_t rows, int64_t cols, float eps);
+typedef ampci_layernorm_kernel *ampc_k_layernorm_fn;
 /* gx (rows, cols); gw, gb (cols) are written (not accumulated) when non-NULL. */
-typedef void (*ampc_k_layernorm_bw_fn)(float *gx, float *gw, float *gb, const float *gy, const float *x,
+typedef void ampci_layernorm_bw_kernel(float *gx, float *gw, float *gb, const float *gy, const float *x,
                                        const float *mean, const float *rstd, const float *w, int64_t rows,
                                        int64_t cols);
+typedef ampci_layernorm_bw_kernel *ampc_k_layernorm_bw_fn;
 
 /* ---- nn family kernels ---- */
 /* Cross-entropy rows: for each row r of logits (rows, cols), lse[r] = log(sum(exp(logits[r, :]))) and
  * loss[r] = lse[r] - logits[r, targets[r]]; rows whose target is ignore_index get loss 0 (lse is still
  * written). Targets are already validated (in [0, cols) or ignore_index). */
-typedef void (*ampc_k_xent_fn)(float *loss, float *lse, const float *logits, const int64_t *targets, int64_t rows,
+typedef void ampci_xent_kernel(float *loss, float *lse, const float *logits, const int64_t *targets, int64_t rows,
                                int64_t cols, int64_t ignore_index);
+typedef ampci_xent_kernel *ampc_k_xent_fn;
 /* gx (rows, cols) = (exp(logits - lse) - onehot(target)) * scale on kept rows, 0 on ignored rows. */
-typedef void (*ampc_k_xent_bw_fn)(float *gx, const float *logits, const float *lse, const int64_t *targets,
+typedef void ampci_xent_bw_kernel(float *gx, const float *logits, const float *lse, const int64_t *targets,
                                   int64_t rows, int64_t cols, int64_t ignore_index, float scale);
+typedef ampci_xent_bw_kernel *ampc_k_xent_bw_fn;
 /* Embedding backward over a block of `cols` columns: gw[ids[i], :] += gy[i, :] for i = 0..n-1 in that
  * order (so repeated ids sum deterministically); rows of gw (V rows, zeroed by the caller) and of gy (n
  * rows) are `ld` floats apart. Column blocks are independent, so a caller may split them over threads.
  * ids are already validated. */
-typedef void (*ampc_k_embedding_bw_fn)(float *gw, const float *gy, const int64_t *ids, int64_t n, int64_t cols,
+typedef void ampci_embedding_bw_kernel(float *gw, const float *gy, const int64_t *ids, int64_t n, int64_t cols,
                                        int64_t ld);
+typedef ampci_embedding_bw_kernel *ampc_k_embedding_bw_fn;
 
 /* ---- conv family kernels ---- */
 /* Geometry of a 2-D window op (conv2d, max_pool2d): N images of C planes (H, W), kernel (KH, KW), stride
@@ -98,18 +108,22 @@ typedef struct ampci_conv_geom {
 /* im2row in the slot's dtype (a plain copy, no rounding): rows [r0, r1) of col (N*OH*OW, C*KH*KW); row
  * (n, oh, ow) holds window (oh, ow) of image n of x (contiguous (N, C, H, W)) in (c, kh, kw) order, 0 in
  * the padding. */
-typedef void (*ampc_k_im2col_fn)(void *col, const void *x, const ampci_conv_geom *g, int64_t r0, int64_t r1);
+typedef void ampci_im2col_kernel(void *col, const void *x, const ampci_conv_geom *g, int64_t r0, int64_t r1);
+typedef ampci_im2col_kernel *ampc_k_im2col_fn;
 /* The adjoint: planes [p0, p1) (plane = n*C + c) of gx (N, C, H, W) F32 are written (not accumulated) as
  * the sum of the gcol (N*OH*OW, C*KH*KW) F32 entries that im2row read from them, in a fixed order. */
-typedef void (*ampc_k_col2im_fn)(float *gx, const float *gcol, const ampci_conv_geom *g, int64_t p0, int64_t p1);
+typedef void ampci_col2im_kernel(float *gx, const float *gcol, const ampci_conv_geom *g, int64_t p0, int64_t p1);
+typedef ampci_col2im_kernel *ampc_k_col2im_fn;
 /* Max pooling of planes [p0, p1) (N*C planes of H*W): y (OH*OW per plane) = the window maxima (padding is
  * -inf; the first maximum in row-major window order wins; NaN propagates), arg = its index h*W + w in the
  * plane. */
-typedef void (*ampc_k_maxpool_fn)(float *y, int32_t *arg, const float *x, const ampci_conv_geom *g, int64_t p0,
+typedef void ampci_maxpool_kernel(float *y, int32_t *arg, const float *x, const ampci_conv_geom *g, int64_t p0,
                                   int64_t p1);
+typedef ampci_maxpool_kernel *ampc_k_maxpool_fn;
 /* planes [p0, p1) of gx (H*W each) written: gy routed to arg, overlapping windows summed in a fixed order. */
-typedef void (*ampc_k_maxpool_bw_fn)(float *gx, const float *gy, const int32_t *arg, const ampci_conv_geom *g,
+typedef void ampci_maxpool_bw_kernel(float *gx, const float *gy, const int32_t *arg, const ampci_conv_geom *g,
                                      int64_t p0, int64_t p1);
+typedef ampci_maxpool_bw_kernel *ampc_k_maxpool_bw_fn;
 /* Scaled dot-product attention over BH independent heads. q (BH, Tq, D), k (BH, Tk, D), v (BH, Tk, Dv),
  * contiguous, of dtype dt; causal masks key j > query i. Scores and probabilities stay F32 or wider. */
 typedef struct ampci_attn {
@@ -123,13 +137,13 @@ typedef struct ampci_attn {
  * needs to rebuild the probabilities (the ref kernel: the row max of the scaled scores and 1 / sum exp).
  * May use the context's threads; results do not depend on the thread count. Fails only for lack of
  * memory. */
-typedef ampc_status (*ampc_k_attention_fn)(ampc_ctx *ctx, const ampci_attn *a, float *o, float *stats);
+typedef ampc_status ampci_attention_kernel(ampc_ctx *ctx, const ampci_attn *a, float *o, float *stats);
+typedef ampci_attention_kernel *ampc_k_attention_fn;
 /* gq, gk, gv (F32, the shapes of q, k, v; each may be NULL: not wanted) from go (BH, Tq, Dv) of dtype dt
  * and the forward's stats. */
-typedef ampc_status (*ampc_k_attention_bw_fn)(ampc_ctx *ctx, const ampci_attn *a, const float *stats, const void *go,
-                                              float *gq, float *gk, float *gv);
-/* Fills the attention slots (kernels/ref/attention_ref.c; called by ampci_fill_ref_conv). */
-AMPCI_HIDDEN void ampci_fill_ref_attention(struct ampc_kernels *k);
+typedef ampc_status ampci_attention_bw_kernel(ampc_ctx *ctx, const ampci_attn *a, const float *stats,
+                                              const void *go, float *gq, float *gk, float *gv);
+typedef ampci_attention_bw_kernel *ampc_k_attention_bw_fn;
 
 /* ---- optimizer and scaler kernels (src/optim, src/amp/grad_scaler.c; kernels/ref/optim_ref.c) ---- */
 /* One SGD step on n F32 weights w with gradient g, PyTorch's order of operations in F32:
@@ -139,7 +153,8 @@ typedef struct ampci_sgd_args {
     float lr, weight_decay, momentum, dampening;
     bool nesterov, first;
 } ampci_sgd_args;
-typedef void (*ampc_k_sgd_fn)(float *w, const float *g, float *buf, int64_t n, const ampci_sgd_args *a);
+typedef void ampci_sgd_kernel(float *w, const float *g, float *buf, int64_t n, const ampci_sgd_args *a);
+typedef ampci_sgd_kernel *ampc_k_sgd_fn;
 /* One AdamW step (torch.optim.AdamW, single-tensor path) in F32: w *= decay; m = lerp(m, g, 1 - beta1);
  * v = beta2 v + (1 - beta2) g^2; w -= step_size m / (sqrt(v) / bias2_sqrt + eps). */
 typedef struct ampci_adamw_args {
@@ -148,36 +163,168 @@ typedef struct ampci_adamw_args {
     float step_size;      /* lr / (1 - beta1^t) */
     float bias2_sqrt;     /* sqrt(1 - beta2^t) */
 } ampci_adamw_args;
-typedef void (*ampc_k_adamw_fn)(float *w, const float *g, float *m, float *v, int64_t n, const ampci_adamw_args *a);
+typedef void ampci_adamw_kernel(float *w, const float *g, float *m, float *v, int64_t n,
+                                const ampci_adamw_args *a);
+typedef ampci_adamw_kernel *ampc_k_adamw_fn;
 /* Multiplies n gradient values (of the slot's dtype, in place) by inv unless inv == 1 and returns whether
  * any value was non-finite before the multiplication (PyTorch's _amp_foreach_non_finite_check_and_unscale_:
  * non-finite values are multiplied too and stay non-finite). */
-typedef bool (*ampc_k_unscale_fn)(void *g, int64_t n, float inv);
+typedef bool ampci_unscale_kernel(void *g, int64_t n, float inv);
+typedef ampci_unscale_kernel *ampc_k_unscale_fn;
 /* Sum of squares of n values of the slot's dtype, in double (the global grad norm). */
-typedef double (*ampc_k_sumsq_fn)(const void *g, int64_t n);
+typedef double ampci_sumsq_kernel(const void *g, int64_t n);
+typedef ampci_sumsq_kernel *ampc_k_sumsq_fn;
 
-/* Slots listed by `ampc info` (each kernel family's fill function names what it installs). */
+/* ---- the registry ---- */
+
+/* A slot is one kind of kernel (one signature, one field of struct ampc_kernels); a cell is a slot and a
+ * key. Keys: CONVERT (dtype = dst, src); GEMM, IM2COL, UNSCALE, SUMSQ: dtype (the operands'); UNARY,
+ * UNARY_BW: op (ampci_unary); BINARY: op (ampci_binary); the other slots have one cell (key 0). */
 typedef enum ampci_slot {
-    AMPCI_SLOT_GEMM_F32 = 0, AMPCI_SLOT_GEMM_F16, AMPCI_SLOT_GEMM_BF16,
-    AMPCI_SLOT_GEMM_F32_BF16X1, AMPCI_SLOT_GEMM_F32_BF16X3,
-    AMPCI_SLOT_UNARY, AMPCI_SLOT_BINARY, AMPCI_SLOT_SOFTMAX, AMPCI_SLOT_LAYERNORM, AMPCI_SLOT_XENT,
-    AMPCI_SLOT_EMBEDDING_BW, AMPCI_SLOT_IM2COL, AMPCI_SLOT_COL2IM, AMPCI_SLOT_MAXPOOL, AMPCI_SLOT_ATTENTION,
-    AMPCI_SLOT_SGD, AMPCI_SLOT_ADAMW, AMPCI_SLOT_UNSCALE, AMPCI_SLOT_SUMSQ,
+    AMPCI_SLOT_CONVERT = 0, AMPCI_SLOT_GEMM, AMPCI_SLOT_GEMM_F32_BF16X1, AMPCI_SLOT_GEMM_F32_BF16X3,
+    AMPCI_SLOT_UNARY, AMPCI_SLOT_UNARY_BW, AMPCI_SLOT_BINARY, AMPCI_SLOT_SOFTMAX, AMPCI_SLOT_SOFTMAX_BW,
+    AMPCI_SLOT_LAYERNORM, AMPCI_SLOT_LAYERNORM_BW, AMPCI_SLOT_XENT, AMPCI_SLOT_XENT_BW, AMPCI_SLOT_EMBEDDING_BW,
+    AMPCI_SLOT_IM2COL, AMPCI_SLOT_COL2IM, AMPCI_SLOT_MAXPOOL, AMPCI_SLOT_MAXPOOL_BW, AMPCI_SLOT_ATTENTION,
+    AMPCI_SLOT_ATTENTION_BW, AMPCI_SLOT_SGD, AMPCI_SLOT_ADAMW, AMPCI_SLOT_UNSCALE, AMPCI_SLOT_SUMSQ,
     AMPCI_SLOT_COUNT
 } ampci_slot;
-/* "gemm_f32", "softmax", ...: the name `ampc info` shows for a slot. */
+/* Keys run over [0, AMPCI_KEY_COUNT): a conversion's is dst * AMPC_DTYPE_COUNT + src. */
+#define AMPCI_KEY_COUNT (AMPC_DTYPE_COUNT * AMPC_DTYPE_COUNT)
+typedef enum ampci_key_kind { AMPCI_KEY_NONE = 0, AMPCI_KEY_DTYPE, AMPCI_KEY_OP, AMPCI_KEY_PAIR } ampci_key_kind;
+/* What a slot's cells are keyed by (the list in the comment above, in code). */
+AMPCI_HIDDEN ampci_key_kind ampci_slot_key_kind(ampci_slot slot);
+
+/* What dispatch may do with an entry. Oracles and emulations are compared against and timed, never run by
+ * the library's ops. */
+typedef enum ampci_role {
+    AMPCI_ROLE_KERNEL = 0,   /* a candidate: dispatch may choose it */
+    AMPCI_ROLE_ORACLE,       /* the ref entry of a cell whose ref level runs nothing (the split F32 GEMMs: at
+                                the ref level F32 GEMMs stay F32): the reference the faster entries match */
+    AMPCI_ROLE_EMULATION,    /* a level's source run on an emulation of its instructions (tests/test_amx.c
+                                builds kernels/amx/gemm_amx.c so; not in the library's registry) */
+} ampci_role;
+
+/* CPU feature sets: bit f for ampc_cpu_feature f (AMPCI_FEAT(AVX512_BF16)). */
+#define AMPCI_FEAT(F) (1u << AMPC_CPU_##F)
+
+/* The function of an entry. Members are named after the slots, so AMPCI_ENTRY picks the member from the
+ * slot and the compiler checks the function's type against the slot's signature. */
+typedef union ampci_kernel_fn {
+    ampc_k_cvt_fn CONVERT;
+    ampc_k_gemm_fn GEMM, GEMM_F32_BF16X1, GEMM_F32_BF16X3;
+    ampc_k_unary_fn UNARY;
+    ampc_k_unary_bw_fn UNARY_BW;
+    ampc_k_binary_fn BINARY;
+    ampc_k_softmax_fn SOFTMAX;
+    ampc_k_softmax_bw_fn SOFTMAX_BW;
+    ampc_k_layernorm_fn LAYERNORM;
+    ampc_k_layernorm_bw_fn LAYERNORM_BW;
+    ampc_k_xent_fn XENT;
+    ampc_k_xent_bw_fn XENT_BW;
+    ampc_k_embedding_bw_fn EMBEDDING_BW;
+    ampc_k_im2col_fn IM2COL;
+    ampc_k_col2im_fn COL2IM;
+    ampc_k_maxpool_fn MAXPOOL;
+    ampc_k_maxpool_bw_fn MAXPOOL_BW;
+    ampc_k_attention_fn ATTENTION;
+    ampc_k_attention_bw_fn ATTENTION_BW;
+    ampc_k_sgd_fn SGD;
+    ampc_k_adamw_fn ADAMW;
+    ampc_k_unscale_fn UNSCALE;
+    ampc_k_sumsq_fn SUMSQ;
+} ampci_kernel_fn;
+
+/* One registered kernel. */
+typedef struct ampci_kernel {
+    ampci_slot slot;
+    ampc_dtype dtype;     /* key of CONVERT (the dst), GEMM, IM2COL, UNSCALE, SUMSQ; F32 elsewhere */
+    ampc_dtype src;       /* key of CONVERT; elsewhere equal to dtype */
+    int op;               /* key of UNARY, UNARY_BW (ampci_unary), BINARY (ampci_binary); 0 elsewhere */
+    const char *name;     /* the function's identifier */
+    ampc_isa level;       /* its folder's: the lowest table (and AMPC_ISA cap) that may run it */
+    uint32_t needs;       /* CPU features it needs beyond its level's (AMPCI_FEAT bits) */
+    uint32_t slow_with;   /* the rule passes it over on CPUs whose CPUID reports one of these (a speed
+                             judgement, not correctness: tests and benches still run it) */
+    ampci_role role;
+    ampci_kernel_fn fn;
+} ampci_kernel;
+
+/* Entry constructors for the folder tables; FN's identifier (after macro expansion) becomes the name.
+ * The short forms take the level from AMPCI_FOLDER_LEVEL, which each table file defines. */
+#define AMPCI_STR_(x) #x
+#define AMPCI_STR(x) AMPCI_STR_(x)
+#define AMPCI_ENTRY(SLOT, DT, SRC, OP, FN, LEVEL, NEEDS, SLOW_WITH, ROLE)                                     \
+    {.slot = AMPCI_SLOT_##SLOT, .dtype = DT, .src = SRC, .op = OP, .name = AMPCI_STR(FN), .level = LEVEL,      \
+     .needs = NEEDS, .slow_with = SLOW_WITH, .role = ROLE, .fn = {.SLOT = FN}}
+/* a one-cell slot */
+#define AMPCI_K(SLOT, FN)                                                                                      \
+    AMPCI_ENTRY(SLOT, AMPC_DTYPE_F32, AMPC_DTYPE_F32, 0, FN, AMPCI_FOLDER_LEVEL, 0, 0, AMPCI_ROLE_KERNEL)
+/* a slot keyed by dtype (DT: F32, F16, BF16) */
+#define AMPCI_K_DT(SLOT, DT, FN)                                                                               \
+    AMPCI_ENTRY(SLOT, AMPC_DTYPE_##DT, AMPC_DTYPE_##DT, 0, FN, AMPCI_FOLDER_LEVEL, 0, 0, AMPCI_ROLE_KERNEL)
+/* a slot keyed by op (OP: an ampci_unary or ampci_binary constant) */
+#define AMPCI_K_OP(SLOT, OP, FN)                                                                               \
+    AMPCI_ENTRY(SLOT, AMPC_DTYPE_F32, AMPC_DTYPE_F32, OP, FN, AMPCI_FOLDER_LEVEL, 0, 0, AMPCI_ROLE_KERNEL)
+/* a conversion, src to dst */
+#define AMPCI_K_CVT(DST, SRC, FN, NEEDS)                                                                       \
+    AMPCI_ENTRY(CONVERT, AMPC_DTYPE_##DST, AMPC_DTYPE_##SRC, 0, FN, AMPCI_FOLDER_LEVEL, NEEDS, 0, AMPCI_ROLE_KERNEL)
+
+/* The unary and binary ops as X(OP, op, ISA): the enum constant's suffix and the op's part of kernel
+ * names, for folders that implement a whole family (ISA is passed through to X). */
+#define AMPCI_UNARY_OPS(X, ISA)                                                                                \
+    X(NEG, neg, ISA) X(EXP, exp, ISA) X(LOG, log, ISA) X(SQRT, sqrt, ISA) X(TANH, tanh, ISA)                   \
+    X(SIGMOID, sigmoid, ISA) X(RELU, relu, ISA) X(GELU_ERF, gelu_erf, ISA) X(GELU_TANH, gelu_tanh, ISA)
+#define AMPCI_BINARY_OPS(X, ISA) X(ADD, add, ISA) X(SUB, sub, ISA) X(MUL, mul, ISA) X(DIV, div, ISA)
+/* Their declarations (ampc_k_exp_f32__<ISA>, ampc_k_exp_bw_f32__<ISA>, ampc_k_add_f32__<ISA>) and entries. */
+#define AMPCI_DECLARE_UNARY(OP, op, ISA)                                                                      \
+    AMPCI_HIDDEN ampci_unary_kernel ampc_k_##op##_f32__##ISA;                                                  \
+    AMPCI_HIDDEN ampci_unary_bw_kernel ampc_k_##op##_bw_f32__##ISA;
+#define AMPCI_DECLARE_BINARY(OP, op, ISA) AMPCI_HIDDEN ampci_binary_kernel ampc_k_##op##_f32__##ISA;
+#define AMPCI_K_UNARY(OP, op, ISA)                                                                            \
+    AMPCI_K_OP(UNARY, AMPCI_UNARY_##OP, ampc_k_##op##_f32__##ISA),                                             \
+    AMPCI_K_OP(UNARY_BW, AMPCI_UNARY_##OP, ampc_k_##op##_bw_f32__##ISA),
+#define AMPCI_K_BINARY(OP, op, ISA) AMPCI_K_OP(BINARY, AMPCI_BINARY_##OP, ampc_k_##op##_f32__##ISA),
+
+/* The folder tables, in the order dispatch reads them (kernels/<isa>/: kernels_ref.c, convert_avx2.c,
+ * kernels_avx512.c, gemm_amx.c). Within a cell a folder lists its entries best last. */
+extern AMPCI_HIDDEN const ampci_kernel ampci_kernels_ref[];
+extern AMPCI_HIDDEN const size_t ampci_kernels_ref_count;
+extern AMPCI_HIDDEN const ampci_kernel ampci_kernels_avx2[];
+extern AMPCI_HIDDEN const size_t ampci_kernels_avx2_count;
+extern AMPCI_HIDDEN const ampci_kernel ampci_kernels_avx512[];
+extern AMPCI_HIDDEN const size_t ampci_kernels_avx512_count;
+extern AMPCI_HIDDEN const ampci_kernel ampci_kernels_amx[];
+extern AMPCI_HIDDEN const size_t ampci_kernels_amx_count;
+
+/* Every entry of the four tables, in that order (registry order). */
+AMPCI_HIDDEN const ampci_kernel *const *ampci_registry(size_t *count);
+/* The CPU runs it: its level is at most the CPU's best and its extra features are usable. */
+AMPCI_HIDDEN bool ampci_kernel_usable(const ampci_kernel *e);
+/* Its cell's key (see ampci_slot), and whether two entries share a cell. */
+AMPCI_HIDDEN int ampci_kernel_key(const ampci_kernel *e);
+AMPCI_HIDDEN bool ampci_same_cell(const ampci_kernel *a, const ampci_kernel *b);
+/* The ref entry of e's cell (the oracle every other entry of the cell is tested against). */
+AMPCI_HIDDEN const ampci_kernel *ampci_kernel_ref(const ampci_kernel *e);
+/* The registered entry of that name, or NULL. */
+AMPCI_HIDDEN const ampci_kernel *ampci_kernel_find(const char *name);
+/* The candidates the rule chose from for cell (slot, key) in the table of `level` (AUTO and levels above
+ * the process's chosen one are lowered as by ampci_kernels): role KERNEL, level <= the table's, usable;
+ * registry order. Fills out[0..max) and returns how many there are. */
+AMPCI_HIDDEN size_t ampci_candidates(ampc_isa level, ampci_slot slot, int key, const ampci_kernel **out, size_t max);
+/* "gemm", "unary_bw", ...; and a cell's: "gemm_bf16", "unary_exp", "convert_f32_to_bf16", "softmax". */
 AMPCI_HIDDEN const char *ampci_slot_name(ampci_slot slot);
+AMPCI_HIDDEN const char *ampci_cell_name(ampci_slot slot, int key);
+
+/* ---- the resolved table of a level (what the library runs) ---- */
 
 struct ampc_kernels {
     ampc_isa isa;
-    const char *impl[AMPCI_SLOT_COUNT];    /* the implementation installed in each slot ("ampc_k_..."); NULL: none */
+    const ampci_kernel *chosen[AMPCI_SLOT_COUNT][AMPCI_KEY_COUNT];   /* per cell; NULL: none (see below) */
     ampc_k_cvt_fn cvt[AMPC_DTYPE_COUNT][AMPC_DTYPE_COUNT];   /* [dst][src]; NULL: generic path */
-    const char *cvt_name[AMPC_DTYPE_COUNT][AMPC_DTYPE_COUNT];
     ampc_k_unary_fn unary[AMPCI_UNARY_COUNT];
     ampc_k_unary_bw_fn unary_bw[AMPCI_UNARY_COUNT];
     ampc_k_binary_fn binary[AMPCI_BINARY_COUNT];
     ampc_k_gemm_fn gemm[AMPC_DTYPE_COUNT];                   /* by the dtype of a and b: F32, F16, BF16 */
-    const char *gemm_name[AMPC_DTYPE_COUNT];
     /* F32 GEMMs allowed to run on BF16 hardware (ampc_set_fp32_matmul_precision): x1 = one BF16 pass
      * (HIGH... MEDIUM), x3 = a*b as ahi*bhi + ahi*blo + alo*bhi with a = ahi + alo split exactly into BF16
      * parts (HIGH). NULL where that would not be faster than the F32 slot: the op layer then runs F32. */
@@ -186,11 +333,11 @@ struct ampc_kernels {
     ampc_k_softmax_bw_fn softmax_bw;
     ampc_k_layernorm_fn layernorm;
     ampc_k_layernorm_bw_fn layernorm_bw;
-    /* ---- nn family (ops/norm.c, loss.c, embedding.c, dropout.c; kernels/ref/nn_ref.c) ---- */
+    /* ---- nn family (ops/norm.c, loss.c, embedding.c, dropout.c) ---- */
     ampc_k_xent_fn xent;
     ampc_k_xent_bw_fn xent_bw;
     ampc_k_embedding_bw_fn embedding_bw;
-    /* ---- conv family (ops/conv.c, attention.c; kernels/ref/conv_ref.c, attention_ref.c) ---- */
+    /* ---- conv family (ops/conv.c, attention.c) ---- */
     ampc_k_im2col_fn im2col[AMPC_DTYPE_COUNT];   /* by the dtype of x and col: F32, F16, BF16 */
     ampc_k_col2im_fn col2im;
     ampc_k_maxpool_fn maxpool;
@@ -204,44 +351,15 @@ struct ampc_kernels {
     ampc_k_sumsq_fn sumsq[AMPC_DTYPE_COUNT];
 };
 
-/* Fills every compute slot with the ref kernels (kernels/ref/). */
-AMPCI_HIDDEN void ampci_kernels_fill_ref(struct ampc_kernels *k);
-AMPCI_HIDDEN void ampci_fill_ref_gemm(struct ampc_kernels *k);
-AMPCI_HIDDEN void ampci_fill_ref_eltwise(struct ampc_kernels *k);
-AMPCI_HIDDEN void ampci_fill_ref_norm(struct ampc_kernels *k);
-AMPCI_HIDDEN void ampci_fill_ref_nn(struct ampc_kernels *k);
-AMPCI_HIDDEN void ampci_fill_ref_conv(struct ampc_kernels *k);
-AMPCI_HIDDEN void ampci_fill_ref_optim(struct ampc_kernels *k);
-/* ISA folders override compute slots for their level (called after the ref fill, only when the level is
- * allowed and its CPU features are usable; a folder checks finer features such as AVX512-BF16 itself). */
-AMPCI_HIDDEN void ampci_fill_avx512(struct ampc_kernels *k);
-/* The families of the avx512 folder (fill_avx512.c calls them in this order), and the amx folder. */
-AMPCI_HIDDEN void ampci_fill_avx512_eltwise(struct ampc_kernels *k);
-AMPCI_HIDDEN void ampci_fill_avx512_attention(struct ampc_kernels *k);
-/* The attention slots alone; allow_bf16dp = false forces the widening BF16 path (tests), and the
- * kernel's vector exp (y, x: (n)) for its accuracy test. */
-AMPCI_HIDDEN void ampci_fill_avx512_attention_ex(struct ampc_kernels *k, bool allow_bf16dp);
-AMPCI_HIDDEN void ampci_attn_exp_avx512(float *y, const float *x, int64_t n);
-AMPCI_HIDDEN void ampci_fill_amx(struct ampc_kernels *k);
-/* The amx GEMM slots alone (ampci_fill_amx calls it). */
-AMPCI_HIDDEN void ampci_fill_amx_gemm(struct ampc_kernels *k);
-/* The reference for the split F32 GEMMs (passes 1 or 3, see gemm_f32_bf16x1/x3): a test oracle, not a
- * slot (the ref level runs F32 GEMMs in F32 whatever the precision setting). */
-AMPCI_HIDDEN ampc_status ampci_gemm_f32_split_ref(ampc_ctx *ctx, const ampci_gemm *g, int passes);
-/* The avx512 GEMM slots alone; allow_bf16dp = false forces the widening BF16 kernel even on CPUs with
- * AVX512-BF16 (tests compare both paths). */
-AMPCI_HIDDEN void ampci_fill_avx512_gemm(struct ampc_kernels *k, bool allow_bf16dp);
-
-/* The GEMM kernel for operands of dtype dt under the context's FP32 matmul precision (fp32_precision.c). */
-AMPCI_HIDDEN ampc_k_gemm_fn ampci_gemm_fn(const ampc_ctx *ctx, ampc_dtype dt);
-
-/* The table for a level (AUTO = the process's chosen level); levels above the CPU's best are lowered. */
+/* The table for a level (AUTO = the process's chosen level); levels above the CPU's chosen one are
+ * lowered, so AMPC_ISA and a context's cap can only lower what runs. */
 AMPCI_HIDDEN const struct ampc_kernels *ampci_kernels(ampc_isa isa);
 
-/* Every conversion implementation compiled in, best last within each (dst, src) pair. */
-AMPCI_HIDDEN const ampci_cvt_impl *ampci_cvt_impls(size_t *count);
-/* The CPU runs it (its level and extra features are usable here). */
-AMPCI_HIDDEN bool ampci_cvt_impl_usable(const ampci_cvt_impl *impl);
+/* The GEMM for operands of dtype dt under the context's FP32 matmul precision (kernels/fp32_precision.c):
+ * for F32 a split slot when the setting allows it and the table has one, else gemm[dt]. */
+AMPCI_HIDDEN ampc_k_gemm_fn ampci_gemm_fn(const ampc_ctx *ctx, ampc_dtype dt);
+
+/* ---- conversions (kernels/convert.c, the generic path in ref/convert_ref.c) ---- */
 
 /* Any dtype pair, element by element through the scalar rules (ints truncate and saturate). */
 AMPCI_HIDDEN void ampci_convert_generic(void *dst, ampc_dtype dst_dtype, const void *src, ampc_dtype src_dtype,
@@ -250,13 +368,5 @@ AMPCI_HIDDEN void ampci_convert_generic(void *dst, ampc_dtype dst_dtype, const v
 /* ampc_convert through a given table (contexts use their own level). */
 AMPCI_HIDDEN ampc_status ampci_convert_with(const struct ampc_kernels *k, void *dst, ampc_dtype dst_dtype,
                                             const void *src, ampc_dtype src_dtype, size_t n);
-
-/* Per-folder registries (kernels/<isa>/convert_<isa>.c). */
-extern AMPCI_HIDDEN const ampci_cvt_impl ampci_cvt_ref[];
-extern AMPCI_HIDDEN const size_t ampci_cvt_ref_count;
-extern AMPCI_HIDDEN const ampci_cvt_impl ampci_cvt_avx2[];
-extern AMPCI_HIDDEN const size_t ampci_cvt_avx2_count;
-extern AMPCI_HIDDEN const ampci_cvt_impl ampci_cvt_avx512[];
-extern AMPCI_HIDDEN const size_t ampci_cvt_avx512_count;
 
 #endif

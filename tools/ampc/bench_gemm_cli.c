@@ -11,11 +11,12 @@
 
 static void usage(FILE *f) {
     fprintf(f, "Usage: ampc bench gemm [--json] [--threads T] [--max N] [--no-gpt]\n\n"
-               "Times every GEMM kernel of the chosen kernel level (F32, BF16, F16 and, where this CPU has\n"
-               "them, the split-BF16 F32 kernels of --fp32-matmul high/medium) on squares 256..N and on the\n"
-               "GEMMs of the default GPT's training step (2048 tokens, d 384), and reports GFLOP/s and the\n"
-               "fraction of this machine's peak for the unit each kernel runs on (AMX tiles, vdpbf16ps or F32\n"
-               "FMAs), measured first by tight instruction loops on the same threads.\n\n");
+               "Times every GEMM kernel ampc could choose at its kernel level, the chosen one of each slot\n"
+               "marked (F32, BF16, F16 and, where this CPU has them, the split-BF16 F32 kernels of\n"
+               "--fp32-matmul high/medium) on squares 256..N and on the GEMMs of the default GPT's training\n"
+               "step (2048 tokens, d 384), and reports GFLOP/s and the fraction of this machine's peak for the\n"
+               "unit each kernel runs on (AMX tiles, vdpbf16ps or F32 FMAs), measured first by tight\n"
+               "instruction loops on the same threads.\n\n");
 }
 
 static void progress(void *user, int done, int total, const char *what) {
@@ -30,6 +31,7 @@ static void json_row(const bench_gemm_row *r, ampc_isa level) {
     json_kstr(&w, "kind", "gemm");
     json_kstr(&w, "slot", r->slot);
     json_kstr(&w, "kernel", r->kernel);
+    json_kbool(&w, "chosen", r->chosen);
     json_kstr(&w, "dtype", ampc_dtype_name(r->dtype));
     json_kstr(&w, "shape", r->shape);
     json_kint(&w, "m", r->m);
@@ -55,15 +57,16 @@ static void print_human(const bench_gemm_report *rep) {
     printf("measured peaks (GFLOP/s): F32 FMA %.0f", p->fma32);
     if (p->bf16dp > 0) printf(", vdpbf16ps %.0f", p->bf16dp);
     if (p->amx > 0) printf(", AMX tdpbf16ps %.0f", p->amx);
-    printf("\n\n%-16s %-34s %-12s %5s %5s %5s %9s %7s %s\n", "slot", "kernel", "shape", "m", "n", "k", "GFLOP/s",
+    printf("\n\n%-16s %-36s %-12s %5s %5s %5s %9s %7s %s\n", "slot", "kernel", "shape", "m", "n", "k", "GFLOP/s",
            "% peak", "check");
     for (size_t i = 0; i < rep->nrows; i++) {
         const bench_gemm_row *r = &rep->rows[i];
-        printf("%-16s %-34s %-12s %5lld %5lld %5lld %9.1f %6.1f%% %s %s\n", r->slot, r->kernel, r->shape,
-               (long long)r->m, (long long)r->n, (long long)r->k, r->gflops, 100 * r->peak_fraction, r->peak_kind,
-               r->matches_ref ? "ok" : "MISMATCH");
+        printf("%-16s %-34s %s %-12s %5lld %5lld %5lld %9.1f %6.1f%% %s %s\n", r->slot, r->kernel,
+               r->chosen ? "*" : " ", r->shape, (long long)r->m, (long long)r->n, (long long)r->k, r->gflops,
+               100 * r->peak_fraction, r->peak_kind, r->matches_ref ? "ok" : "MISMATCH");
     }
-    printf("\n%% peak: GFLOP/s over the peak of the unit named after it (split F32 kernels count the F32 work\n"
+    printf("\n*: the kernel ampc runs for the slot; the others are the candidates the dispatch rule chose among.\n"
+           "%% peak: GFLOP/s over the peak of the unit named after it (split F32 kernels count the F32 work\n"
            "2mnk, so BF16x3 on AMX can reach at most a third of the AMX peak). check: the kernel agrees with the\n"
            "reference on a 67x45x129 product within twice the F32 summation bound.\n");
 }

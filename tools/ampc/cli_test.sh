@@ -152,7 +152,8 @@ expect_rc 0
 expect_lines "$ERR" 0
 expect_json "$OUT"
 for key in '"features"' '"cpuid"' '"usable"' '"xcr0"' '"amx_permission"' '"kernel_level"' '"support"' \
-           '"online_cpus"' '"conversion_kernels"' '"compute_kernels"' '"slot": "softmax"'; do
+           '"online_cpus"' '"conversion_kernels"' '"compute_kernels"' '"slot": "softmax"' '"candidates"' \
+           '"kernels"' '"name": "ampc_k_gemm_f32f32__ref"'; do
     expect_has "$OUT" "$key"
 done
 run AMPC_ISA=ref info --json
@@ -161,6 +162,10 @@ expect_json "$OUT"
 expect_has "$OUT" '"chosen": "ref"'
 expect_has "$OUT" '"ampc_isa_env": "ref"'
 expect_has "$OUT" '"kernel": "ampc_k_softmax_f32__ref"'   # the cap reaches the compute kernels too
+expect_has "$OUT" '"slot": "unary_exp"'
+checks=$((checks + 1))
+# capped at ref, every slot has the ref kernel alone as candidate: no avx512 kernel is chosen
+! grep -q '"kernel": "ampc_k_[a-z0-9_]*__avx512' "$OUT" || fail "AMPC_ISA=ref info: an avx512 kernel is chosen"
 
 # ---- formats ----
 run formats

@@ -1,9 +1,10 @@
 /* info.c: `ampc info`, the answer to "which precisions does this machine really support?", the CPU
  * counterpart of a GPU vendor's per-card FP16/BF16 table. It shows each CPU feature twice (what CPUID
  * reports, and what is usable: OS-enabled per XCR0 and, for AMX, permission granted), the AMX
- * permission result, the kernel level ampc chose, and a support grid of F32/F16/BF16 against GEMM,
- * conversion and elementwise work saying, from the usable features, whether the CPU does that natively
- * (and with which instruction) or whether it has to be emulated through F32. */
+ * permission result, the kernel level ampc chose, the kernel in every slot with the other candidates the
+ * registry holds for it, and a support grid of F32/F16/BF16 against GEMM, conversion and elementwise
+ * work saying, from the usable features, whether the CPU does that natively (and with which
+ * instruction) or whether it has to be emulated through F32. */
 #include "cli.h"
 #include "json.h"
 
@@ -13,9 +14,9 @@ static void usage(FILE *f) {
     fprintf(f, "Usage: ampc info [--json]\n\n"
                "What this CPU offers mixed-precision training: CPU features as reported by CPUID and as\n"
                "usable (enabled by the OS in XCR0; for AMX, tile permission granted), the AMX permission,\n"
-               "the kernel level ampc runs (AMPC_ISA can lower it), the conversion kernels in use, and a\n"
-               "table of F32/F16/BF16 support per operation family: native (with the instruction) or\n"
-               "emulated (and how).\n\n");
+               "the kernel level ampc runs (AMPC_ISA can lower it), the kernel chosen in every slot and the\n"
+               "other candidates this CPU runs, and a table of F32/F16/BF16 support per operation family:\n"
+               "native (with the instruction) or emulated (and how).\n\n");
 }
 
 /* ---- the support grid ---- */
@@ -180,6 +181,47 @@ static const char *cvt_kernel(size_t i) {
     return ampc_convert_kernel_name(cvt_pairs[i][1], cvt_pairs[i][0]);
 }
 
+/* ---- the registry: candidates besides the chosen kernel ---- */
+
+/* The slot of the kernel called `name` (NULL if none is: "generic", "memcpy", "-"). */
+static const char *slot_of(const char *name) {
+    ampc_kernel_desc d;
+    for (int i = 0; ampc_kernel_describe(i, &d); i++)
+        if (strcmp(d.name, name) == 0) return d.slot;
+    return NULL;
+}
+
+/* Calls fn(d, arg) for every kernel dispatch could choose for `slot` at the chosen level on this CPU,
+ * best first (the registry lists them lowest level first). */
+static void each_candidate(const char *slot, void (*fn)(const ampc_kernel_desc *, void *), void *arg) {
+    int n = 0;
+    ampc_kernel_desc d;
+    while (ampc_kernel_describe(n, &d)) n++;
+    for (int i = n - 1; slot && i >= 0; i--)
+        if (ampc_kernel_describe(i, &d) && d.candidate && d.usable && d.level <= ampc_cpu()->chosen &&
+            strcmp(d.slot, slot) == 0)
+            fn(&d, arg);
+}
+
+typedef struct tags {
+    char *buf;
+    size_t size;
+} tags;
+
+/* Appends the ISA tag of an unchosen candidate ("avx512bf16" of "ampc_k_gemm_bf16f32__avx512bf16"). */
+static void add_tag(const ampc_kernel_desc *d, void *arg) {
+    tags *t = arg;
+    const char *tag = strstr(d->name, "__");
+    size_t len = strlen(t->buf);
+    if (!d->chosen && tag) snprintf(t->buf + len, t->size - len, "%s%s", len ? ", " : "", tag + 2);
+}
+
+static const char *other_candidates(const char *slot, char *buf, size_t size) {
+    buf[0] = '\0';
+    each_candidate(slot, add_tag, &(tags){buf, size});
+    return buf;
+}
+
 /* ---- the verdict: one line per low precision ---- */
 
 static void verdict(const info *in, int row, char *buf, size_t size) {
@@ -228,12 +270,18 @@ static void print_levels(const info *in) {
     else snprintf(env, sizeof env, "AMPC_ISA unset");
     printf("kernel level    best %s; %s; chosen %s\n", ampc_isa_name(in->cpu->best), env,
            ampc_isa_name(in->cpu->chosen));
-    printf("\nconversion kernels (ampc_convert)\n");
-    for (size_t i = 0; i < NPAIRS; i++)
-        printf("  %-4s -> %-4s  %s\n", ampc_dtype_name(cvt_pairs[i][0]), ampc_dtype_name(cvt_pairs[i][1]),
-               cvt_kernel(i));
-    printf("\ncompute kernels\n");
-    for (int i = 0; ampc_kernel_slot_name(i); i++) printf("  %-16s %s\n", ampc_kernel_slot_name(i), ampc_kernel_slot_impl(i));
+    char other[128];
+    printf("\nconversion kernels (ampc_convert; then the other candidates this CPU runs)\n");
+    for (size_t i = 0; i < NPAIRS; i++) {
+        other_candidates(slot_of(cvt_kernel(i)), other, sizeof other);
+        printf("  %-4s -> %-4s  %-*s%s\n", ampc_dtype_name(cvt_pairs[i][0]), ampc_dtype_name(cvt_pairs[i][1]),
+               other[0] ? 35 : 0, cvt_kernel(i), other);
+    }
+    printf("\ncompute kernels (slot, the kernel chosen, the other candidates this CPU runs)\n");
+    for (int i = 0; ampc_kernel_slot_name(i); i++) {
+        other_candidates(ampc_kernel_slot_name(i), other, sizeof other);
+        printf("  %-18s %-*s%s\n", ampc_kernel_slot_name(i), other[0] ? 37 : 0, ampc_kernel_slot_impl(i), other);
+    }
 }
 
 static void print_grid(const info *in) {
@@ -327,6 +375,39 @@ static void json_features(json_writer *w, const info *in) {
     json_obj_end(w);
 }
 
+static void json_name(const ampc_kernel_desc *d, void *w) { json_str(w, d->name); }
+
+/* "candidates": what dispatch could choose for the slot here, best first, the chosen one included. */
+static void json_candidates(json_writer *w, const char *slot) {
+    json_key(w, "candidates");
+    json_arr_begin(w);
+    each_candidate(slot, json_name, w);
+    json_arr_end(w);
+}
+
+/* "kernels": every kernel compiled in, chosen or not, usable here or not. */
+static void json_registry(json_writer *w) {
+    ampc_kernel_desc d;
+    json_key(w, "kernels");
+    json_arr_begin(w);
+    for (int i = 0; ampc_kernel_describe(i, &d); i++) {
+        json_obj_begin(w);
+        json_kstr(w, "name", d.name);
+        json_kstr(w, "slot", d.slot);
+        json_kstr(w, "level", ampc_isa_name(d.level));
+        json_key(w, "needs");
+        json_arr_begin(w);
+        for (int f = 0; f < AMPC_CPU_FEATURE_COUNT; f++)
+            if (d.needs >> f & 1u) json_str(w, ampc_cpu_feature_name((ampc_cpu_feature)f));
+        json_arr_end(w);
+        json_kbool(w, "usable", d.usable);
+        json_kbool(w, "candidate", d.candidate);
+        json_kbool(w, "chosen", d.chosen);
+        json_obj_end(w);
+    }
+    json_arr_end(w);
+}
+
 static void json_levels(json_writer *w, const info *in) {
     char amx[160];
     amx_text(in->cpu, amx, sizeof amx);
@@ -350,6 +431,7 @@ static void json_levels(json_writer *w, const info *in) {
         json_kstr(w, "src", ampc_dtype_name(cvt_pairs[i][0]));
         json_kstr(w, "dst", ampc_dtype_name(cvt_pairs[i][1]));
         json_kstr(w, "kernel", cvt_kernel(i));
+        json_candidates(w, slot_of(cvt_kernel(i)));
         json_obj_end(w);
     }
     json_arr_end(w);
@@ -360,9 +442,11 @@ static void json_levels(json_writer *w, const info *in) {
         json_kstr(w, "slot", ampc_kernel_slot_name(i));
         const char *impl = ampc_kernel_slot_impl(i);
         json_kstr(w, "kernel", impl[0] == '-' ? NULL : impl);
+        json_candidates(w, ampc_kernel_slot_name(i));
         json_obj_end(w);
     }
     json_arr_end(w);
+    json_registry(w);
 }
 
 static void json_cell(json_writer *w, const cell *c) {

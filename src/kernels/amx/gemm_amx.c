@@ -1,6 +1,7 @@
-/* gemm_amx.c: AMX tile GEMMs, c (M, N) F32 = beta c + op(a) op(b), every multiply-add done by tdpbf16ps:
- *   gemm[BF16]       ampc_k_gemm_bf16f32__amx          BF16 operands, one tile pass
- *   gemm[F16]        ampc_k_gemm_f16f32__amx_bf16x3    each FP16 value split exactly into BF16 hi + lo
+/* gemm_amx.c: AMX tile GEMMs, c (M, N) F32 = beta c + op(a) op(b), every multiply-add done by tdpbf16ps,
+ * and the amx folder's registry table (at the end):
+ *   gemm, BF16       ampc_k_gemm_bf16f32__amx          BF16 operands, one tile pass
+ *   gemm, F16        ampc_k_gemm_f16f32__amx_bf16x3    each FP16 value split exactly into BF16 hi + lo
  *   gemm_f32_bf16x1  ampc_k_gemm_f32_bf16x1__amx       F32 operands rounded to BF16 (hi only)
  *   gemm_f32_bf16x3  ampc_k_gemm_f32_bf16x3__amx       F32 operands as hi + lo (16 of their 24 bits)
  * The split is split_bf16 of gemm_ref.c: hi = x rounded to BF16 (RNE), lo = (x - hi) rounded to BF16,
@@ -59,7 +60,8 @@
  * configuration on the thread that runs it and releases it at the end. Scratch: one ampci_alloc per call.
  *
  * The tile instructions go through amx_tile.h: tests/test_amx.c includes this file with
- * AMPCI_AMX_EMULATE defined and runs the same code on an emulation of the instructions. */
+ * AMPCI_AMX_EMULATE defined and runs the same code on an emulation of the instructions, through the
+ * emulated build's own table (ampci_kernels_amx_emu: the same entries, named ..._emu). */
 #include "../driver_util.h"
 #include "amx_pack.h"
 #include "amx_tile.h"
@@ -425,40 +427,47 @@ static ampc_status gemm_amx(ampc_ctx *ctx, const ampci_gemm *g, akind kd, const 
     return AMPC_OK;
 }
 
-static ampc_status gemm_bf16(ampc_ctx *ctx, const ampci_gemm *g) {
+/* The kernels' names; the emulated build (tests/test_amx.c) appends _emu, so it links next to the
+ * library's, and registers its entries as emulations, runnable anywhere and never dispatched. */
+#ifdef AMPCI_AMX_EMULATE
+#define AMX_K(name) name##_emu
+#define AMX_TABLE ampci_kernels_amx_emu
+#define AMX_TABLE_STORAGE static
+#define AMX_LEVEL AMPC_ISA_REF
+#define AMX_ROLE AMPCI_ROLE_EMULATION
+#else
+#define AMX_K(name) name
+#define AMX_TABLE ampci_kernels_amx
+#define AMX_TABLE_STORAGE
+#define AMX_LEVEL AMPC_ISA_AMX
+#define AMX_ROLE AMPCI_ROLE_KERNEL
+#endif
+
+ampc_status AMX_K(ampc_k_gemm_bf16f32__amx)(ampc_ctx *ctx, const ampci_gemm *g) {
     return gemm_amx(ctx, g, AK_BF16, "gemm (amx bf16) packed operands");
 }
-static ampc_status gemm_f16x3(ampc_ctx *ctx, const ampci_gemm *g) {
+ampc_status AMX_K(ampc_k_gemm_f16f32__amx_bf16x3)(ampc_ctx *ctx, const ampci_gemm *g) {
     return gemm_amx(ctx, g, AK_F16X3, "gemm (amx f16 as bf16x3) packed operands");
 }
-static ampc_status gemm_f32x1(ampc_ctx *ctx, const ampci_gemm *g) {
+ampc_status AMX_K(ampc_k_gemm_f32_bf16x1__amx)(ampc_ctx *ctx, const ampci_gemm *g) {
     return gemm_amx(ctx, g, AK_F32X1, "gemm (amx f32 as bf16x1) packed operands");
 }
-static ampc_status gemm_f32x3(ampc_ctx *ctx, const ampci_gemm *g) {
+ampc_status AMX_K(ampc_k_gemm_f32_bf16x3__amx)(ampc_ctx *ctx, const ampci_gemm *g) {
     return gemm_amx(ctx, g, AK_F32X3, "gemm (amx f32 as bf16x3) packed operands");
 }
 
-/* The emulated build (tests/test_amx.c) gets its own name, so it links next to the library's. */
+/* The amx folder's registry table (AMX-TILE and AMX-BF16 usable, permission granted: the level itself).
+ * No F32 entry: F32 GEMMs reach tiles only through the split slots, when the op layer allows it
+ * (ampc_set_fp32_matmul_precision); the F32 slot stays with the level below. */
+#define AMX_ENTRY(SLOT, DT, FN) AMPCI_ENTRY(SLOT, DT, DT, 0, AMX_K(FN), AMX_LEVEL, 0, 0, AMX_ROLE)
+AMX_TABLE_STORAGE const ampci_kernel AMX_TABLE[] = {
+    AMX_ENTRY(GEMM, AMPC_DTYPE_BF16, ampc_k_gemm_bf16f32__amx),
+    AMX_ENTRY(GEMM, AMPC_DTYPE_F16, ampc_k_gemm_f16f32__amx_bf16x3),
+    AMX_ENTRY(GEMM_F32_BF16X1, AMPC_DTYPE_F32, ampc_k_gemm_f32_bf16x1__amx),
+    AMX_ENTRY(GEMM_F32_BF16X3, AMPC_DTYPE_F32, ampc_k_gemm_f32_bf16x3__amx),
+};
 #ifdef AMPCI_AMX_EMULATE
-#define AMX_FILL_GEMM static void ampci_fill_amx_gemm_emulated
+static const size_t ampci_kernels_amx_emu_count = sizeof AMX_TABLE / sizeof AMX_TABLE[0];
 #else
-#define AMX_FILL_GEMM void ampci_fill_amx_gemm
-#endif
-
-/* The AMX GEMM slots. The F32 slot stays with the level below: F32 GEMMs use tiles only through the
- * split slots, when the op layer allows it (ampc_set_fp32_matmul_precision). */
-AMX_FILL_GEMM(struct ampc_kernels *k) {
-    k->gemm[AMPC_DTYPE_BF16] = gemm_bf16;
-    k->gemm_name[AMPC_DTYPE_BF16] = "ampc_k_gemm_bf16f32__amx";
-    k->gemm[AMPC_DTYPE_F16] = gemm_f16x3;
-    k->gemm_name[AMPC_DTYPE_F16] = "ampc_k_gemm_f16f32__amx_bf16x3";
-    k->gemm_f32_bf16x1 = gemm_f32x1;
-    k->impl[AMPCI_SLOT_GEMM_F32_BF16X1] = "ampc_k_gemm_f32_bf16x1__amx";
-    k->gemm_f32_bf16x3 = gemm_f32x3;
-    k->impl[AMPCI_SLOT_GEMM_F32_BF16X3] = "ampc_k_gemm_f32_bf16x3__amx";
-}
-
-#ifndef AMPCI_AMX_EMULATE
-/* Called by the dispatcher for the AMX level only (AMX-TILE and AMX-BF16 usable, permission granted). */
-void ampci_fill_amx(struct ampc_kernels *k) { ampci_fill_amx_gemm(k); }
+const size_t ampci_kernels_amx_count = sizeof AMX_TABLE / sizeof AMX_TABLE[0];
 #endif

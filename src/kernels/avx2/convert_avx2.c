@@ -32,7 +32,7 @@ static inline __m256i bf16_widen8(__m128i h) {
     return _mm256_or_si256(x, _mm256_and_si256(nan, _mm256_set1_epi32(0x400000)));
 }
 
-static void cvt_f16_f32(void *restrict dst, const void *restrict src, size_t n) {
+void ampc_k_cvt_f16f32__avx2(void *restrict dst, const void *restrict src, size_t n) {
     /* dst: (n) f16, src: (n) f32 */
     uint16_t *d = dst;
     const float *s = src;
@@ -46,7 +46,7 @@ static void cvt_f16_f32(void *restrict dst, const void *restrict src, size_t n) 
     for (; i < n; i++) d[i] = ampci_f16_from_f32_bits(ampci_f32_bits(s[i]));
 }
 
-static void cvt_f32_f16(void *restrict dst, const void *restrict src, size_t n) {
+void ampc_k_cvt_f32f16__avx2(void *restrict dst, const void *restrict src, size_t n) {
     float *d = dst;
     const uint16_t *s = src;
     size_t i = 0;
@@ -57,7 +57,7 @@ static void cvt_f32_f16(void *restrict dst, const void *restrict src, size_t n) 
     for (; i < n; i++) d[i] = ampci_f32_from_bits(ampci_f16_to_f32_bits(s[i]));
 }
 
-static void cvt_bf16_f32(void *restrict dst, const void *restrict src, size_t n) {
+void ampc_k_cvt_bf16f32__avx2(void *restrict dst, const void *restrict src, size_t n) {
     uint16_t *d = dst;
     const uint32_t *s = src;
     size_t i = 0;
@@ -69,7 +69,7 @@ static void cvt_bf16_f32(void *restrict dst, const void *restrict src, size_t n)
     for (; i < n; i++) d[i] = ampci_bf16_from_f32_bits(s[i]);
 }
 
-static void cvt_f32_bf16(void *restrict dst, const void *restrict src, size_t n) {
+void ampc_k_cvt_f32bf16__avx2(void *restrict dst, const void *restrict src, size_t n) {
     uint32_t *d = dst;
     const uint16_t *s = src;
     size_t i = 0;
@@ -80,7 +80,7 @@ static void cvt_f32_bf16(void *restrict dst, const void *restrict src, size_t n)
     for (; i < n; i++) d[i] = ampci_bf16_to_f32_bits(s[i]);
 }
 
-static void cvt_bf16_f16(void *restrict dst, const void *restrict src, size_t n) {
+void ampc_k_cvt_bf16f16__avx2(void *restrict dst, const void *restrict src, size_t n) {
     uint16_t *d = dst;
     const uint16_t *s = src;
     size_t i = 0;
@@ -92,7 +92,7 @@ static void cvt_bf16_f16(void *restrict dst, const void *restrict src, size_t n)
     for (; i < n; i++) d[i] = ampci_bf16_from_f32_bits(ampci_f16_to_f32_bits(s[i]));
 }
 
-static void cvt_f16_bf16(void *restrict dst, const void *restrict src, size_t n) {
+void ampc_k_cvt_f16bf16__avx2(void *restrict dst, const void *restrict src, size_t n) {
     uint16_t *d = dst;
     const uint16_t *s = src;
     size_t i = 0;
@@ -103,12 +103,11 @@ static void cvt_f16_bf16(void *restrict dst, const void *restrict src, size_t n)
     for (; i < n; i++) d[i] = ampci_f16_from_f32_bits(ampci_bf16_to_f32_bits(s[i]));
 }
 
-const ampci_cvt_impl ampci_cvt_avx2[] = {
-    {"ampc_k_cvt_f16f32__avx2", AMPC_ISA_AVX2, {0}, AMPC_DTYPE_F16, AMPC_DTYPE_F32, cvt_f16_f32},
-    {"ampc_k_cvt_f32f16__avx2", AMPC_ISA_AVX2, {0}, AMPC_DTYPE_F32, AMPC_DTYPE_F16, cvt_f32_f16},
-    {"ampc_k_cvt_bf16f32__avx2", AMPC_ISA_AVX2, {0}, AMPC_DTYPE_BF16, AMPC_DTYPE_F32, cvt_bf16_f32},
-    {"ampc_k_cvt_f32bf16__avx2", AMPC_ISA_AVX2, {0}, AMPC_DTYPE_F32, AMPC_DTYPE_BF16, cvt_f32_bf16},
-    {"ampc_k_cvt_bf16f16__avx2", AMPC_ISA_AVX2, {0}, AMPC_DTYPE_BF16, AMPC_DTYPE_F16, cvt_bf16_f16},
-    {"ampc_k_cvt_f16bf16__avx2", AMPC_ISA_AVX2, {0}, AMPC_DTYPE_F16, AMPC_DTYPE_BF16, cvt_f16_bf16},
+/* The avx2 folder's registry table: conversions only (its compute slots stay with ref). */
+#define AMPCI_FOLDER_LEVEL AMPC_ISA_AVX2
+const ampci_kernel ampci_kernels_avx2[] = {
+    AMPCI_K_CVT(F16, F32, ampc_k_cvt_f16f32__avx2, 0),   AMPCI_K_CVT(F32, F16, ampc_k_cvt_f32f16__avx2, 0),
+    AMPCI_K_CVT(BF16, F32, ampc_k_cvt_bf16f32__avx2, 0), AMPCI_K_CVT(F32, BF16, ampc_k_cvt_f32bf16__avx2, 0),
+    AMPCI_K_CVT(BF16, F16, ampc_k_cvt_bf16f16__avx2, 0), AMPCI_K_CVT(F16, BF16, ampc_k_cvt_f16bf16__avx2, 0),
 };
-const size_t ampci_cvt_avx2_count = sizeof ampci_cvt_avx2 / sizeof ampci_cvt_avx2[0];
+const size_t ampci_kernels_avx2_count = sizeof ampci_kernels_avx2 / sizeof ampci_kernels_avx2[0];

@@ -3,8 +3,11 @@
  * forward walks 64-key chunks with an online softmax, the backward rebuilds the probabilities from q, k
  * and the forward's stats, which mean what the ref kernel's do (stats[2r] = m, the row max of the scaled
  * scores; stats[2r+1] = 1 / sum_j exp(s_j - m); P = exp(s - m) 1/sum), so the two kernels' stats are
- * interchangeable. Results do not depend on the thread count. */
+ * interchangeable. Results do not depend on the thread count. Two entries: ampc_k_attention__avx512 reads
+ * BF16 widened to F32, ampc_k_attention__avx512bf16 as BF16 pairs through vdpbf16ps (F32 and F16 take the
+ * same path in both); likewise for the backward. */
 #include "../driver_util.h"
+#include "kernels_avx512.h"
 #include "simd_avx512.h"
 
 #include <immintrin.h>
@@ -53,7 +56,7 @@ AI __m512 exp16(__m512 x) {
     return _mm512_scalef_ps(_mm512_add_ps(em1, _mm512_set1_ps(1.0f)), n);
 }
 
-/* y (n) = exp(x (n)), for the tests. */
+/* y (n) = exp(x (n)): the accuracy test's hook (tests/test_attention_fast.c). */
 void ampci_attn_exp_avx512(float *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i += 16)
         _mm512_mask_storeu_ps(y + i, m16(n - i), exp16(_mm512_maskz_loadu_ps(m16(n - i), x + i)));
@@ -677,27 +680,17 @@ static ampc_status attention_bw(ampc_ctx *ctx, const ampci_attn *a, const float 
     return run(ctx, &j, a->BH, bw_carve(&j, NULL, &b), bw_range, "attention backward (avx512) scratch");
 }
 
-static ampc_status attn_fw_avx512(ampc_ctx *ctx, const ampci_attn *a, float *o, float *stats) {
+ampc_status ampc_k_attention__avx512(ampc_ctx *ctx, const ampci_attn *a, float *o, float *stats) {
     return attention_fw(ctx, a, o, stats, false);
 }
-static ampc_status attn_bw_avx512(ampc_ctx *ctx, const ampci_attn *a, const float *stats, const void *go, float *gq,
-                                  float *gk, float *gv) {
+ampc_status ampc_k_attention_bw__avx512(ampc_ctx *ctx, const ampci_attn *a, const float *stats, const void *go,
+                                        float *gq, float *gk, float *gv) {
     return attention_bw(ctx, a, stats, go, gq, gk, gv, false);
 }
-static ampc_status attn_fw_avx512bf16(ampc_ctx *ctx, const ampci_attn *a, float *o, float *stats) {
+ampc_status ampc_k_attention__avx512bf16(ampc_ctx *ctx, const ampci_attn *a, float *o, float *stats) {
     return attention_fw(ctx, a, o, stats, true);
 }
-static ampc_status attn_bw_avx512bf16(ampc_ctx *ctx, const ampci_attn *a, const float *stats, const void *go,
-                                      float *gq, float *gk, float *gv) {
+ampc_status ampc_k_attention_bw__avx512bf16(ampc_ctx *ctx, const ampci_attn *a, const float *stats, const void *go,
+                                            float *gq, float *gk, float *gv) {
     return attention_bw(ctx, a, stats, go, gq, gk, gv, true);
 }
-
-/* allow_bf16dp = false keeps BF16 on the widening path even where AVX512-BF16 exists (tests use both). */
-void ampci_fill_avx512_attention_ex(struct ampc_kernels *k, bool allow_bf16dp) {
-    bool dp = allow_bf16dp && ampc_cpu_has(AMPC_CPU_AVX512_BF16);
-    k->attention = dp ? attn_fw_avx512bf16 : attn_fw_avx512;
-    k->attention_bw = dp ? attn_bw_avx512bf16 : attn_bw_avx512;
-    k->impl[AMPCI_SLOT_ATTENTION] = dp ? "ampc_k_attention__avx512bf16" : "ampc_k_attention__avx512";
-}
-
-void ampci_fill_avx512_attention(struct ampc_kernels *k) { ampci_fill_avx512_attention_ex(k, true); }

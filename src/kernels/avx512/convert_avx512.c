@@ -28,7 +28,7 @@ __attribute__((target("avx512bf16"))) static inline __m256i bf16_round16_hw(__m5
 
 /* Each kernel: a main loop over full vectors, then one masked step for the n % 16 tail. */
 
-static void cvt_f16_f32(void *restrict dst, const void *restrict src, size_t n) {
+void ampc_k_cvt_f16f32__avx512(void *restrict dst, const void *restrict src, size_t n) {
     /* dst: (n) f16, src: (n) f32 */
     uint16_t *d = dst;
     const float *s = src;
@@ -40,7 +40,7 @@ static void cvt_f16_f32(void *restrict dst, const void *restrict src, size_t n) 
     }
 }
 
-static void cvt_f32_f16(void *restrict dst, const void *restrict src, size_t n) {
+void ampc_k_cvt_f32f16__avx512(void *restrict dst, const void *restrict src, size_t n) {
     float *d = dst;
     const uint16_t *s = src;
     size_t i = 0;
@@ -51,7 +51,7 @@ static void cvt_f32_f16(void *restrict dst, const void *restrict src, size_t n) 
     }
 }
 
-static void cvt_bf16_f32(void *restrict dst, const void *restrict src, size_t n) {
+void ampc_k_cvt_bf16f32__avx512(void *restrict dst, const void *restrict src, size_t n) {
     uint16_t *d = dst;
     const uint32_t *s = src;
     size_t i = 0;
@@ -63,8 +63,8 @@ static void cvt_bf16_f32(void *restrict dst, const void *restrict src, size_t n)
     }
 }
 
-__attribute__((target("avx512bf16"))) static void cvt_bf16_f32_bf16(void *restrict dst, const void *restrict src,
-                                                                     size_t n) {
+__attribute__((target("avx512bf16"))) void ampc_k_cvt_bf16f32__avx512bf16(void *restrict dst,
+                                                                           const void *restrict src, size_t n) {
     uint16_t *d = dst;
     const uint32_t *s = src;
     size_t i = 0;
@@ -75,7 +75,7 @@ __attribute__((target("avx512bf16"))) static void cvt_bf16_f32_bf16(void *restri
     }
 }
 
-static void cvt_f32_bf16(void *restrict dst, const void *restrict src, size_t n) {
+void ampc_k_cvt_f32bf16__avx512(void *restrict dst, const void *restrict src, size_t n) {
     uint32_t *d = dst;
     const uint16_t *s = src;
     size_t i = 0;
@@ -91,7 +91,7 @@ static inline __m256i bf16_from_f16_16(__m256i h) {
     return _mm512_cvtepi32_epi16(bf16_rne(_mm512_castps_si512(_mm512_cvtph_ps(h))));
 }
 
-static void cvt_bf16_f16(void *restrict dst, const void *restrict src, size_t n) {
+void ampc_k_cvt_bf16f16__avx512(void *restrict dst, const void *restrict src, size_t n) {
     uint16_t *d = dst;
     const uint16_t *s = src;
     size_t i = 0;
@@ -107,7 +107,7 @@ static inline __m256i f16_from_bf16_16(__m256i h) {
     return _mm512_cvtps_ph(_mm512_castsi512_ps(bf16_widen(h)), RNE);
 }
 
-static void cvt_f16_bf16(void *restrict dst, const void *restrict src, size_t n) {
+void ampc_k_cvt_f16bf16__avx512(void *restrict dst, const void *restrict src, size_t n) {
     uint16_t *d = dst;
     const uint16_t *s = src;
     size_t i = 0;
@@ -118,15 +118,3 @@ static void cvt_f16_bf16(void *restrict dst, const void *restrict src, size_t n)
         _mm256_mask_storeu_epi16(d + i, m, f16_from_bf16_16(_mm256_maskz_loadu_epi16(m, s + i)));
     }
 }
-
-const ampci_cvt_impl ampci_cvt_avx512[] = {
-    {"ampc_k_cvt_f16f32__avx512", AMPC_ISA_AVX512, {0}, AMPC_DTYPE_F16, AMPC_DTYPE_F32, cvt_f16_f32},
-    {"ampc_k_cvt_f32f16__avx512", AMPC_ISA_AVX512, {0}, AMPC_DTYPE_F32, AMPC_DTYPE_F16, cvt_f32_f16},
-    {"ampc_k_cvt_bf16f32__avx512", AMPC_ISA_AVX512, {0}, AMPC_DTYPE_BF16, AMPC_DTYPE_F32, cvt_bf16_f32},
-    {"ampc_k_cvt_bf16f32__avx512bf16", AMPC_ISA_AVX512, {AMPC_CPU_AVX512_BF16}, AMPC_DTYPE_BF16, AMPC_DTYPE_F32,
-     cvt_bf16_f32_bf16},
-    {"ampc_k_cvt_f32bf16__avx512", AMPC_ISA_AVX512, {0}, AMPC_DTYPE_F32, AMPC_DTYPE_BF16, cvt_f32_bf16},
-    {"ampc_k_cvt_bf16f16__avx512", AMPC_ISA_AVX512, {0}, AMPC_DTYPE_BF16, AMPC_DTYPE_F16, cvt_bf16_f16},
-    {"ampc_k_cvt_f16bf16__avx512", AMPC_ISA_AVX512, {0}, AMPC_DTYPE_F16, AMPC_DTYPE_BF16, cvt_f16_bf16},
-};
-const size_t ampci_cvt_avx512_count = sizeof ampci_cvt_avx512 / sizeof ampci_cvt_avx512[0];

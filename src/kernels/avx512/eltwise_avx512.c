@@ -1,7 +1,5 @@
-/* eltwise_avx512.c: AVX-512 elementwise kernels (unary forward and backward, binary) and the family's
- * entry point ampci_fill_avx512_eltwise, which installs them and this folder's norm, nn and optimizer
- * kernels. Full vectors, then one masked step for the tail. Two classes, with kernels/ref/eltwise_ref.c's
- * definitions:
+/* eltwise_avx512.c: AVX-512 elementwise kernels (unary forward and backward, binary). Full vectors, then
+ * one masked step for the tail. Two classes, with kernels/ref/eltwise_ref.c's definitions:
  *   - plain IEEE operations, bit-identical to ref (ref's operations in ref's order, no contraction):
  *     neg, sqrt, relu forward; every backward but the GELUs (exp, tanh, sigmoid use the saved y exactly
  *     as ref does); add, sub, mul, div.
@@ -11,6 +9,7 @@
  *     the left tail. u (resp. z = x / sqrt 2) is rounded exactly as ref rounds it. The difference to ref
  *     is an absolute error in units of u |x| (forward) and u (1 + |x u'|) (backward), where ref's own
  *     1 + tanh and 1 + erf lose their accuracy; tests/test_kernels_avx512.c measures it. */
+#include "kernels_avx512.h"
 #include "vmath_avx512.h"
 
 /* ref's constants, rounded to float as there */
@@ -40,18 +39,18 @@ VM_INLINE __m512 gelu_erf_v(__m512 x) { return _mm512_mul_ps(x, vm_phi(_mm512_mu
 
 /* y: (n), x: (n); y may be x */
 #define UNARY_FWD(name, f)                                                                                   \
-    static void name(float *y, const float *x, int64_t n) {                                                  \
+    void name(float *y, const float *x, int64_t n) {                                                  \
         for (int64_t i = 0; i < n; i += 16) vm_store(y + i, f(vm_load(x + i, n - i)), n - i);               \
     }
-UNARY_FWD(neg_f, vm_neg)
-UNARY_FWD(exp_f, vm_exp)
-UNARY_FWD(log_f, vm_log)
-UNARY_FWD(sqrt_f, sqrt_v)
-UNARY_FWD(tanh_f, vm_tanh)
-UNARY_FWD(sigmoid_f, vm_sigmoid)
-UNARY_FWD(relu_f, relu_v)
-UNARY_FWD(gelu_erf_f, gelu_erf_v)
-UNARY_FWD(gelu_tanh_f, gelu_tanh_v)
+UNARY_FWD(ampc_k_neg_f32__avx512, vm_neg)
+UNARY_FWD(ampc_k_exp_f32__avx512, vm_exp)
+UNARY_FWD(ampc_k_log_f32__avx512, vm_log)
+UNARY_FWD(ampc_k_sqrt_f32__avx512, sqrt_v)
+UNARY_FWD(ampc_k_tanh_f32__avx512, vm_tanh)
+UNARY_FWD(ampc_k_sigmoid_f32__avx512, vm_sigmoid)
+UNARY_FWD(ampc_k_relu_f32__avx512, relu_v)
+UNARY_FWD(ampc_k_gelu_erf_f32__avx512, gelu_erf_v)
+UNARY_FWD(ampc_k_gelu_tanh_f32__avx512, gelu_tanh_v)
 
 /* ---- backward, one vector of gx = gy f'(x) from gy, x, y at one offset with m valid lanes ---- */
 
@@ -111,47 +110,28 @@ VM_INLINE __m512 gelu_tanh_b1(const float *gy, const float *x, const float *y, i
 
 /* gx, gy, x, y: (n); gx may be gy */
 #define UNARY_BWD(name, f)                                                                                   \
-    static void name(float *gx, const float *gy, const float *x, const float *y, int64_t n) {               \
+    void name(float *gx, const float *gy, const float *x, const float *y, int64_t n) {               \
         for (int64_t i = 0; i < n; i += 16)                                                                  \
             vm_store(gx + i, f(gy + i, x ? x + i : NULL, y ? y + i : NULL, n - i), n - i);                   \
     }
-UNARY_BWD(neg_b, neg_b1)
-UNARY_BWD(exp_b, exp_b1)
-UNARY_BWD(log_b, log_b1)
-UNARY_BWD(sqrt_b, sqrt_b1)
-UNARY_BWD(tanh_b, tanh_b1)
-UNARY_BWD(sigmoid_b, sigmoid_b1)
-UNARY_BWD(relu_b, relu_b1)
-UNARY_BWD(gelu_erf_b, gelu_erf_b1)
-UNARY_BWD(gelu_tanh_b, gelu_tanh_b1)
+UNARY_BWD(ampc_k_neg_bw_f32__avx512, neg_b1)
+UNARY_BWD(ampc_k_exp_bw_f32__avx512, exp_b1)
+UNARY_BWD(ampc_k_log_bw_f32__avx512, log_b1)
+UNARY_BWD(ampc_k_sqrt_bw_f32__avx512, sqrt_b1)
+UNARY_BWD(ampc_k_tanh_bw_f32__avx512, tanh_b1)
+UNARY_BWD(ampc_k_sigmoid_bw_f32__avx512, sigmoid_b1)
+UNARY_BWD(ampc_k_relu_bw_f32__avx512, relu_b1)
+UNARY_BWD(ampc_k_gelu_erf_bw_f32__avx512, gelu_erf_b1)
+UNARY_BWD(ampc_k_gelu_tanh_bw_f32__avx512, gelu_tanh_b1)
 
 /* ---- binary: z = x op y, all (n); z may be x or y ---- */
 
 #define BINARY(name, op)                                                                                     \
-    static void name(float *z, const float *x, const float *y, int64_t n) {                                  \
+    void name(float *z, const float *x, const float *y, int64_t n) {                                  \
         for (int64_t i = 0; i < n; i += 16)                                                                  \
             vm_store(z + i, op(vm_load(x + i, n - i), vm_load(y + i, n - i)), n - i);                       \
     }
-BINARY(add_f, _mm512_add_ps)
-BINARY(sub_f, _mm512_sub_ps)
-BINARY(mul_f, _mm512_mul_ps)
-BINARY(div_f, _mm512_div_ps)
-
-void ampci_fill_avx512_unary(struct ampc_kernels *k) {
-    static const ampc_k_unary_fn fwd[AMPCI_UNARY_COUNT] = {
-        neg_f, exp_f, log_f, sqrt_f, tanh_f, sigmoid_f, relu_f, gelu_erf_f, gelu_tanh_f};
-    static const ampc_k_unary_bw_fn bwd[AMPCI_UNARY_COUNT] = {
-        neg_b, exp_b, log_b, sqrt_b, tanh_b, sigmoid_b, relu_b, gelu_erf_b, gelu_tanh_b};
-    static const ampc_k_binary_fn bin[AMPCI_BINARY_COUNT] = {add_f, sub_f, mul_f, div_f};
-    for (int i = 0; i < AMPCI_UNARY_COUNT; i++) k->unary[i] = fwd[i], k->unary_bw[i] = bwd[i];
-    for (int i = 0; i < AMPCI_BINARY_COUNT; i++) k->binary[i] = bin[i];
-    k->impl[AMPCI_SLOT_UNARY] = "ampc_k_unary_f32__avx512";
-    k->impl[AMPCI_SLOT_BINARY] = "ampc_k_binary_f32__avx512";
-}
-
-void ampci_fill_avx512_eltwise(struct ampc_kernels *k) {
-    ampci_fill_avx512_unary(k);
-    ampci_fill_avx512_norm(k);
-    ampci_fill_avx512_nn(k);
-    ampci_fill_avx512_optim(k);
-}
+BINARY(ampc_k_add_f32__avx512, _mm512_add_ps)
+BINARY(ampc_k_sub_f32__avx512, _mm512_sub_ps)
+BINARY(ampc_k_mul_f32__avx512, _mm512_mul_ps)
+BINARY(ampc_k_div_f32__avx512, _mm512_div_ps)

@@ -21,8 +21,8 @@
  *   F32 as one BF16 pass (ampc_k_gemm_f32_bf16x1__avx512bf16, gemm_f32_bf16x1, with AVX512_BF16): F32
  *         operands rounded to BF16 (RNE, ampci_bf16_from_f32_bits: subnormals kept, so they reach the
  *         subnormal fallback below) while packing into the vdpbf16ps layout, then the vdpbf16ps kernel;
- *         about twice the F32 kernel's rate where vdpbf16ps runs at the FMA rate (installed only on CPUs
- *         without AMX, see ampci_fill_avx512_gemm).
+ *         about twice the F32 kernel's rate where vdpbf16ps runs at the FMA rate (chosen only on CPUs
+ *         without AMX: see its entry in kernels_avx512.c).
  *
  * Arithmetic. Each c element is one F32 accumulator updated in k order inside a K-block (one FMA per
  * k, or per pair for vdpbf16ps: a product of F32 values is rounded once, products of F16/BF16 values are
@@ -52,6 +52,7 @@
  * packing buffers for A (claimed with an atomic flag; which one never changes the arithmetic). Problems
  * below SERIAL_WORK multiply-adds run on the calling thread. Scratch: one ampci_alloc per call. */
 #include "../driver_util.h"
+#include "kernels_avx512.h"
 #include "simd_avx512.h"
 
 #include <immintrin.h>
@@ -603,45 +604,18 @@ static ampc_status gemm_avx512(ampc_ctx *ctx, const ampci_gemm *g, kind kd, cons
     return AMPC_OK;
 }
 
-static ampc_status gemm_f32(ampc_ctx *ctx, const ampci_gemm *g) {
+ampc_status ampc_k_gemm_f32f32__avx512(ampc_ctx *ctx, const ampci_gemm *g) {
     return gemm_avx512(ctx, g, K_F32, "gemm (avx512 f32) packed operands");
 }
-static ampc_status gemm_f16(ampc_ctx *ctx, const ampci_gemm *g) {
+ampc_status ampc_k_gemm_f16f32__avx512(ampc_ctx *ctx, const ampci_gemm *g) {
     return gemm_avx512(ctx, g, K_F16, "gemm (avx512 f16) packed operands");
 }
-static ampc_status gemm_bf16w(ampc_ctx *ctx, const ampci_gemm *g) {
+ampc_status ampc_k_gemm_bf16f32__avx512(ampc_ctx *ctx, const ampci_gemm *g) {
     return gemm_avx512(ctx, g, K_BF16W, "gemm (avx512 bf16) packed operands");
 }
-static ampc_status gemm_bf16dp(ampc_ctx *ctx, const ampci_gemm *g) {
+ampc_status ampc_k_gemm_bf16f32__avx512bf16(ampc_ctx *ctx, const ampci_gemm *g) {
     return gemm_avx512(ctx, g, K_BF16DP, "gemm (avx512bf16) packed operands");
 }
-static ampc_status gemm_f32bf16dp(ampc_ctx *ctx, const ampci_gemm *g) {
+ampc_status ampc_k_gemm_f32_bf16x1__avx512bf16(ampc_ctx *ctx, const ampci_gemm *g) {
     return gemm_avx512(ctx, g, K_F32BF16DP, "gemm (avx512bf16 f32 as bf16x1) packed operands");
-}
-
-/* Fills the GEMM slots; the BF16 slot (and gemm_f32_bf16x1) take vdpbf16ps only when allow_bf16dp and the
- * CPU has it (tests reach the widening BF16 kernel on such CPUs through allow_bf16dp = false). */
-void ampci_fill_avx512_gemm(struct ampc_kernels *k, bool allow_bf16dp) {
-    k->gemm[AMPC_DTYPE_F32] = gemm_f32;
-    k->gemm_name[AMPC_DTYPE_F32] = "ampc_k_gemm_f32f32__avx512";
-    k->gemm[AMPC_DTYPE_F16] = gemm_f16;
-    k->gemm_name[AMPC_DTYPE_F16] = "ampc_k_gemm_f16f32__avx512";
-    k->gemm_f32_bf16x1 = k->gemm_f32_bf16x3 = NULL;
-    k->impl[AMPCI_SLOT_GEMM_F32_BF16X1] = k->impl[AMPCI_SLOT_GEMM_F32_BF16X3] = NULL;
-    if (allow_bf16dp && ampc_cpu_has(AMPC_CPU_AVX512_BF16)) {
-        k->gemm[AMPC_DTYPE_BF16] = gemm_bf16dp;
-        k->gemm_name[AMPC_DTYPE_BF16] = "ampc_k_gemm_bf16f32__avx512bf16";
-        /* F32 as one BF16 pass: vdpbf16ps does two k-steps per instruction, about twice the F32 kernel
-         * where it runs at the FMA rate (AMD Zen 4/5). Not on CPUs with AMX: there vdpbf16ps runs at half
-         * the FMA rate (reference/machine-peaks.md: 114 vs 232 GFLOP/s per core), and this level only
-         * runs when AMX is capped or denied. Three passes (gemm_f32_bf16x3) would do 3 times the work of
-         * one, slower than F32 FMAs everywhere: that slot stays NULL at this level (the op layer runs F32). */
-        if (!ampc_cpu()->cpuid[AMPC_CPU_AMX_BF16]) {
-            k->gemm_f32_bf16x1 = gemm_f32bf16dp;
-            k->impl[AMPCI_SLOT_GEMM_F32_BF16X1] = "ampc_k_gemm_f32_bf16x1__avx512bf16";
-        }
-    } else {
-        k->gemm[AMPC_DTYPE_BF16] = gemm_bf16w;
-        k->gemm_name[AMPC_DTYPE_BF16] = "ampc_k_gemm_bf16f32__avx512";
-    }
 }

@@ -4,14 +4,15 @@
  * ref's sequential sums in a double's last bits), exp is vm_exp (<= 1 ulp from libm), and the final
  * log, the loss and the target's -(sum of the other p) are formed in double exactly as ref forms them.
  * The embedding scatter is plain float addition in ref's order: bit-identical. */
+#include "kernels_avx512.h"
 #include "vmath_avx512.h"
 
 #include <math.h>
 #include <string.h>
 
 /* loss, lse: (rows); x: (rows, cols) logits; t: (rows) targets in [0, cols) or ignore_index */
-static void xent_rows(float *loss, float *lse, const float *x, const int64_t *t, int64_t rows, int64_t cols,
-                      int64_t ignore_index) {
+void ampc_k_xent_f32__avx512(float *loss, float *lse, const float *x, const int64_t *t, int64_t rows, int64_t cols,
+                             int64_t ignore_index) {
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * cols;
         float mx = vm_row_max(xr, cols);
@@ -23,8 +24,8 @@ static void xent_rows(float *loss, float *lse, const float *x, const int64_t *t,
 }
 
 /* gx: (rows, cols) = (exp(x - lse) - onehot(t)) * scale on kept rows, 0 on ignored ones */
-static void xent_rows_bw(float *gx, const float *x, const float *lse, const int64_t *t, int64_t rows, int64_t cols,
-                         int64_t ignore_index, float scale) {
+void ampc_k_xent_bw_f32__avx512(float *gx, const float *x, const float *lse, const int64_t *t, int64_t rows,
+                                int64_t cols, int64_t ignore_index, float scale) {
     __m512 sc = _mm512_set1_ps(scale);
     for (int64_t r = 0; r < rows; r++) {
         float *o = gx + r * cols;
@@ -49,19 +50,12 @@ static void xent_rows_bw(float *gx, const float *x, const float *lse, const int6
 
 /* gw (V rows), gy (n rows): rows `ld` floats apart, `cols` columns of each; gw[ids[i], :] += gy[i, :] in
  * the order i = 0..n-1 */
-static void embedding_bw(float *gw, const float *gy, const int64_t *ids, int64_t n, int64_t cols, int64_t ld) {
+void ampc_k_embedding_bw_f32__avx512(float *gw, const float *gy, const int64_t *ids, int64_t n, int64_t cols,
+                                     int64_t ld) {
     for (int64_t i = 0; i < n; i++) {
         float *row = gw + ids[i] * ld;
         const float *g = gy + i * ld;
         for (int64_t c = 0; c < cols; c += 16)
             vm_store(row + c, _mm512_add_ps(vm_load(row + c, cols - c), vm_load(g + c, cols - c)), cols - c);
     }
-}
-
-void ampci_fill_avx512_nn(struct ampc_kernels *k) {
-    k->xent = xent_rows;
-    k->xent_bw = xent_rows_bw;
-    k->embedding_bw = embedding_bw;
-    k->impl[AMPCI_SLOT_XENT] = "ampc_k_xent_f32__avx512";
-    k->impl[AMPCI_SLOT_EMBEDDING_BW] = "ampc_k_embedding_bw_f32__avx512";
 }

@@ -5,6 +5,7 @@
  * ref's float operations in ref's order: layer norm's output is bit-identical to ref whenever the mean
  * and rstd round to the same floats, and layer norm's weight and bias gradients (column sums walked over
  * the rows in ref's order, 16 columns at a time) are always bit-identical. */
+#include "kernels_avx512.h"
 #include "vmath_avx512.h"
 
 #include <math.h>
@@ -12,7 +13,7 @@
 /* ---- softmax ---- */
 
 /* y, x: (rows, cols); y may be x */
-static void softmax_rows(float *y, const float *x, int64_t rows, int64_t cols, bool logsm) {
+void ampc_k_softmax_f32__avx512(float *y, const float *x, int64_t rows, int64_t cols, bool logsm) {
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * cols;
         float *yr = y + r * cols;
@@ -32,7 +33,7 @@ static void softmax_rows(float *y, const float *x, int64_t rows, int64_t cols, b
 }
 
 /* gx, gy, y: (rows, cols) */
-static void softmax_rows_bw(float *gx, const float *gy, const float *y, int64_t rows, int64_t cols, bool logsm) {
+void ampc_k_softmax_bw_f32__avx512(float *gx, const float *gy, const float *y, int64_t rows, int64_t cols, bool logsm) {
     for (int64_t r = 0; r < rows; r++) {
         const float *g = gy + r * cols, *yr = y + r * cols;
         float *o = gx + r * cols;
@@ -78,8 +79,8 @@ static void row_moments(const float *x, int64_t cols, float eps, float *mean, fl
 }
 
 /* y, x: (rows, cols); mean, rstd: (rows); w, b: (cols) or NULL */
-static void layernorm_rows(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b,
-                           int64_t rows, int64_t cols, float eps) {
+void ampc_k_layernorm_f32__avx512(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b,
+                                  int64_t rows, int64_t cols, float eps) {
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * cols;
         float *yr = y + r * cols;
@@ -116,8 +117,8 @@ static void layernorm_colsums(float *gw, float *gb, const float *gy, const float
 
 /* gx: (rows, cols); gw, gb: (cols) written when non-NULL; w: (cols) or NULL. Per row, with
  * xhat = (x - mean) rstd and g = gy w: gx = rstd ((g - mean(g)) - xhat mean(g xhat)). */
-static void layernorm_rows_bw(float *gx, float *gw, float *gb, const float *gy, const float *x, const float *mean,
-                              const float *rstd, const float *w, int64_t rows, int64_t cols) {
+void ampc_k_layernorm_bw_f32__avx512(float *gx, float *gw, float *gb, const float *gy, const float *x,
+                                     const float *mean, const float *rstd, const float *w, int64_t rows, int64_t cols) {
     if (gw || gb) layernorm_colsums(gw, gb, gy, x, mean, rstd, rows, cols);
     for (int64_t r = 0; r < rows; r++) {
         const float *g = gy + r * cols, *xr = x + r * cols;
@@ -140,13 +141,4 @@ static void layernorm_rows_bw(float *gx, float *gw, float *gb, const float *gy, 
             vm_store(gx + r * cols + c, _mm512_mul_ps(rs, d), k);
         }
     }
-}
-
-void ampci_fill_avx512_norm(struct ampc_kernels *k) {
-    k->softmax = softmax_rows;
-    k->softmax_bw = softmax_rows_bw;
-    k->layernorm = layernorm_rows;
-    k->layernorm_bw = layernorm_rows_bw;
-    k->impl[AMPCI_SLOT_SOFTMAX] = "ampc_k_softmax_f32__avx512";
-    k->impl[AMPCI_SLOT_LAYERNORM] = "ampc_k_layernorm_f32__avx512";
 }

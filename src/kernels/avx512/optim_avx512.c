@@ -5,11 +5,12 @@
  * patterns and widens/narrows FP16/BF16 exactly as half.h. Sums of squares accumulate in double like ref
  * (products of F32/F16/BF16 values are exact in double) but over 32 lanes in a fixed order, so they may
  * differ from ref's sequential sum in a double's last bits (never with the thread count). */
+#include "kernels_avx512.h"
 #include "vmath_avx512.h"
 
 /* ---- SGD, AdamW: w, g, buf, m, v: (n) F32 ---- */
 
-static void sgd(float *w, const float *g, float *buf, int64_t n, const ampci_sgd_args *a) {
+void ampc_k_sgd_f32__avx512(float *w, const float *g, float *buf, int64_t n, const ampci_sgd_args *a) {
     __m512 wd = VM_SET1(a->weight_decay), mom = VM_SET1(a->momentum), nlr = VM_SET1(-a->lr);
     __m512 damp1 = VM_SET1(1.0f - a->dampening);
     for (int64_t i = 0; i < n; i += 16) {
@@ -33,7 +34,7 @@ VM_INLINE __m512 lerp_v(__m512 m, __m512 g, float wt) {
     return _mm512_sub_ps(g, _mm512_mul_ps(d, VM_SET1(1.0f - wt)));
 }
 
-static void adamw(float *w, const float *g, float *m, float *v, int64_t n, const ampci_adamw_args *a) {
+void ampc_k_adamw_f32__avx512(float *w, const float *g, float *m, float *v, int64_t n, const ampci_adamw_args *a) {
     float one_minus_b1 = 1.0f - a->beta1, one_minus_b2 = 1.0f - a->beta2;
     __m512 decay = VM_SET1(a->decay), b2 = VM_SET1(a->beta2), omb2 = VM_SET1(one_minus_b2);
     __m512 bc2 = VM_SET1(a->bias2_sqrt), eps = VM_SET1(a->eps), nstep = VM_SET1(-a->step_size);
@@ -51,7 +52,7 @@ static void adamw(float *w, const float *g, float *m, float *v, int64_t n, const
 
 /* ---- unscale: g (n) of the slot's dtype, in place; returns whether any value was inf/NaN before ---- */
 
-static bool unscale_f32(void *gp, int64_t n, float inv) {
+bool ampc_k_unscale_f32__avx512(void *gp, int64_t n, float inv) {
     float *g = gp;
     __m512i expo = _mm512_set1_epi32(0x7f800000);
     __mmask16 bad = 0;
@@ -89,8 +90,8 @@ VM_INLINE bool unscale16(uint16_t *g, int64_t n, float inv, bool f16) {
     return bad != 0;
 }
 
-static bool unscale_f16(void *g, int64_t n, float inv) { return unscale16(g, n, inv, true); }
-static bool unscale_bf16(void *g, int64_t n, float inv) { return unscale16(g, n, inv, false); }
+bool ampc_k_unscale_f16__avx512(void *g, int64_t n, float inv) { return unscale16(g, n, inv, true); }
+bool ampc_k_unscale_bf16__avx512(void *g, int64_t n, float inv) { return unscale16(g, n, inv, false); }
 
 /* ---- sums of squares in double: g (n) of the slot's dtype ---- */
 
@@ -119,21 +120,6 @@ VM_INLINE double sumsq(const void *g, int64_t n, ampc_dtype dt) {
     return vm_sum_pd(_mm512_add_pd(a0, b0), _mm512_add_pd(a1, b1));
 }
 
-static double sumsq_f32(const void *g, int64_t n) { return sumsq(g, n, AMPC_DTYPE_F32); }
-static double sumsq_f16(const void *g, int64_t n) { return sumsq(g, n, AMPC_DTYPE_F16); }
-static double sumsq_bf16(const void *g, int64_t n) { return sumsq(g, n, AMPC_DTYPE_BF16); }
-
-void ampci_fill_avx512_optim(struct ampc_kernels *k) {
-    k->sgd = sgd;
-    k->adamw = adamw;
-    k->unscale[AMPC_DTYPE_F32] = unscale_f32;
-    k->unscale[AMPC_DTYPE_F16] = unscale_f16;
-    k->unscale[AMPC_DTYPE_BF16] = unscale_bf16;
-    k->sumsq[AMPC_DTYPE_F32] = sumsq_f32;
-    k->sumsq[AMPC_DTYPE_F16] = sumsq_f16;
-    k->sumsq[AMPC_DTYPE_BF16] = sumsq_bf16;
-    k->impl[AMPCI_SLOT_SGD] = "ampc_k_sgd_f32__avx512";
-    k->impl[AMPCI_SLOT_ADAMW] = "ampc_k_adamw_f32__avx512";
-    k->impl[AMPCI_SLOT_UNSCALE] = "ampc_k_unscale__avx512";
-    k->impl[AMPCI_SLOT_SUMSQ] = "ampc_k_sumsq__avx512";
-}
+double ampc_k_sumsq_f32__avx512(const void *g, int64_t n) { return sumsq(g, n, AMPC_DTYPE_F32); }
+double ampc_k_sumsq_f16__avx512(const void *g, int64_t n) { return sumsq(g, n, AMPC_DTYPE_F16); }
+double ampc_k_sumsq_bf16__avx512(const void *g, int64_t n) { return sumsq(g, n, AMPC_DTYPE_BF16); }

@@ -1,7 +1,7 @@
 /* vmath_avx512.h: what the avx512 eltwise, norm, nn and optim kernels share: tail masks and masked
  * loads/stores, float -> double accumulation in a fixed lane order, half.h's FP16/BF16 widen/narrow in 16
  * lanes, the vector transcendental functions (exp, log, tanh, sigmoid, erf and the normal cdf) and the
- * row reductions of softmax and cross-entropy; plus the fill functions of the family's four files.
+ * row reductions of softmax and cross-entropy.
  *
  * Accuracy, measured over all 2^32 float patterns ("vs libm": glibc's float function, the ref kernels'
  * oracle; "vs exact": the correctly rounded value, from double); tests/test_kernels_avx512.c re-measures
@@ -28,12 +28,6 @@
 #define VM_INLINE __attribute__((always_inline)) static inline
 #define VM_RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 #define VM_SET1 _mm512_set1_ps
-
-/* The four files of the family; ampci_fill_avx512_eltwise (eltwise_avx512.c) calls them in this order. */
-AMPCI_HIDDEN void ampci_fill_avx512_unary(struct ampc_kernels *k);
-AMPCI_HIDDEN void ampci_fill_avx512_norm(struct ampc_kernels *k);
-AMPCI_HIDDEN void ampci_fill_avx512_nn(struct ampc_kernels *k);
-AMPCI_HIDDEN void ampci_fill_avx512_optim(struct ampc_kernels *k);
 
 /* ---- masks, loads, stores ---- */
 

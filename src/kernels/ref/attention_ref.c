@@ -5,7 +5,7 @@
  * consequence is the op's final one. The forward parallelises over query rows; the backward over heads,
  * since dK and dV sum over every query row of their head (in row order). The split never changes a
  * result: each row (forward) or head (backward) is computed by one task in a fixed order. */
-#include "../kernels.h"
+#include "kernels_ref.h"
 
 #include <math.h>
 #include <string.h>
@@ -120,11 +120,13 @@ static void backward_heads(void *vp, int64_t h0, int64_t h1, int64_t chunk) {
     }
 }
 
-/* Widens n elements of dtype dt to F32 into *dst (a slice of buf), or points at src when it is F32. */
-static const float *widen(ampc_ctx *ctx, ampc_dtype dt, const void *src, int64_t n, float **buf) {
+/* Widens n elements of dtype dt (F16 or BF16: exact) to F32 into *dst (a slice of buf) with the ref
+ * conversions (a ref kernel runs ref code only, whatever the context's level), or points at src when it
+ * is F32. */
+static const float *widen(ampc_dtype dt, const void *src, int64_t n, float **buf) {
     if (dt == AMPC_DTYPE_F32) return src;
     float *dst = *buf;
-    ampci_convert_with(ctx->kernels, dst, AMPC_DTYPE_F32, src, dt, (size_t)n);
+    (dt == AMPC_DTYPE_F16 ? ampc_k_cvt_f32f16__ref : ampc_k_cvt_f32bf16__ref)(dst, src, (size_t)n);
     *buf += n;
     return dst;
 }
@@ -142,10 +144,10 @@ static ampc_status run(ampc_ctx *ctx, attn_job *j, const void *go, int64_t n, in
     unsigned char *mem = ampci_alloc(ctx, bytes, what);
     if (!mem) return AMPC_STATUS_OOM;
     float *cur = (float *)mem;
-    j->q = widen(ctx, a->dt, a->q, nq, &cur);
-    j->k = widen(ctx, a->dt, a->k, nk, &cur);
-    j->v = widen(ctx, a->dt, a->v, nv, &cur);
-    j->go = go ? widen(ctx, a->dt, go, ngo, &cur) : NULL;
+    j->q = widen(a->dt, a->q, nq, &cur);
+    j->k = widen(a->dt, a->k, nk, &cur);
+    j->v = widen(a->dt, a->v, nv, &cur);
+    j->go = go ? widen(a->dt, go, ngo, &cur) : NULL;
     j->scratch = mem + (copies + 63) / 64 * 64;
     j->chunk_bytes = chunk_bytes;
     ampc_parallel_for(ctx, n, grain, fn, j);
@@ -153,22 +155,16 @@ static ampc_status run(ampc_ctx *ctx, attn_job *j, const void *go, int64_t n, in
     return AMPC_OK;
 }
 
-static ampc_status attention_ref(ampc_ctx *ctx, const ampci_attn *a, float *o, float *stats) {
+ampc_status ampc_k_attention__ref(ampc_ctx *ctx, const ampci_attn *a, float *o, float *stats) {
     attn_job j = {.a = a, .o = o, .stats = stats};
     int64_t rows = a->BH * a->Tq;
     size_t chunk = (size_t)a->Dv * sizeof(double) + (size_t)a->Tk * sizeof(float);
     return run(ctx, &j, NULL, rows, grain_for(ctx, rows), chunk, forward_rows, "attention (ref) scratch");
 }
 
-static ampc_status attention_bw_ref(ampc_ctx *ctx, const ampci_attn *a, const float *stats, const void *go,
-                                    float *gq, float *gk, float *gv) {
+ampc_status ampc_k_attention_bw__ref(ampc_ctx *ctx, const ampci_attn *a, const float *stats, const void *go, float *gq,
+                                     float *gk, float *gv) {
     attn_job j = {.a = a, .stats_in = stats, .gq = gq, .gk = gk, .gv = gv};
     size_t chunk = (size_t)(a->Tk * (a->D + a->Dv) + a->D + a->Tk) * sizeof(double) + (size_t)a->Tk * sizeof(float);
     return run(ctx, &j, go, a->BH, grain_for(ctx, a->BH), chunk, backward_heads, "attention backward (ref) scratch");
-}
-
-void ampci_fill_ref_attention(struct ampc_kernels *k) {
-    k->attention = attention_ref;
-    k->attention_bw = attention_bw_ref;
-    k->impl[AMPCI_SLOT_ATTENTION] = "ampc_k_attention__ref";
 }

@@ -2,16 +2,15 @@
  * window copied into one row, in the input dtype, so the convolution becomes one GEMM in that dtype),
  * its adjoint col2im in F32, and max pooling forward (value and argmax) and backward. Each works on a
  * range of rows or planes handed to it by the op, and every output element is produced by one call in a
- * fixed order, so results do not depend on how the op splits the range over threads. Also fills the
- * attention slots (attention_ref.c). */
-#include "../kernels.h"
+ * fixed order, so results do not depend on how the op splits the range over threads. */
+#include "kernels_ref.h"
 
 #include <math.h>
 #include <string.h>
 
 /* im2row for one element type: a copy of T values (0 bits = +0 in F32, F16 and BF16). */
 #define IM2ROW(NAME, T)                                                                                      \
-    static void NAME(void *colv, const void *xv, const ampci_conv_geom *g, int64_t r0, int64_t r1) {         \
+    void NAME(void *colv, const void *xv, const ampci_conv_geom *g, int64_t r0, int64_t r1) {         \
         T *col = colv;                                                                                       \
         const T *x = xv;                                                                                     \
         int64_t ohw = g->OH * g->OW, ckk = g->C * g->KH * g->KW;                                             \
@@ -31,10 +30,11 @@
         }                                                                                                    \
     }
 
-IM2ROW(im2row_32, uint32_t)
-IM2ROW(im2row_16, uint16_t)
+IM2ROW(ampc_k_im2col_f32__ref, uint32_t)
+IM2ROW(ampc_k_im2col_f16__ref, uint16_t)
+IM2ROW(ampc_k_im2col_bf16__ref, uint16_t)   /* the F16 kernel's code; an entry of its own per dtype */
 
-static void col2im(float *gx, const float *gcol, const ampci_conv_geom *g, int64_t p0, int64_t p1) {
+void ampc_k_col2im_f32__ref(float *gx, const float *gcol, const ampci_conv_geom *g, int64_t p0, int64_t p1) {
     int64_t ckk = g->C * g->KH * g->KW;
     for (int64_t p = p0; p < p1; p++) {
         int64_t n = p / g->C, c = p % g->C;
@@ -56,7 +56,7 @@ static void col2im(float *gx, const float *gcol, const ampci_conv_geom *g, int64
 }
 
 /* The op guarantees every window holds at least one in-plane position (pad <= kernel / 2). */
-static void maxpool(float *y, int32_t *arg, const float *x, const ampci_conv_geom *g, int64_t p0, int64_t p1) {
+void ampc_k_maxpool_f32__ref(float *y, int32_t *arg, const float *x, const ampci_conv_geom *g, int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; p++) {
         const float *plane = x + p * g->H * g->W;
         float *yp = y + p * g->OH * g->OW;
@@ -82,25 +82,12 @@ static void maxpool(float *y, int32_t *arg, const float *x, const ampci_conv_geo
     }
 }
 
-static void maxpool_bw(float *gx, const float *gy, const int32_t *arg, const ampci_conv_geom *g, int64_t p0,
-                       int64_t p1) {
+void ampc_k_maxpool_bw_f32__ref(float *gx, const float *gy, const int32_t *arg, const ampci_conv_geom *g, int64_t p0,
+                                int64_t p1) {
     int64_t ohw = g->OH * g->OW;
     for (int64_t p = p0; p < p1; p++) {
         float *plane = gx + p * g->H * g->W;
         memset(plane, 0, (size_t)(g->H * g->W) * sizeof *plane);
         for (int64_t o = 0; o < ohw; o++) plane[arg[p * ohw + o]] += gy[p * ohw + o];
     }
-}
-
-void ampci_fill_ref_conv(struct ampc_kernels *k) {
-    k->im2col[AMPC_DTYPE_F32] = im2row_32;
-    k->im2col[AMPC_DTYPE_F16] = im2row_16;
-    k->im2col[AMPC_DTYPE_BF16] = im2row_16;
-    k->col2im = col2im;
-    k->maxpool = maxpool;
-    k->maxpool_bw = maxpool_bw;
-    k->impl[AMPCI_SLOT_IM2COL] = "ampc_k_im2col__ref";
-    k->impl[AMPCI_SLOT_COL2IM] = "ampc_k_col2im_f32__ref";
-    k->impl[AMPCI_SLOT_MAXPOOL] = "ampc_k_maxpool_f32__ref";
-    ampci_fill_ref_attention(k);
 }

@@ -5,57 +5,48 @@
  *   - I64 beyond 2^53 is first rounded to odd in double, so the second rounding is still correct;
  *   - float -> integer truncates toward zero and saturates; NaN gives 0. */
 #include "../../numerics/half.h"
-#include "../kernels.h"
+#include "kernels_ref.h"
 
 #include <math.h>
 
-static void cvt_f16_f32(void *restrict dst, const void *restrict src, size_t n) {
+void ampc_k_cvt_f16f32__ref(void *restrict dst, const void *restrict src, size_t n) {
     /* dst: (n) f16, src: (n) f32 */
     uint16_t *d = dst;
     const uint32_t *s = src;
     for (size_t i = 0; i < n; i++) d[i] = ampci_f16_from_f32_bits(s[i]);
 }
 
-static void cvt_f32_f16(void *restrict dst, const void *restrict src, size_t n) {
+void ampc_k_cvt_f32f16__ref(void *restrict dst, const void *restrict src, size_t n) {
     uint32_t *d = dst;
     const uint16_t *s = src;
     for (size_t i = 0; i < n; i++) d[i] = ampci_f16_to_f32_bits(s[i]);
 }
 
-static void cvt_bf16_f32(void *restrict dst, const void *restrict src, size_t n) {
+void ampc_k_cvt_bf16f32__ref(void *restrict dst, const void *restrict src, size_t n) {
     uint16_t *d = dst;
     const uint32_t *s = src;
     for (size_t i = 0; i < n; i++) d[i] = ampci_bf16_from_f32_bits(s[i]);
 }
 
-static void cvt_f32_bf16(void *restrict dst, const void *restrict src, size_t n) {
+void ampc_k_cvt_f32bf16__ref(void *restrict dst, const void *restrict src, size_t n) {
     uint32_t *d = dst;
     const uint16_t *s = src;
     for (size_t i = 0; i < n; i++) d[i] = ampci_bf16_to_f32_bits(s[i]);
 }
 
 /* FP16 -> FP32 is exact, so FP16 -> BF16 through FP32 rounds once; likewise the other way. */
-static void cvt_bf16_f16(void *restrict dst, const void *restrict src, size_t n) {
+void ampc_k_cvt_bf16f16__ref(void *restrict dst, const void *restrict src, size_t n) {
     uint16_t *d = dst;
     const uint16_t *s = src;
     for (size_t i = 0; i < n; i++) d[i] = ampci_bf16_from_f32_bits(ampci_f16_to_f32_bits(s[i]));
 }
 
-static void cvt_f16_bf16(void *restrict dst, const void *restrict src, size_t n) {
+void ampc_k_cvt_f16bf16__ref(void *restrict dst, const void *restrict src, size_t n) {
     uint16_t *d = dst;
     const uint16_t *s = src;
     for (size_t i = 0; i < n; i++) d[i] = ampci_f16_from_f32_bits(ampci_bf16_to_f32_bits(s[i]));
 }
 
-const ampci_cvt_impl ampci_cvt_ref[] = {
-    {"ampc_k_cvt_f16f32__ref", AMPC_ISA_REF, {0}, AMPC_DTYPE_F16, AMPC_DTYPE_F32, cvt_f16_f32},
-    {"ampc_k_cvt_f32f16__ref", AMPC_ISA_REF, {0}, AMPC_DTYPE_F32, AMPC_DTYPE_F16, cvt_f32_f16},
-    {"ampc_k_cvt_bf16f32__ref", AMPC_ISA_REF, {0}, AMPC_DTYPE_BF16, AMPC_DTYPE_F32, cvt_bf16_f32},
-    {"ampc_k_cvt_f32bf16__ref", AMPC_ISA_REF, {0}, AMPC_DTYPE_F32, AMPC_DTYPE_BF16, cvt_f32_bf16},
-    {"ampc_k_cvt_bf16f16__ref", AMPC_ISA_REF, {0}, AMPC_DTYPE_BF16, AMPC_DTYPE_F16, cvt_bf16_f16},
-    {"ampc_k_cvt_f16bf16__ref", AMPC_ISA_REF, {0}, AMPC_DTYPE_F16, AMPC_DTYPE_BF16, cvt_f16_bf16},
-};
-const size_t ampci_cvt_ref_count = sizeof ampci_cvt_ref / sizeof ampci_cvt_ref[0];
 
 /* ---- generic path ---- */
 

@@ -2,11 +2,12 @@
  * F32 rows (op(a) row-major (M, K), op(b) column-major, i.e. (N, K)); every product of two F16 or BF16
  * values is exact in F32, so the only roundings are the F32 additions. Each dot product sums in a fixed
  * order (8 interleaved partial sums, then a fixed tree), so a result never depends on the thread count:
- * threads split the rows of c. */
+ * threads split the rows of c. Also the oracles of the split F32 slots (one or three BF16 passes). */
 #include "../../numerics/half.h"
-#include "../kernels.h"
+#include "kernels_ref.h"
 
 #include <math.h>
+#include <string.h>
 
 #define ROWS_PER_TASK 16
 
@@ -22,8 +23,10 @@ static void unpack(ampc_dtype dt, const void *p, int64_t rs, int64_t cs, int64_t
     size_t es = ampc_dtype_size(dt);
     for (int64_t r = 0; r < rows; r++) {
         const unsigned char *row = (const unsigned char *)p + (size_t)(r * rs) * es;
-        if (cs == 1) {
-            ampc_convert(out + r * len, AMPC_DTYPE_F32, row, dt, (size_t)len);
+        if (cs == 1 && dt != AMPC_DTYPE_F32) {   /* the ref conversions: never another level's code */
+            (dt == AMPC_DTYPE_F16 ? ampc_k_cvt_f32f16__ref : ampc_k_cvt_f32bf16__ref)(out + r * len, row, (size_t)len);
+        } else if (cs == 1) {
+            memcpy(out + r * len, row, (size_t)len * sizeof *out);
         } else {
             for (int64_t j = 0; j < len; j++) out[r * len + j] = load_f32(dt, row, j * cs);
         }
@@ -79,20 +82,12 @@ static ampc_status gemm_ref(ampc_ctx *ctx, const ampci_gemm *g, ampc_dtype dt) {
     return AMPC_OK;
 }
 
-static ampc_status gemm_f32(ampc_ctx *ctx, const ampci_gemm *g) { return gemm_ref(ctx, g, AMPC_DTYPE_F32); }
-static ampc_status gemm_f16(ampc_ctx *ctx, const ampci_gemm *g) { return gemm_ref(ctx, g, AMPC_DTYPE_F16); }
-static ampc_status gemm_bf16(ampc_ctx *ctx, const ampci_gemm *g) { return gemm_ref(ctx, g, AMPC_DTYPE_BF16); }
+ampc_status ampc_k_gemm_f32f32__ref(ampc_ctx *ctx, const ampci_gemm *g) { return gemm_ref(ctx, g, AMPC_DTYPE_F32); }
+ampc_status ampc_k_gemm_f16f32__ref(ampc_ctx *ctx, const ampci_gemm *g) { return gemm_ref(ctx, g, AMPC_DTYPE_F16); }
+ampc_status ampc_k_gemm_bf16f32__ref(ampc_ctx *ctx, const ampci_gemm *g) { return gemm_ref(ctx, g, AMPC_DTYPE_BF16); }
 
-void ampci_fill_ref_gemm(struct ampc_kernels *k) {
-    k->gemm[AMPC_DTYPE_F32] = gemm_f32;
-    k->gemm[AMPC_DTYPE_F16] = gemm_f16;
-    k->gemm[AMPC_DTYPE_BF16] = gemm_bf16;
-    k->gemm_name[AMPC_DTYPE_F32] = "ampc_k_gemm_f32f32__ref";
-    k->gemm_name[AMPC_DTYPE_F16] = "ampc_k_gemm_f16f32__ref";
-    k->gemm_name[AMPC_DTYPE_BF16] = "ampc_k_gemm_bf16f32__ref";
-}
-
-/* ---- the split F32 GEMM reference (a test oracle for gemm_f32_bf16x1/x3, not a slot) ---- */
+/* ---- the split F32 GEMM references: the oracles of the gemm_f32_bf16x1/x3 slots, never run by ops (at
+ * the ref level F32 GEMMs stay F32 whatever the precision setting) ---- */
 
 /* x = hi + lo exactly when |x| is within BF16's range: hi = x rounded to BF16, lo = the rest rounded to
  * BF16 (so hi + lo keeps 16 of F32's 24 significand bits). Infinite or NaN hi: lo = 0, so inf and NaN
@@ -103,7 +98,7 @@ static void split_bf16(float x, float *hi, float *lo) {
     *lo = isfinite(*hi) ? ampci_f32_from_bits(ampci_bf16_to_f32_bits(ampc_bf16_from_f32(r))) : 0.0f;
 }
 
-ampc_status ampci_gemm_f32_split_ref(ampc_ctx *ctx, const ampci_gemm *g, int passes) {
+static ampc_status split_ref(ampc_ctx *ctx, const ampci_gemm *g, int passes) {
     size_t bytes = (size_t)((g->M + g->N) * g->K) * sizeof(float);
     float *at = ampci_alloc(ctx, bytes ? bytes : 1, "gemm (split ref) operands");
     if (!at) return AMPC_STATUS_OOM;
@@ -127,3 +122,6 @@ ampc_status ampci_gemm_f32_split_ref(ampc_ctx *ctx, const ampci_gemm *g, int pas
     ampci_free(ctx, at, bytes ? bytes : 1);
     return AMPC_OK;
 }
+
+ampc_status ampc_k_gemm_f32_bf16x1__ref(ampc_ctx *ctx, const ampci_gemm *g) { return split_ref(ctx, g, 1); }
+ampc_status ampc_k_gemm_f32_bf16x3__ref(ampc_ctx *ctx, const ampci_gemm *g) { return split_ref(ctx, g, 3); }

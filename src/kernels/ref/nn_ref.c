@@ -2,13 +2,13 @@
  * log-sum-exp per row, backward softmax minus one-hot) and the embedding gradient scatter-add. Each row
  * is computed on its own with sums in double, and the scatter walks ids in order, so results do not
  * depend on how a caller splits rows over threads. */
-#include "../kernels.h"
+#include "kernels_ref.h"
 
 #include <math.h>
 #include <string.h>
 
-static void xent_rows(float *loss, float *lse, const float *x, const int64_t *t, int64_t rows, int64_t cols,
-                      int64_t ignore_index) {
+void ampc_k_xent_f32__ref(float *loss, float *lse, const float *x, const int64_t *t, int64_t rows, int64_t cols,
+                          int64_t ignore_index) {
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * cols;
         float mx = -INFINITY;
@@ -23,8 +23,8 @@ static void xent_rows(float *loss, float *lse, const float *x, const int64_t *t,
     }
 }
 
-static void xent_rows_bw(float *gx, const float *x, const float *lse, const int64_t *t, int64_t rows, int64_t cols,
-                         int64_t ignore_index, float scale) {
+void ampc_k_xent_bw_f32__ref(float *gx, const float *x, const float *lse, const int64_t *t, int64_t rows, int64_t cols,
+                             int64_t ignore_index, float scale) {
     for (int64_t r = 0; r < rows; r++) {
         float *o = gx + r * cols;
         if (t[r] == ignore_index) {
@@ -43,18 +43,10 @@ static void xent_rows_bw(float *gx, const float *x, const float *lse, const int6
     }
 }
 
-static void embedding_bw(float *gw, const float *gy, const int64_t *ids, int64_t n, int64_t cols, int64_t ld) {
+void ampc_k_embedding_bw_f32__ref(float *gw, const float *gy, const int64_t *ids, int64_t n, int64_t cols, int64_t ld) {
     for (int64_t i = 0; i < n; i++) {
         float *row = gw + ids[i] * ld;
         const float *g = gy + i * ld;
         for (int64_t c = 0; c < cols; c++) row[c] += g[c];
     }
-}
-
-void ampci_fill_ref_nn(struct ampc_kernels *k) {
-    k->xent = xent_rows;
-    k->xent_bw = xent_rows_bw;
-    k->embedding_bw = embedding_bw;
-    k->impl[AMPCI_SLOT_XENT] = "ampc_k_xent_f32__ref";
-    k->impl[AMPCI_SLOT_EMBEDDING_BW] = "ampc_k_embedding_bw_f32__ref";
 }

@@ -1,11 +1,11 @@
 /* norm_ref.c: reference row softmax / log_softmax and layer norm, forward and backward, in F32 with
  * sums accumulated in double (one pass for the max, one for the sum, one to write), so a row's result
  * does not depend on how rows are split over threads. */
-#include "../kernels.h"
+#include "kernels_ref.h"
 
 #include <math.h>
 
-static void softmax_rows(float *y, const float *x, int64_t rows, int64_t cols, bool logsm) {
+void ampc_k_softmax_f32__ref(float *y, const float *x, int64_t rows, int64_t cols, bool logsm) {
     /* y: (rows, cols), x: (rows, cols) */
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * cols;
@@ -25,7 +25,7 @@ static void softmax_rows(float *y, const float *x, int64_t rows, int64_t cols, b
     }
 }
 
-static void softmax_rows_bw(float *gx, const float *gy, const float *y, int64_t rows, int64_t cols, bool logsm) {
+void ampc_k_softmax_bw_f32__ref(float *gx, const float *gy, const float *y, int64_t rows, int64_t cols, bool logsm) {
     for (int64_t r = 0; r < rows; r++) {
         const float *g = gy + r * cols, *yr = y + r * cols;
         float *o = gx + r * cols;
@@ -40,8 +40,8 @@ static void softmax_rows_bw(float *gx, const float *gy, const float *y, int64_t 
     }
 }
 
-static void layernorm_rows(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b,
-                           int64_t rows, int64_t cols, float eps) {
+void ampc_k_layernorm_f32__ref(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b,
+                               int64_t rows, int64_t cols, float eps) {
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * cols;
         double s = 0.0, s2 = 0.0;
@@ -59,8 +59,8 @@ static void layernorm_rows(float *y, float *mean, float *rstd, const float *x, c
     }
 }
 
-static void layernorm_rows_bw(float *gx, float *gw, float *gb, const float *gy, const float *x, const float *mean,
-                              const float *rstd, const float *w, int64_t rows, int64_t cols) {
+void ampc_k_layernorm_bw_f32__ref(float *gx, float *gw, float *gb, const float *gy, const float *x, const float *mean,
+                                  const float *rstd, const float *w, int64_t rows, int64_t cols) {
     /* xhat = (x - mean) rstd; g = gy * w; gx = rstd (g - mean(g) - xhat mean(g xhat)) */
     for (int64_t c = 0; c < cols && (gw || gb); c++) {
         double sw = 0.0, sb = 0.0;
@@ -85,13 +85,4 @@ static void layernorm_rows_bw(float *gx, float *gw, float *gb, const float *gy, 
             gx[r * cols + c] = rstd[r] * (gc - mg - xh * mgx);
         }
     }
-}
-
-void ampci_fill_ref_norm(struct ampc_kernels *k) {
-    k->softmax = softmax_rows;
-    k->softmax_bw = softmax_rows_bw;
-    k->layernorm = layernorm_rows;
-    k->layernorm_bw = layernorm_rows_bw;
-    k->impl[AMPCI_SLOT_SOFTMAX] = "ampc_k_softmax_f32__ref";
-    k->impl[AMPCI_SLOT_LAYERNORM] = "ampc_k_layernorm_f32__ref";
 }

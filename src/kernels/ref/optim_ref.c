@@ -3,11 +3,11 @@
  * scaler's fused non-finite check + unscale for F32/F16/BF16 gradients, and sums of squares in double for
  * the global gradient norm. Finiteness is read from the bit patterns. */
 #include "../../numerics/half.h"
-#include "../kernels.h"
+#include "kernels_ref.h"
 
 #include <math.h>
 
-static void sgd(float *w, const float *g, float *buf, int64_t n, const ampci_sgd_args *a) {
+void ampc_k_sgd_f32__ref(float *w, const float *g, float *buf, int64_t n, const ampci_sgd_args *a) {
     for (int64_t i = 0; i < n; i++) {
         float d = g[i];
         if (a->weight_decay != 0.0f) d = d + a->weight_decay * w[i];
@@ -24,7 +24,7 @@ static inline float lerp(float start, float end, float weight) {
     return weight < 0.5f ? start + weight * (end - start) : end - (end - start) * (1.0f - weight);
 }
 
-static void adamw(float *w, const float *g, float *m, float *v, int64_t n, const ampci_adamw_args *a) {
+void ampc_k_adamw_f32__ref(float *w, const float *g, float *m, float *v, int64_t n, const ampci_adamw_args *a) {
     float one_minus_b1 = 1.0f - a->beta1, one_minus_b2 = 1.0f - a->beta2;
     for (int64_t i = 0; i < n; i++) {
         float wi = w[i] * a->decay;
@@ -35,7 +35,7 @@ static void adamw(float *w, const float *g, float *m, float *v, int64_t n, const
     }
 }
 
-static bool unscale_f32(void *gp, int64_t n, float inv) {
+bool ampc_k_unscale_f32__ref(void *gp, int64_t n, float inv) {
     uint32_t *g = gp;
     bool bad = false;
     for (int64_t i = 0; i < n; i++) {
@@ -64,8 +64,8 @@ static bool unscale16(uint16_t *g, int64_t n, float inv, bool f16) {
     return bad;
 }
 
-static bool unscale_f16(void *g, int64_t n, float inv) { return unscale16(g, n, inv, true); }
-static bool unscale_bf16(void *g, int64_t n, float inv) { return unscale16(g, n, inv, false); }
+bool ampc_k_unscale_f16__ref(void *g, int64_t n, float inv) { return unscale16(g, n, inv, true); }
+bool ampc_k_unscale_bf16__ref(void *g, int64_t n, float inv) { return unscale16(g, n, inv, false); }
 
 /* The sum of squares in double, in a fixed order that the vector kernels share, so that the global
  * gradient norm, and the clipped update that depends on it, is the same at every kernel level: 32
@@ -91,21 +91,6 @@ static double sumsq(const void *g, int64_t n, ampc_dtype dt) {
     return v[0];
 }
 
-static double sumsq_f32(const void *g, int64_t n) { return sumsq(g, n, AMPC_DTYPE_F32); }
-static double sumsq_f16(const void *g, int64_t n) { return sumsq(g, n, AMPC_DTYPE_F16); }
-static double sumsq_bf16(const void *g, int64_t n) { return sumsq(g, n, AMPC_DTYPE_BF16); }
-
-void ampci_fill_ref_optim(struct ampc_kernels *k) {
-    k->sgd = sgd;
-    k->adamw = adamw;
-    k->unscale[AMPC_DTYPE_F32] = unscale_f32;
-    k->unscale[AMPC_DTYPE_F16] = unscale_f16;
-    k->unscale[AMPC_DTYPE_BF16] = unscale_bf16;
-    k->sumsq[AMPC_DTYPE_F32] = sumsq_f32;
-    k->sumsq[AMPC_DTYPE_F16] = sumsq_f16;
-    k->sumsq[AMPC_DTYPE_BF16] = sumsq_bf16;
-    k->impl[AMPCI_SLOT_SGD] = "ampc_k_sgd_f32__ref";
-    k->impl[AMPCI_SLOT_ADAMW] = "ampc_k_adamw_f32__ref";
-    k->impl[AMPCI_SLOT_UNSCALE] = "ampc_k_unscale__ref";
-    k->impl[AMPCI_SLOT_SUMSQ] = "ampc_k_sumsq__ref";
-}
+double ampc_k_sumsq_f32__ref(const void *g, int64_t n) { return sumsq(g, n, AMPC_DTYPE_F32); }
+double ampc_k_sumsq_f16__ref(const void *g, int64_t n) { return sumsq(g, n, AMPC_DTYPE_F16); }
+double ampc_k_sumsq_bf16__ref(const void *g, int64_t n) { return sumsq(g, n, AMPC_DTYPE_BF16); }

@@ -1,8 +1,9 @@
 /* fp32_precision.c: the TF32 switch, CPU edition. The context keeps a small stack (the global setting
- * and scoped overrides); the op layer asks ampci_gemm_f32_fn which F32 GEMM the current setting allows.
- * The setting is a permission: a split kernel is used only where the kernel table has one (they exist
- * only where they beat F32 FMAs: AVX512-BF16 for one pass, AMX for one or three). */
-#include "../kernels/kernels.h"
+ * and scoped overrides); the op layer asks ampci_gemm_fn which GEMM the current setting allows, a
+ * kernel-selection question, hence here. The setting is a permission: a split kernel is used only where
+ * the kernel table has one (they exist only where they beat F32 FMAs: AVX512-BF16 for one pass, AMX for
+ * one or three). */
+#include "kernels.h"
 
 #include <string.h>
 
