@@ -624,11 +624,11 @@ typedef enum ampc_fp32_precision {
     AMPC_FP32_PRECISION_COUNT
 } ampc_fp32_precision;
 
-AMPC_API ampc_status ampc_set_fp32_matmul_precision(ampc_ctx *ctx, ampc_fp32_precision p);
-AMPC_API ampc_fp32_precision ampc_get_fp32_matmul_precision(const ampc_ctx *ctx);
+AMPC_API ampc_status ampc_ctx_set_fp32_matmul_precision(ampc_ctx *ctx, ampc_fp32_precision p);
+AMPC_API ampc_fp32_precision ampc_ctx_fp32_matmul_precision(const ampc_ctx *ctx);
 /* A scoped override (nestable, up to 8 deep): push sets the precision until the matching pop. */
-AMPC_API ampc_status ampc_fp32_matmul_precision_push(ampc_ctx *ctx, ampc_fp32_precision p);
-AMPC_API ampc_status ampc_fp32_matmul_precision_pop(ampc_ctx *ctx);
+AMPC_API ampc_status ampc_ctx_push_fp32_matmul_precision(ampc_ctx *ctx, ampc_fp32_precision p);
+AMPC_API ampc_status ampc_ctx_pop_fp32_matmul_precision(ampc_ctx *ctx);
 AMPC_API const char *ampc_fp32_precision_name(ampc_fp32_precision p);   /* "highest", "high", "medium" */
 AMPC_API ampc_status ampc_fp32_precision_parse(const char *name, ampc_fp32_precision *out);
 
@@ -1157,6 +1157,13 @@ AMPC_API AMPC_DEPRECATED("ampc_grad_scaler_get_overflow")
 ampc_status ampc_grad_scaler_overflow_get(const ampc_grad_scaler *gs, ampc_grad_scaler_overflow *out);
 AMPC_API AMPC_DEPRECATED("ampc_dataset_get_info")
 ampc_status ampc_dataset_info_get(const ampc_dataset *ds, ampc_dataset_info *out);
+AMPC_API AMPC_DEPRECATED("ampc_ctx_set_fp32_matmul_precision")
+ampc_status ampc_set_fp32_matmul_precision(ampc_ctx *ctx, ampc_fp32_precision p);
+AMPC_API AMPC_DEPRECATED("ampc_ctx_fp32_matmul_precision")
+ampc_fp32_precision ampc_get_fp32_matmul_precision(const ampc_ctx *ctx);
+AMPC_API AMPC_DEPRECATED("ampc_ctx_push_fp32_matmul_precision")
+ampc_status ampc_fp32_matmul_precision_push(ampc_ctx *ctx, ampc_fp32_precision p);
+AMPC_API AMPC_DEPRECATED("ampc_ctx_pop_fp32_matmul_precision") ampc_status ampc_fp32_matmul_precision_pop(ampc_ctx *ctx);
 
 #ifdef __cplusplus
 }

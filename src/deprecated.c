@@ -22,3 +22,15 @@ ampc_status ampc_grad_scaler_overflow_get(const ampc_grad_scaler *gs, ampc_grad_
 }
 
 ampc_status ampc_dataset_info_get(const ampc_dataset *ds, ampc_dataset_info *out) { return ampc_dataset_get_info(ds, out); }
+
+ampc_status ampc_set_fp32_matmul_precision(ampc_ctx *ctx, ampc_fp32_precision p) {
+    return ampc_ctx_set_fp32_matmul_precision(ctx, p);
+}
+
+ampc_fp32_precision ampc_get_fp32_matmul_precision(const ampc_ctx *ctx) { return ampc_ctx_fp32_matmul_precision(ctx); }
+
+ampc_status ampc_fp32_matmul_precision_push(ampc_ctx *ctx, ampc_fp32_precision p) {
+    return ampc_ctx_push_fp32_matmul_precision(ctx, p);
+}
+
+ampc_status ampc_fp32_matmul_precision_pop(ampc_ctx *ctx) { return ampc_ctx_pop_fp32_matmul_precision(ctx); }

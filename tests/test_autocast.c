@@ -253,31 +253,31 @@ static void test_anomaly_mode(void **state) {
 
 static void test_fp32_precision_api(void **state) {
     (void)state;
-    assert_int_equal(ampc_get_fp32_matmul_precision(g_ctx), AMPC_FP32_HIGHEST);
-    ASSERT_OK(ampc_set_fp32_matmul_precision(g_ctx, AMPC_FP32_MEDIUM));
-    ASSERT_OK(ampc_fp32_matmul_precision_push(g_ctx, AMPC_FP32_HIGH));
-    assert_int_equal(ampc_get_fp32_matmul_precision(g_ctx), AMPC_FP32_HIGH);
-    ASSERT_OK(ampc_set_fp32_matmul_precision(g_ctx, AMPC_FP32_HIGHEST));   /* inside the override: until pop */
-    assert_int_equal(ampc_get_fp32_matmul_precision(g_ctx), AMPC_FP32_HIGHEST);
-    ASSERT_OK(ampc_fp32_matmul_precision_pop(g_ctx));
-    assert_int_equal(ampc_get_fp32_matmul_precision(g_ctx), AMPC_FP32_MEDIUM);
-    assert_int_equal(ampc_fp32_matmul_precision_pop(g_ctx), AMPC_STATUS_STATE);
+    assert_int_equal(ampc_ctx_fp32_matmul_precision(g_ctx), AMPC_FP32_HIGHEST);
+    ASSERT_OK(ampc_ctx_set_fp32_matmul_precision(g_ctx, AMPC_FP32_MEDIUM));
+    ASSERT_OK(ampc_ctx_push_fp32_matmul_precision(g_ctx, AMPC_FP32_HIGH));
+    assert_int_equal(ampc_ctx_fp32_matmul_precision(g_ctx), AMPC_FP32_HIGH);
+    ASSERT_OK(ampc_ctx_set_fp32_matmul_precision(g_ctx, AMPC_FP32_HIGHEST));   /* inside the override: until pop */
+    assert_int_equal(ampc_ctx_fp32_matmul_precision(g_ctx), AMPC_FP32_HIGHEST);
+    ASSERT_OK(ampc_ctx_pop_fp32_matmul_precision(g_ctx));
+    assert_int_equal(ampc_ctx_fp32_matmul_precision(g_ctx), AMPC_FP32_MEDIUM);
+    assert_int_equal(ampc_ctx_pop_fp32_matmul_precision(g_ctx), AMPC_STATUS_STATE);
     assert_non_null(strstr(ampc_last_error(), "no override"));
     int pushed = 0;
-    while (ampc_fp32_matmul_precision_push(g_ctx, AMPC_FP32_HIGH) == AMPC_OK) pushed++;
+    while (ampc_ctx_push_fp32_matmul_precision(g_ctx, AMPC_FP32_HIGH) == AMPC_OK) pushed++;
     assert_int_equal(pushed, 8);
     assert_non_null(strstr(ampc_last_error(), "at most 8"));
-    while (ampc_fp32_matmul_precision_pop(g_ctx) == AMPC_OK) {
+    while (ampc_ctx_pop_fp32_matmul_precision(g_ctx) == AMPC_OK) {
     }
-    assert_int_equal(ampc_set_fp32_matmul_precision(g_ctx, (ampc_fp32_precision)7), AMPC_STATUS_INVALID_ARG);
-    assert_int_equal(ampc_set_fp32_matmul_precision(NULL, AMPC_FP32_HIGH), AMPC_STATUS_INVALID_ARG);
+    assert_int_equal(ampc_ctx_set_fp32_matmul_precision(g_ctx, (ampc_fp32_precision)7), AMPC_STATUS_INVALID_ARG);
+    assert_int_equal(ampc_ctx_set_fp32_matmul_precision(NULL, AMPC_FP32_HIGH), AMPC_STATUS_INVALID_ARG);
     ampc_fp32_precision p;
     ASSERT_OK(ampc_fp32_precision_parse("medium", &p));
     assert_int_equal(p, AMPC_FP32_MEDIUM);
     assert_string_equal(ampc_fp32_precision_name(AMPC_FP32_HIGH), "high");
     assert_int_equal(ampc_fp32_precision_parse("tf32", &p), AMPC_STATUS_INVALID_ARG);
     assert_non_null(strstr(ampc_last_error(), "'tf32': expected highest, high or medium"));
-    ASSERT_OK(ampc_set_fp32_matmul_precision(g_ctx, AMPC_FP32_HIGHEST));
+    ASSERT_OK(ampc_ctx_set_fp32_matmul_precision(g_ctx, AMPC_FP32_HIGHEST));
 }
 
 /* max |got - want| / (u * K * sum |a||b| row-col bound) over c (M, N): how many F32 unit roundoffs of the
@@ -306,9 +306,9 @@ static void test_fp32_precision_numerics(void **state) {
     assert_non_null(exact);
     static const ampc_fp32_precision modes[2] = {AMPC_FP32_HIGH, AMPC_FP32_MEDIUM};
     for (int i = 0; i < 2; i++) {
-        ASSERT_OK(ampc_fp32_matmul_precision_push(g_ctx, modes[i]));
+        ASSERT_OK(ampc_ctx_push_fp32_matmul_precision(g_ctx, modes[i]));
         ampc_tensor *c = ampc_matmul(g_ctx, a, b, 0);
-        ASSERT_OK(ampc_fp32_matmul_precision_pop(g_ctx));
+        ASSERT_OK(ampc_ctx_pop_fp32_matmul_precision(g_ctx));
         assert_non_null(c);
         const struct ampc_kernels *k = g_ctx->kernels;
         ampc_k_gemm_fn fn = modes[i] == AMPC_FP32_MEDIUM && k->gemm_f32_bf16x1 ? k->gemm_f32_bf16x1 : k->gemm_f32_bf16x3;

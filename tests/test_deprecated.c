@@ -53,11 +53,25 @@ static void test_grad_scaler(void **state) {
     ampc_grad_scaler_free(gs);
 }
 
+static void test_fp32_matmul_precision(void **state) {
+    (void)state;
+    ASSERT_OK(ampc_set_fp32_matmul_precision(g_ctx, AMPC_FP32_MEDIUM));
+    assert_int_equal(ampc_get_fp32_matmul_precision(g_ctx), AMPC_FP32_MEDIUM);
+    assert_int_equal(ampc_ctx_fp32_matmul_precision(g_ctx), AMPC_FP32_MEDIUM);
+    ASSERT_OK(ampc_fp32_matmul_precision_push(g_ctx, AMPC_FP32_HIGH));
+    assert_int_equal(ampc_ctx_fp32_matmul_precision(g_ctx), AMPC_FP32_HIGH);
+    ASSERT_OK(ampc_fp32_matmul_precision_pop(g_ctx));
+    assert_int_equal(ampc_get_fp32_matmul_precision(g_ctx), AMPC_FP32_MEDIUM);
+    assert_int_equal(ampc_fp32_matmul_precision_pop(g_ctx), AMPC_STATUS_STATE);   /* nothing pushed */
+    ASSERT_OK(ampc_set_fp32_matmul_precision(g_ctx, AMPC_FP32_HIGHEST));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_format_and_dataset),
         cmocka_unit_test(test_autocast_and_anomaly),
         cmocka_unit_test(test_grad_scaler),
+        cmocka_unit_test(test_fp32_matmul_precision),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

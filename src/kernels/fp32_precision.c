@@ -28,18 +28,18 @@ static bool valid(const char *fn, const ampc_ctx *ctx, ampc_fp32_precision p) {
     return true;
 }
 
-ampc_status ampc_set_fp32_matmul_precision(ampc_ctx *ctx, ampc_fp32_precision p) {
-    if (!valid("ampc_set_fp32_matmul_precision", ctx, p)) return ampc_last_status();
+ampc_status ampc_ctx_set_fp32_matmul_precision(ampc_ctx *ctx, ampc_fp32_precision p) {
+    if (!valid("ampc_ctx_set_fp32_matmul_precision", ctx, p)) return ampc_last_status();
     ctx->fp32_prec[ctx->fp32_depth] = (int)p;   /* inside an override: until its pop, as torch's flags() */
     return AMPC_OK;
 }
 
-ampc_fp32_precision ampc_get_fp32_matmul_precision(const ampc_ctx *ctx) {
+ampc_fp32_precision ampc_ctx_fp32_matmul_precision(const ampc_ctx *ctx) {
     return ctx ? (ampc_fp32_precision)ctx->fp32_prec[ctx->fp32_depth] : AMPC_FP32_HIGHEST;
 }
 
-ampc_status ampc_fp32_matmul_precision_push(ampc_ctx *ctx, ampc_fp32_precision p) {
-    static const char fn[] = "ampc_fp32_matmul_precision_push";
+ampc_status ampc_ctx_push_fp32_matmul_precision(ampc_ctx *ctx, ampc_fp32_precision p) {
+    static const char fn[] = "ampc_ctx_push_fp32_matmul_precision";
     if (!valid(fn, ctx, p)) return ampc_last_status();
     if (ctx->fp32_depth + 1 >= (int)(sizeof ctx->fp32_prec / sizeof ctx->fp32_prec[0]))
         return ampci_fail(AMPC_STATUS_STATE, "%s: overrides nest at most %d deep", fn,
@@ -48,8 +48,8 @@ ampc_status ampc_fp32_matmul_precision_push(ampc_ctx *ctx, ampc_fp32_precision p
     return AMPC_OK;
 }
 
-ampc_status ampc_fp32_matmul_precision_pop(ampc_ctx *ctx) {
-    static const char fn[] = "ampc_fp32_matmul_precision_pop";
+ampc_status ampc_ctx_pop_fp32_matmul_precision(ampc_ctx *ctx) {
+    static const char fn[] = "ampc_ctx_pop_fp32_matmul_precision";
     if (!ctx) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: ctx is NULL", fn);
     if (ctx->fp32_depth == 0) return ampci_fail(AMPC_STATUS_STATE, "%s: no override to end (push first)", fn);
     ctx->fp32_depth--;

@@ -325,7 +325,7 @@ struct ampc_kernels {
     ampc_k_unary_bw_fn unary_bw[AMPCI_UNARY_COUNT];
     ampc_k_binary_fn binary[AMPCI_BINARY_COUNT];
     ampc_k_gemm_fn gemm[AMPC_DTYPE_COUNT];                   /* by the dtype of a and b: F32, F16, BF16 */
-    /* F32 GEMMs allowed to run on BF16 hardware (ampc_set_fp32_matmul_precision): x1 = one BF16 pass
+    /* F32 GEMMs allowed to run on BF16 hardware (ampc_ctx_set_fp32_matmul_precision): x1 = one BF16 pass
      * (HIGH... MEDIUM), x3 = a*b as ahi*bhi + ahi*blo + alo*bhi with a = ahi + alo split exactly into BF16
      * parts (HIGH). NULL where that would not be faster than the F32 slot: the op layer then runs F32. */
     ampc_k_gemm_fn gemm_f32_bf16x1, gemm_f32_bf16x3;

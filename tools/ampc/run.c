@@ -129,7 +129,7 @@ static int setup(run_state *s, const ampc_dataset *ds) {
     if (ampc_optim_new(s->ctx, &op, &s->opt) != AMPC_OK || ampc_model_add_to_optim(s->model, s->opt) != AMPC_OK)
         return fail(s->prog, "optimizer");
     if (ampc_autocast_load_table(s->ctx, cfg->amp_table) != AMPC_OK) return fail(s->prog, "amp table");
-    if (ampc_set_fp32_matmul_precision(s->ctx, cfg->fp32_matmul) != AMPC_OK)
+    if (ampc_ctx_set_fp32_matmul_precision(s->ctx, cfg->fp32_matmul) != AMPC_OK)
         return fail(s->prog, "fp32 matmul precision");
     for (int i = 0; i < cfg->n_fp32_ops; i++)
         if (ampc_autocast_set_policy(s->ctx, cfg->fp32_ops[i], AMPC_CAST_FP32) != AMPC_OK) return fail(s->prog, "--fp32-ops");

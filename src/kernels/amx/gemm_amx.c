@@ -458,7 +458,7 @@ ampc_status AMX_K(ampc_k_gemm_f32_bf16x3__amx)(ampc_ctx *ctx, const ampci_gemm *
 
 /* The amx folder's registry table (AMX-TILE and AMX-BF16 usable, permission granted: the level itself).
  * No F32 entry: F32 GEMMs reach tiles only through the split slots, when the op layer allows it
- * (ampc_set_fp32_matmul_precision); the F32 slot stays with the level below. */
+ * (ampc_ctx_set_fp32_matmul_precision); the F32 slot stays with the level below. */
 #define AMX_ENTRY(SLOT, DT, FN) AMPCI_ENTRY(SLOT, DT, DT, 0, AMX_K(FN), AMX_LEVEL, 0, 0, AMX_ROLE)
 AMX_TABLE_STORAGE const ampci_kernel AMX_TABLE[] = {
     AMX_ENTRY(GEMM, AMPC_DTYPE_BF16, ampc_k_gemm_bf16f32__amx),
