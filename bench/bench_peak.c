@@ -1,5 +1,5 @@
-/* bench_peak.c: the compute peaks GEMM figures are measured against, taken on this machine at run time
- * (the method of ../shared/tools/peak.c): tight loops of one instruction with 16 (or 4 tile) independent
+/* bench_peak.c: the compute peaks GEMM figures are measured against, taken on this machine at run time:
+ * tight loops of one instruction with 16 (or 4 tile) independent
  * accumulators, run on T threads at once. FLOP: vfmadd231ps zmm = 32; vdpbf16ps zmm = 64; tdpbf16ps on
  * 16x16 F32 tiles with K = 32 BF16 = 16384. The vector loops are inline asm because with intrinsics gcc
  * merges the identical accumulator chains and the loop would measure one chain. */

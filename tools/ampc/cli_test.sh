@@ -1,5 +1,5 @@
 #!/bin/sh
-# cli_test.sh: checks the `ampc` command-line contract (design.md section 4) from the outside: --help
+# cli_test.sh: checks the `ampc` command-line contract (the README's) from the outside: --help
 # of every command exits 0 with a usage text; unknown commands, options and values exit 2 with exactly
 # one stderr line naming the offender and what is accepted; info/formats/bench succeed and their --json
 # output is valid JSON (checked by ampc_json_check, so neither python nor jq is needed); an invalid
@@ -203,7 +203,7 @@ for threads in 1 2; do
     [ "$(grep -c -F '"kernel":"memcpy"' "$OUT")" -eq 1 ] || fail "$LAST: expected exactly one memcpy line"
 done
 
-# ---- train and compare: bad flags and bad data are one line; a tiny run logs design.md's JSONL ----
+# ---- train and compare: bad flags and bad data are one line; a tiny run logs the README's JSONL ----
 TINY="--layers 1 --d-model 16 --heads 2 --context 8 --batch 4 --steps 6 --threads 1"
 usage_error "'--precison'" "did you mean --precision?" -- train --precison bf16
 usage_error "'fp8'" "--precision; accepted: fp32, bf16, fp16" -- train --precision fp8

@@ -1,6 +1,6 @@
 /* main.c: the `ampc` command-line tool's entry point. It answers --help and --version, finds the
  * subcommand in a constant table and hands it the remaining arguments; it also holds the helpers that
- * give every subcommand the same contract (design.md section 4): --help on stdout with status 0, usage
+ * give every subcommand the same contract (README, "Exit status everywhere"): --help on stdout with status 0, usage
  * mistakes as one stderr line with status 2, library failures as `ampc <cmd>: <message>` with status 1,
  * and a refusal to run anything while AMPC_ISA holds a value the library does not know. */
 #include "cli.h"

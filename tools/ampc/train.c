@@ -1,4 +1,4 @@
-/* train.c: `ampc train`: one run of one model in one precision, with the JSONL log of design.md §4, a
+/* train.c: `ampc train`: one run of one model in one precision, with the JSONL log the README describes, a
  * progress line (a live line on a terminal, plain lines otherwise), a closing summary on stdout, and
  * checkpoints. A checkpoint records the run's own options (train.args: every option that shapes the
  * run, once, in table order, without those that only steer this process: --log, --checkpoint...,
