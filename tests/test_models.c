@@ -127,10 +127,17 @@ static void test_bad_configurations(void **state) {
     (void)state;
     ampc_model *m;
     assert_int_equal(ampc_model_new(g_ctx, &(ampc_model_config){.d_model = 10, .heads = 3}, &m), AMPC_STATUS_INVALID_ARG);
-    ASSERT_ERROR_MENTIONS("ampc_model_new (gpt)", "heads must divide d_model");
+    ASSERT_ERROR_MENTIONS("ampc_model_new (gpt)", "heads must divide d_model", "d_model 10", "heads 3");
+    assert_null(strstr(ampc_last_error(), "image"));   /* only the GPT's own sizes */
     assert_int_equal(ampc_model_new(g_ctx, &(ampc_model_config){.kind = AMPC_MODEL_CNN, .image_size = 30}, &m),
                      AMPC_STATUS_INVALID_ARG);
-    ASSERT_ERROR_MENTIONS("multiple of 4");
+    ASSERT_ERROR_MENTIONS("ampc_model_new (cnn)", "multiple of 4", "image_size 30");
+    assert_null(strstr(ampc_last_error(), "heads"));
+    /* sizes of another kind do not matter */
+    ASSERT_OK(ampc_model_new(g_ctx, &(ampc_model_config){.kind = AMPC_MODEL_MLP, .d_model = 10, .heads = 3,
+                                                          .hidden = {16}},
+                             &m));
+    ampc_model_free(m);
     assert_int_equal(ampc_model_new(g_ctx, &(ampc_model_config){.param_dtype = AMPC_DTYPE_I32}, &m), AMPC_STATUS_DTYPE);
     ampc_model_kind k;
     ASSERT_OK(ampc_model_kind_parse("CNN", &k));

@@ -90,6 +90,39 @@ ampc_status ampci_model_build(ampc_model *m) {
 
 static int or_default(int v, int d) { return v ? v : d; }
 
+/* The sizes of the model's own kind, each named with its value in the message: a GPT's error does not
+ * list image sizes, nor a CNN's attention heads. */
+static ampc_status check_sizes(const char *fn, const ampc_model_config *c) {
+    const char *bad = NULL, *kind = ampc_model_kind_name(c->kind);
+    char vals[160] = "";
+    switch (c->kind) {
+    case AMPC_MODEL_GPT:
+        if (c->layers < 1 || c->d_model < 1 || c->heads < 1 || c->context < 1 || c->vocab < 2)
+            bad = "sizes must be positive (vocab >= 2)";
+        else if (c->d_model % c->heads) bad = "heads must divide d_model";
+        else if (!(c->dropout >= 0 && c->dropout < 1)) bad = "dropout must be in [0, 1)";
+        snprintf(vals, sizeof vals, "layers %d, d_model %d, heads %d, context %d, vocab %d, dropout %g", c->layers,
+                 c->d_model, c->heads, c->context, c->vocab, c->dropout);
+        break;
+    case AMPC_MODEL_MLP:
+        if (c->in_features < 1 || c->classes < 2) bad = "sizes must be positive (classes >= 2)";
+        for (int i = 0; !bad && i < AMPC_MODEL_MAX_HIDDEN && c->hidden[i]; i++)
+            if (c->hidden[i] < 0) bad = "hidden widths must be positive";
+        snprintf(vals, sizeof vals, "in_features %d, hidden[0] %d, classes %d", c->in_features, c->hidden[0],
+                 c->classes);
+        break;
+    case AMPC_MODEL_CNN:
+        if (c->in_channels < 1 || c->classes < 2) bad = "sizes must be positive (classes >= 2)";
+        else if (c->image_size < 4 || c->image_size % 4) bad = "image_size must be a positive multiple of 4 (two 2x2 pools)";
+        snprintf(vals, sizeof vals, "in_channels %d, image_size %d, classes %d", c->in_channels, c->image_size,
+                 c->classes);
+        break;
+    default: break;   /* simple: fixed sizes */
+    }
+    if (!bad) return AMPC_OK;
+    return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s (%s): %s (%s)", fn, kind, bad, vals);
+}
+
 static ampc_status check_config(ampc_model_config *c) {
     static const char fn[] = "ampc_model_new";
     if ((unsigned)c->kind >= AMPC_MODEL_COUNT)
@@ -102,18 +135,7 @@ static ampc_status check_config(ampc_model_config *c) {
     c->in_features = or_default(c->in_features, 784), c->classes = or_default(c->classes, 10);
     c->in_channels = or_default(c->in_channels, 1), c->image_size = or_default(c->image_size, 28);
     if (!c->hidden[0]) c->hidden[0] = c->hidden[1] = 1024;
-    const char *bad = NULL;
-    if (c->layers < 1 || c->d_model < 1 || c->heads < 1 || c->context < 1 || c->vocab < 2) bad = "gpt sizes must be positive (vocab >= 2)";
-    else if (c->d_model % c->heads) bad = "heads must divide d_model";
-    else if (!(c->dropout >= 0 && c->dropout < 1)) bad = "dropout must be in [0, 1)";
-    else if (c->in_features < 1 || c->classes < 2 || c->in_channels < 1) bad = "classifier sizes must be positive (classes >= 2)";
-    else if (c->image_size < 4 || c->image_size % 4) bad = "image_size must be a positive multiple of 4 (two 2x2 pools)";
-    for (int i = 0; !bad && i < AMPC_MODEL_MAX_HIDDEN && c->hidden[i]; i++)
-        if (c->hidden[i] < 0) bad = "hidden widths must be positive";
-    if (!bad) return AMPC_OK;
-    return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s (%s): %s (layers %d, d_model %d, heads %d, context %d, vocab %d, "
-                      "classes %d, image %d)", fn, ampc_model_kind_name(c->kind), bad, c->layers, c->d_model, c->heads,
-                      c->context, c->vocab, c->classes, c->image_size);
+    return check_sizes(fn, c);
 }
 
 ampc_status ampc_model_new(ampc_ctx *ctx, const ampc_model_config *config, ampc_model **out) {
