@@ -114,6 +114,26 @@ static ampc_status time_one(ampc_ctx *ctx, const slot *s, const shape *sh, bench
     return AMPC_OK;
 }
 
+/* A peak probe that another process slowed down reads low, and a kernel then seems to beat the hardware.
+ * The peaks are probed again after the kernels and the higher reading of each unit kept; a row still above
+ * its unit's peak is flagged rather than printed as more than 100%. */
+static ampc_status settle_peaks(int threads, bench_gemm_report *out) {
+    bench_peaks again;
+    ampc_status st = bench_peak_measure(threads, &again);
+    if (st != AMPC_OK) return st;
+    bench_peaks *p = &out->peaks;
+    p->fma32 = p->fma32 > again.fma32 ? p->fma32 : again.fma32;
+    p->bf16dp = p->bf16dp > again.bf16dp ? p->bf16dp : again.bf16dp;
+    p->amx = p->amx > again.amx ? p->amx : again.amx;
+    for (size_t i = 0; i < out->nrows; i++) {
+        bench_gemm_row *r = &out->rows[i];
+        r->peak_gflops = bench_peak_for(p, r->kernel, &r->peak_kind);
+        r->peak_fraction = r->peak_gflops > 0 ? r->gflops / r->peak_gflops : 0;
+        r->above_peak = r->peak_fraction > 1.0;
+    }
+    return AMPC_OK;
+}
+
 ampc_status bench_gemm_run(const bench_gemm_params *p, bench_gemm_report *out) {
     memset(out, 0, sizeof *out);
     ampc_status st = bench_peak_measure(p->threads, &out->peaks);
@@ -148,6 +168,7 @@ ampc_status bench_gemm_run(const bench_gemm_params *p, bench_gemm_report *out) {
         }
     }
     ampc_ctx_free(ctx);
+    if (st == AMPC_OK) st = settle_peaks(p->threads, out);
     return st;
 }
 

@@ -21,6 +21,8 @@ typedef struct bench_gemm_row {
     double gflops;           /* 2 m n k / median time */
     const char *peak_kind;   /* "amx", "bf16dp", "fma32" */
     double peak_gflops, peak_fraction;
+    bool above_peak;         /* faster than the peak measured for its unit: the probe was disturbed (a busy
+                                machine), so peak_fraction means nothing for this row */
     bool matches_ref;        /* the kernel's result on a small odd shape agrees with ref (see bench_gemm.c) */
 } bench_gemm_row;
 
@@ -33,7 +35,7 @@ typedef struct bench_gemm_params {
 } bench_gemm_params;
 
 typedef struct bench_gemm_report {
-    bench_peaks peaks;
+    bench_peaks peaks;           /* the higher of two probes, before and after the kernels */
     ampc_isa level;
     bench_gemm_row *rows;        /* malloc'd */
     size_t nrows;

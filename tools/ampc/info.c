@@ -3,8 +3,8 @@
  * reports, and what is usable: OS-enabled per XCR0 and, for AMX, permission granted), the AMX
  * permission result, the kernel level ampc chose, the kernel in every slot with the other candidates the
  * registry holds for it, and a support grid of F32/F16/BF16 against GEMM, conversion and elementwise
- * work saying, from the usable features, whether the CPU does that natively (and with which
- * instruction) or whether it has to be emulated through F32. */
+ * work saying whether the work runs natively (and with which instruction) or emulated (and how): for
+ * GEMMs what the chosen kernel does, for the rest what the usable features allow. */
 #include "cli.h"
 #include "json.h"
 
@@ -39,33 +39,34 @@ static const char *const op_keys[NOPS] = {"gemm", "conversion", "elementwise"};
 
 static bool has(ampc_cpu_feature f) { return ampc_cpu_has(f); }
 
-static cell gemm_f32(void) {
-    if (has(AMPC_CPU_AVX512F))
-        return (cell){ST_NATIVE, "avx512f", "vfmadd231ps zmm", "16 FP32 FMAs per instruction."};
-    if (has(AMPC_CPU_AVX2) && has(AMPC_CPU_FMA))
-        return (cell){ST_NATIVE, "fma", "vfmadd231ps ymm", "8 FP32 FMAs per instruction."};
-    return (cell){ST_NATIVE, "sse4_2", "mulps + addps", "No FMA: separate multiply and add, 4 lanes."};
+/* The kernel chosen for a GEMM slot ("gemm_f16") at the process's level, and its ISA suffix ("amx_bf16x3"). */
+static const char *chosen_gemm(const char *slot, const char **isa) {
+    const char *name = "";
+    for (int i = 0; ampc_kernel_slot_name(i); i++)
+        if (strcmp(ampc_kernel_slot_name(i), slot) == 0) name = ampc_kernel_slot_impl(i);
+    const char *sep = strstr(name, "__");
+    *isa = sep ? sep + 2 : "";
+    return name;
 }
 
-static cell gemm_f16(void) {
-    if (has(AMPC_CPU_AMX_FP16))
-        return (cell){ST_NATIVE, "amx_fp16", "tdpfp16ps", "FP16 tile products accumulated in FP32."};
-    if (has(AMPC_CPU_AVX512_FP16))
-        return (cell){ST_NATIVE, "avx512_fp16", "vfmadd231ph",
-                      "vfmadd231ph accumulates in FP16; FP32 accumulation means widening."};
-    if (has(AMPC_CPU_F16C) || has(AMPC_CPU_AVX512F))
-        return (cell){ST_EMULATED, NULL, "widen to F32, FMA",
-                      "No FP16 dot product: operands widen (vcvtph2ps), then FP32 FMA."};
-    return (cell){ST_EMULATED, NULL, "widen to F32, FMA", "Widened in software, multiplied in FP32."};
-}
-
-static cell gemm_bf16(void) {
-    if (has(AMPC_CPU_AMX_BF16))
-        return (cell){ST_NATIVE, "amx_bf16", "tdpbf16ps", "BF16 tile products accumulated in FP32."};
-    if (has(AMPC_CPU_AVX512_BF16))
+/* The GEMM cell describes the kernel that runs, not what the CPU could do: the FP16 GEMM on an AMX Xeon is
+ * three exact BF16 tile passes although the CPU also has vfmadd231ph (which would accumulate in FP16). */
+static cell gemm_cell(const char *slot, const char *widen) {
+    const char *isa;
+    chosen_gemm(slot, &isa);
+    bool f32 = strcmp(slot, "gemm_f32") == 0;
+    if (strcmp(isa, "amx") == 0)
+        return (cell){ST_NATIVE, "amx_bf16", "tdpbf16ps", "BF16 tile products accumulated in FP32 (AMX)."};
+    if (strcmp(isa, "amx_bf16x3") == 0)
+        return (cell){ST_EMULATED, "amx_bf16", "3 exact BF16 tile passes",
+                      "Each FP16 operand splits exactly into BF16 hi + lo; hi*hi + hi*lo + lo*hi run on the AMX "
+                      "BF16 tiles (tdpbf16ps) with FP32 accumulation: each product within 2^-16 of exact."};
+    if (strcmp(isa, "avx512bf16") == 0)
         return (cell){ST_NATIVE, "avx512_bf16", "vdpbf16ps", "Pairs of BF16 products accumulated in FP32."};
-    return (cell){ST_EMULATED, NULL, "widen to F32 + FMA",
-                  "No BF16 dot product: BF16 widens exactly (a shift), then FP32 FMA."};
+    if (strcmp(isa, "avx512") == 0)
+        return f32 ? (cell){ST_NATIVE, "avx512f", "vfmadd231ps zmm", "16 FP32 FMAs per instruction."}
+                   : (cell){ST_EMULATED, NULL, "widen to F32, vfmadd231ps", widen};
+    return (cell){f32 ? ST_NATIVE : ST_EMULATED, NULL, "portable C", "The reference kernel (no vector unit used)."};
 }
 
 static cell cvt_f16(void) {
@@ -97,13 +98,16 @@ static cell elem_low(bool f16) {
 }
 
 static void build_grid(cell g[NROWS][NOPS]) {
-    g[ROW_F32][OP_GEMM] = gemm_f32();
+    g[ROW_F32][OP_GEMM] = gemm_cell("gemm_f32", NULL);
     g[ROW_F32][OP_CVT] = (cell){ST_NA, NULL, "the hub", "F16 and BF16 convert to and from F32."};
     g[ROW_F32][OP_ELEM] = elem_f32();
-    g[ROW_F16][OP_GEMM] = gemm_f16();
+    g[ROW_F16][OP_GEMM] = gemm_cell("gemm_f16", has(AMPC_CPU_AVX512_FP16)
+        ? "Operands widen exactly (vcvtph2ps), then FP32 FMA. The CPU's vfmadd231ph would accumulate in FP16."
+        : "No FP16 dot product: operands widen exactly (vcvtph2ps), then FP32 FMA.");
     g[ROW_F16][OP_CVT] = cvt_f16();
     g[ROW_F16][OP_ELEM] = elem_low(true);
-    g[ROW_BF16][OP_GEMM] = gemm_bf16();
+    g[ROW_BF16][OP_GEMM] = gemm_cell("gemm_bf16", "No BF16 dot product used: BF16 widens exactly (a shift), then "
+                                                  "FP32 FMA.");
     g[ROW_BF16][OP_CVT] = cvt_bf16();
     g[ROW_BF16][OP_ELEM] = elem_low(false);
 }
@@ -226,9 +230,9 @@ static const char *other_candidates(const char *slot, char *buf, size_t size) {
 
 static void verdict(const info *in, int row, char *buf, size_t size) {
     const cell *g = &in->grid[row][OP_GEMM];
-    if (g->status == ST_NATIVE && strcmp(g->how, "vfmadd231ph") == 0)
-        snprintf(buf, size, "FP16 math is native but accumulates in FP16; with FP32 accumulation FP16 saves "
-                            "memory and bandwidth, not compute");
+    if (strcmp(g->how, "3 exact BF16 tile passes") == 0)
+        snprintf(buf, size, "matrix multiply on the AMX BF16 tiles, three exact passes (FP32 accumulate): saves "
+                            "memory and bandwidth, and compute wherever three tile passes beat FP32 FMAs");
     else if (g->status == ST_NATIVE)
         snprintf(buf, size, "native matrix multiply (%s, FP32 accumulate): saves compute, memory and bandwidth",
                  g->how);
@@ -294,7 +298,7 @@ static void print_grid(const info *in) {
             if ((int)strlen(t) > w[o]) w[o] = (int)strlen(t);
         }
     }
-    printf("\nprecision support on this CPU (from the usable features)\n");
+    printf("\nprecision support on this CPU (GEMM: the kernel chosen; the rest: the usable features)\n");
     printf("  %-5s", "");
     for (int o = 0; o < NOPS; o++) printf("  %-*s", o + 1 < NOPS ? w[o] : 0, op_names[o]);
     printf("\n");
