@@ -338,7 +338,7 @@ expect_json "$OUT" --lines
 n=$(lines "$OUT")
 checks=$((checks + 1))
 [ "$n" -ge 3 ] || fail "$LAST: $n JSON lines, expected one per GEMM slot (at least F32, BF16, F16)"
-for key in '"kind":"gemm"' '"dtype":' '"m":256,"n":256,"k":256' '"threads":1,' '"gflops":' '"peak_fraction":' \
+for key in '"kind":"gemm"' '"dtype":' '"m":256,"n":256,"k":256' '"threads":1,' '"gflops":' '"peak_fraction":' '"above_peak":' \
            '"matches_ref":true'; do
     checks=$((checks + 1))
     k=$(grep -c -F -e "$key" "$OUT")
