@@ -39,8 +39,8 @@ typedef struct bench_state {
     ampc_ctx *ctx;
     size_t n;
     int64_t grain;
-    void *src[3];          /* indexed by dtype: F32, F16, BF16 */
-    void *dst, *ref_out;   /* n * 4 bytes each */
+    void *src[3];        /* indexed by dtype: F32, F16, BF16 */
+    void *dst, *ref_out; /* n * 4 bytes each */
 } bench_state;
 
 static void state_free(bench_state *s) {
@@ -107,8 +107,8 @@ static int cmp_index(const void *a, const void *b) {
 /* Times one entry and checks its output against ref_out (computed for its pair). */
 static void run_impl(bench_state *s, const ampci_kernel *e, bench_cvt_row *r, const bench_repeat *rep) {
     const ampci_kernel *active = ampci_kernels(AMPC_ISA_AUTO)->chosen[e->slot][ampci_kernel_key(e)];
-    *r = (bench_cvt_row){.kernel = e->name, .dst = e->dtype, .src = e->src, .n = s->n,
-                         .threads = ampc_ctx_threads(s->ctx)};
+    *r = (bench_cvt_row){
+        .kernel = e->name, .dst = e->dtype, .src = e->src, .n = s->n, .threads = ampc_ctx_threads(s->ctx)};
     r->usable = ampci_kernel_usable(e);
     r->active = active == e;
     if (!r->usable) {
@@ -116,7 +116,7 @@ static void run_impl(bench_state *s, const ampci_kernel *e, bench_cvt_row *r, co
         return;
     }
     size_t out_bytes = s->n * ampc_dtype_size(e->dtype);
-    memset(s->dst, 0xa5, out_bytes);   /* a kernel that skips elements must not pass the check */
+    memset(s->dst, 0xa5, out_bytes); /* a kernel that skips elements must not pass the check */
     measure(s, r, e->fn.CONVERT, rep);
     r->matches_ref = memcmp(s->dst, s->ref_out, out_bytes) == 0;
 }
@@ -147,8 +147,8 @@ static ampc_status run_all(bench_state *s, const bench_cvt_params *p, bench_cvt_
     size_t count = conversion_order(order);
     int total = (int)count + 1;
     progress(p, 0, total, "memcpy");
-    out->memcpy_row = (bench_cvt_row){.kernel = "memcpy", .dst = AMPC_DTYPE_F32, .src = AMPC_DTYPE_F32,
-                                      .usable = true, .matches_ref = true};
+    out->memcpy_row = (bench_cvt_row){
+        .kernel = "memcpy", .dst = AMPC_DTYPE_F32, .src = AMPC_DTYPE_F32, .usable = true, .matches_ref = true};
     measure(s, &out->memcpy_row, copy_f32, &p->repeat);
     out->memcpy_row.fraction_of_memcpy = 1.0;
     for (size_t k = 0; k < count; k++) {

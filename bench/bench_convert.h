@@ -11,37 +11,37 @@
 #include <stdbool.h>
 
 typedef struct bench_cvt_params {
-    size_t mib;            /* size of the F32 source array in MiB (n = mib * 2^20 / 4 elements;
+    size_t mib;          /* size of the F32 source array in MiB (n = mib * 2^20 / 4 elements;
                               16-bit sources use the same n); 0 = 64 */
-    int threads;           /* the array is cut into `threads` contiguous parts run by a context's
+    int threads;         /* the array is cut into `threads` contiguous parts run by a context's
                               ampc_parallel_for; 0 = 1 */
-    bench_repeat repeat;   /* zero = the defaults of bench_time */
+    bench_repeat repeat; /* zero = the defaults of bench_time */
     /* Called before each measurement (done of total finished), e.g. for a progress line; may be NULL. */
     void (*progress)(void *user, int done, int total, const char *what);
     void *progress_user;
 } bench_cvt_params;
 
 typedef struct bench_cvt_row {
-    const char *kernel;          /* implementation name ("ampc_k_cvt_f16f32__avx512"), or "memcpy" */
-    ampc_dtype dst, src;         /* memcpy: F32, F32 */
-    bool usable;                 /* false: compiled in but this CPU cannot run it (nothing measured) */
-    const char *missing;         /* when !usable: the level or feature it lacks ("avx512_bf16") */
-    bool active;                 /* the implementation ampc_convert uses in this process */
-    bool matches_ref;            /* output bit-identical to the ref implementation's on the same input */
-    size_t n;                    /* elements per run */
+    const char *kernel;  /* implementation name ("ampc_k_cvt_f16f32__avx512"), or "memcpy" */
+    ampc_dtype dst, src; /* memcpy: F32, F32 */
+    bool usable;         /* false: compiled in but this CPU cannot run it (nothing measured) */
+    const char *missing; /* when !usable: the level or feature it lacks ("avx512_bf16") */
+    bool active;         /* the implementation ampc_convert uses in this process */
+    bool matches_ref;    /* output bit-identical to the ref implementation's on the same input */
+    size_t n;            /* elements per run */
     int threads;
-    double bytes;                /* bytes read + bytes written per run */
+    double bytes; /* bytes read + bytes written per run */
     bench_timing t;
-    double gbps, gbps_min, gbps_max;   /* from the median, slowest and fastest run; 1 GB = 1e9 bytes */
-    double fraction_of_memcpy;         /* gbps / memcpy's gbps */
+    double gbps, gbps_min, gbps_max; /* from the median, slowest and fastest run; 1 GB = 1e9 bytes */
+    double fraction_of_memcpy;       /* gbps / memcpy's gbps */
 } bench_cvt_row;
 
 typedef struct bench_cvt_report {
     size_t mib, n;
     int threads;
-    ampc_isa chosen;             /* the process's kernel level (ampc_cpu()->chosen) */
+    ampc_isa chosen; /* the process's kernel level (ampc_cpu()->chosen) */
     bench_cvt_row memcpy_row;
-    bench_cvt_row *rows;         /* one per implementation, sorted by (src, dst), then by level */
+    bench_cvt_row *rows; /* one per implementation, sorted by (src, dst), then by level */
     size_t nrows;
 } bench_cvt_report;
 

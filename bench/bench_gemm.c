@@ -22,21 +22,23 @@ typedef struct shape {
 
 /* The GEMMs of the default GPT's step (tokens x in -> out), from ampc_model_config's defaults. */
 static const shape gpt_shapes[] = {
-    {"gpt qkv", 2048, 1152, 384, false},   {"gpt proj", 2048, 384, 384, false},
-    {"gpt fc", 2048, 1536, 384, false},    {"gpt fc2", 2048, 384, 1536, false},
-    {"gpt lm head", 2048, 256, 384, false}, {"gpt fc dW", 1536, 384, 2048, true},
+    {"gpt qkv", 2048, 1152, 384, false}, {"gpt proj", 2048, 384, 384, false},    {"gpt fc", 2048, 1536, 384, false},
+    {"gpt fc2", 2048, 384, 1536, false}, {"gpt lm head", 2048, 256, 384, false}, {"gpt fc dW", 1536, 384, 2048, true},
 };
 
 /* One GEMM kernel to time: a candidate of one of the GEMM cells. */
 typedef struct slot {
     const ampci_kernel *e;
-    bool chosen;   /* the process runs it for its cell */
+    bool chosen; /* the process runs it for its cell */
 } slot;
 
 /* The GEMM cells in the order they are reported: F32, BF16, F16, then the split F32 ones. */
-static const struct { ampci_slot slot; int key; } gemm_cells[] = {
+static const struct {
+    ampci_slot slot;
+    int key;
+} gemm_cells[] = {
     {AMPCI_SLOT_GEMM, AMPC_DTYPE_F32}, {AMPCI_SLOT_GEMM, AMPC_DTYPE_BF16}, {AMPCI_SLOT_GEMM, AMPC_DTYPE_F16},
-    {AMPCI_SLOT_GEMM_F32_BF16X1, 0}, {AMPCI_SLOT_GEMM_F32_BF16X3, 0},
+    {AMPCI_SLOT_GEMM_F32_BF16X1, 0},   {AMPCI_SLOT_GEMM_F32_BF16X3, 0},
 };
 
 /* Every candidate of every GEMM cell at the process's chosen level (what the dispatch rule chose among),
@@ -77,7 +79,7 @@ static bool check(ampc_ctx *ctx, const slot *s) {
     ampci_gemm g = {M, N, K, a, K, false, b, N, false, c, N, 0.0f}, gr = g;
     gr.c = r;
     ok = ok && s->e->fn.GEMM(ctx, &g) == AMPC_OK;
-    ok = ok && ampci_kernel_ref(s->e)->fn.GEMM(ctx, &gr) == AMPC_OK;   /* the cell's ref: split ones too */
+    ok = ok && ampci_kernel_ref(s->e)->fn.GEMM(ctx, &gr) == AMPC_OK; /* the cell's ref: split ones too */
     if (ok) {
         ampc_convert(fa, AMPC_DTYPE_F32, a, dt, M * K);
         ampc_convert(fb, AMPC_DTYPE_F32, b, dt, K * N);
@@ -144,7 +146,8 @@ ampc_status bench_gemm_run(const bench_gemm_params *p, bench_gemm_report *out) {
     out->level = k->isa;
     shape shapes[16];
     int nsh = 0;
-    for (int64_t s = 256; s <= (p->max_square ? p->max_square : 2048); s *= 2) shapes[nsh++] = (shape){"square", s, s, s, false};
+    for (int64_t s = 256; s <= (p->max_square ? p->max_square : 2048); s *= 2)
+        shapes[nsh++] = (shape){"square", s, s, s, false};
     for (size_t i = 0; !p->no_gpt && i < sizeof gpt_shapes / sizeof gpt_shapes[0]; i++) shapes[nsh++] = gpt_shapes[i];
     slot slots[32];
     int ns = slots_of(k, slots, 32);
@@ -156,9 +159,16 @@ ampc_status bench_gemm_run(const bench_gemm_params *p, bench_gemm_report *out) {
             bench_gemm_row *r = &out->rows[out->nrows];
             const shape *sh = &shapes[s];
             const ampci_kernel *e = slots[i].e;
-            *r = (bench_gemm_row){.slot = ampci_cell_name(e->slot, ampci_kernel_key(e)), .kernel = e->name,
-                                  .chosen = slots[i].chosen, .dtype = e->dtype, .shape = sh->name, .m = sh->m,
-                                  .n = sh->n, .k = sh->k, .ta = sh->ta, .threads = ampc_ctx_threads(ctx),
+            *r = (bench_gemm_row){.slot = ampci_cell_name(e->slot, ampci_kernel_key(e)),
+                                  .kernel = e->name,
+                                  .chosen = slots[i].chosen,
+                                  .dtype = e->dtype,
+                                  .shape = sh->name,
+                                  .m = sh->m,
+                                  .n = sh->n,
+                                  .k = sh->k,
+                                  .ta = sh->ta,
+                                  .threads = ampc_ctx_threads(ctx),
                                   .matches_ref = ok};
             if (p->progress) p->progress(p->user, (int)out->nrows, ns * nsh, r->kernel);
             if ((st = time_one(ctx, &slots[i], sh, r)) != AMPC_OK) break;

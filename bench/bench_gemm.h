@@ -9,35 +9,35 @@
 #include "bench_util.h"
 
 typedef struct bench_gemm_row {
-    const char *slot;        /* "gemm_bf16", "gemm_f32_bf16x1", ... */
-    const char *kernel;      /* "ampc_k_gemm_bf16f32__amx" */
-    bool chosen;             /* the kernel the process runs for the slot (the others are candidates) */
-    ampc_dtype dtype;        /* of the operands */
-    const char *shape;       /* "square", "gpt qkv", "gpt fc dW", ... */
+    const char *slot;   /* "gemm_bf16", "gemm_f32_bf16x1", ... */
+    const char *kernel; /* "ampc_k_gemm_bf16f32__amx" */
+    bool chosen;        /* the kernel the process runs for the slot (the others are candidates) */
+    ampc_dtype dtype;   /* of the operands */
+    const char *shape;  /* "square", "gpt qkv", "gpt fc dW", ... */
     int64_t m, n, k;
-    bool ta;                 /* a stored transposed (weight-gradient shapes) */
+    bool ta; /* a stored transposed (weight-gradient shapes) */
     int threads;
     bench_timing t;
-    double gflops;           /* 2 m n k / median time */
-    const char *peak_kind;   /* "amx", "bf16dp", "fma32" */
+    double gflops;         /* 2 m n k / median time */
+    const char *peak_kind; /* "amx", "bf16dp", "fma32" */
     double peak_gflops, peak_fraction;
-    bool above_peak;         /* faster than the peak measured for its unit: the probe was disturbed (a busy
+    bool above_peak;  /* faster than the peak measured for its unit: the probe was disturbed (a busy
                                 machine), so peak_fraction means nothing for this row */
-    bool matches_ref;        /* the kernel's result on a small odd shape agrees with ref (see bench_gemm.c) */
+    bool matches_ref; /* the kernel's result on a small odd shape agrees with ref (see bench_gemm.c) */
 } bench_gemm_row;
 
 typedef struct bench_gemm_params {
-    int threads;                 /* 0 = all CPUs */
-    int64_t max_square;          /* squares 256, 512, ... up to this; 0 = 2048 */
-    bool no_gpt;                 /* leave out the GPT shapes */
+    int threads;        /* 0 = all CPUs */
+    int64_t max_square; /* squares 256, 512, ... up to this; 0 = 2048 */
+    bool no_gpt;        /* leave out the GPT shapes */
     void (*progress)(void *user, int done, int total, const char *what);
     void *user;
 } bench_gemm_params;
 
 typedef struct bench_gemm_report {
-    bench_peaks peaks;           /* the higher of two probes, before and after the kernels */
+    bench_peaks peaks; /* the higher of two probes, before and after the kernels */
     ampc_isa level;
-    bench_gemm_row *rows;        /* malloc'd */
+    bench_gemm_row *rows; /* malloc'd */
     size_t nrows;
 } bench_gemm_report;
 

@@ -11,36 +11,41 @@
 #include <immintrin.h>
 #include <string.h>
 
-#define ZMM_CLOBBERS "zmm0", "zmm1", "zmm2", "zmm3", "zmm4", "zmm5", "zmm6", "zmm7", "zmm8", "zmm9", "zmm10", \
-                     "zmm11", "zmm12", "zmm13", "zmm14", "zmm15", "zmm16", "zmm17", "cc"
-#define ZERO_ALL                                                                                              \
-    "vpxord %%zmm16, %%zmm16, %%zmm16\n\t"                                                                    \
-    "vpxord %%zmm17, %%zmm17, %%zmm17\n\t"                                                                    \
-    "vmovaps %%zmm16, %%zmm0\n\tvmovaps %%zmm16, %%zmm1\n\tvmovaps %%zmm16, %%zmm2\n\t"                      \
-    "vmovaps %%zmm16, %%zmm3\n\tvmovaps %%zmm16, %%zmm4\n\tvmovaps %%zmm16, %%zmm5\n\t"                      \
-    "vmovaps %%zmm16, %%zmm6\n\tvmovaps %%zmm16, %%zmm7\n\tvmovaps %%zmm16, %%zmm8\n\t"                      \
-    "vmovaps %%zmm16, %%zmm9\n\tvmovaps %%zmm16, %%zmm10\n\tvmovaps %%zmm16, %%zmm11\n\t"                    \
-    "vmovaps %%zmm16, %%zmm12\n\tvmovaps %%zmm16, %%zmm13\n\tvmovaps %%zmm16, %%zmm14\n\t"                   \
+#define ZMM_CLOBBERS                                                                                                   \
+    "zmm0", "zmm1", "zmm2", "zmm3", "zmm4", "zmm5", "zmm6", "zmm7", "zmm8", "zmm9", "zmm10", "zmm11", "zmm12",         \
+        "zmm13", "zmm14", "zmm15", "zmm16", "zmm17", "cc"
+#define ZERO_ALL                                                                                                       \
+    "vpxord %%zmm16, %%zmm16, %%zmm16\n\t"                                                                             \
+    "vpxord %%zmm17, %%zmm17, %%zmm17\n\t"                                                                             \
+    "vmovaps %%zmm16, %%zmm0\n\tvmovaps %%zmm16, %%zmm1\n\tvmovaps %%zmm16, %%zmm2\n\t"                                \
+    "vmovaps %%zmm16, %%zmm3\n\tvmovaps %%zmm16, %%zmm4\n\tvmovaps %%zmm16, %%zmm5\n\t"                                \
+    "vmovaps %%zmm16, %%zmm6\n\tvmovaps %%zmm16, %%zmm7\n\tvmovaps %%zmm16, %%zmm8\n\t"                                \
+    "vmovaps %%zmm16, %%zmm9\n\tvmovaps %%zmm16, %%zmm10\n\tvmovaps %%zmm16, %%zmm11\n\t"                              \
+    "vmovaps %%zmm16, %%zmm12\n\tvmovaps %%zmm16, %%zmm13\n\tvmovaps %%zmm16, %%zmm14\n\t"                             \
     "vmovaps %%zmm16, %%zmm15\n\t"
-#define X16(insn)                                                                                             \
-    insn " %%zmm16, %%zmm17, %%zmm0\n\t" insn " %%zmm16, %%zmm17, %%zmm1\n\t" insn " %%zmm16, %%zmm17, %%zmm2\n\t" \
-    insn " %%zmm16, %%zmm17, %%zmm3\n\t" insn " %%zmm16, %%zmm17, %%zmm4\n\t" insn " %%zmm16, %%zmm17, %%zmm5\n\t" \
-    insn " %%zmm16, %%zmm17, %%zmm6\n\t" insn " %%zmm16, %%zmm17, %%zmm7\n\t" insn " %%zmm16, %%zmm17, %%zmm8\n\t" \
-    insn " %%zmm16, %%zmm17, %%zmm9\n\t" insn " %%zmm16, %%zmm17, %%zmm10\n\t"                                   \
-    insn " %%zmm16, %%zmm17, %%zmm11\n\t" insn " %%zmm16, %%zmm17, %%zmm12\n\t"                                  \
-    insn " %%zmm16, %%zmm17, %%zmm13\n\t" insn " %%zmm16, %%zmm17, %%zmm14\n\t"                                  \
-    insn " %%zmm16, %%zmm17, %%zmm15\n\t"
+#define X16(insn)                                                                                                      \
+    insn                                                                                                               \
+        " %%zmm16, %%zmm17, %%zmm0\n\t" insn " %%zmm16, %%zmm17, %%zmm1\n\t" insn " %%zmm16, %%zmm17, %%zmm2\n\t" insn \
+        " %%zmm16, %%zmm17, %%zmm3\n\t" insn " %%zmm16, %%zmm17, %%zmm4\n\t" insn " %%zmm16, %%zmm17, %%zmm5\n\t" insn \
+        " %%zmm16, %%zmm17, %%zmm6\n\t" insn " %%zmm16, %%zmm17, %%zmm7\n\t" insn " %%zmm16, %%zmm17, %%zmm8\n\t" insn \
+        " %%zmm16, %%zmm17, %%zmm9\n\t" insn " %%zmm16, %%zmm17, %%zmm10\n\t" insn                                     \
+        " %%zmm16, %%zmm17, %%zmm11\n\t" insn " %%zmm16, %%zmm17, %%zmm12\n\t" insn                                    \
+        " %%zmm16, %%zmm17, %%zmm13\n\t" insn " %%zmm16, %%zmm17, %%zmm14\n\t" insn " %%zmm16, %%zmm17, %%zmm15\n\t"
 
 /* FLOP of `iters` iterations of each loop. */
 __attribute__((target("avx512f"))) static double loop_fma32(long iters) {
     __asm__ volatile(ZERO_ALL ".p2align 5\n1:\n\t" X16("vfmadd231ps") "dec %0\n\tjnz 1b\n\t"
-                     : "+r"(iters) : : ZMM_CLOBBERS);
+                     : "+r"(iters)
+                     :
+                     : ZMM_CLOBBERS);
     return 0;
 }
 
 __attribute__((target("avx512f,avx512bf16"))) static double loop_bf16dp(long iters) {
     __asm__ volatile(ZERO_ALL ".p2align 5\n1:\n\t" X16("vdpbf16ps") "dec %0\n\tjnz 1b\n\t"
-                     : "+r"(iters) : : ZMM_CLOBBERS);
+                     : "+r"(iters)
+                     :
+                     : ZMM_CLOBBERS);
     return 0;
 }
 

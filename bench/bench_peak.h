@@ -7,9 +7,9 @@
 
 typedef struct bench_peaks {
     int threads;
-    double fma32;    /* GFLOP/s of vfmadd231ps zmm; 0 without AVX-512 */
-    double bf16dp;   /* vdpbf16ps zmm; 0 without AVX512-BF16 */
-    double amx;      /* tdpbf16ps; 0 without usable AMX */
+    double fma32;  /* GFLOP/s of vfmadd231ps zmm; 0 without AVX-512 */
+    double bf16dp; /* vdpbf16ps zmm; 0 without AVX512-BF16 */
+    double amx;    /* tdpbf16ps; 0 without usable AMX */
 } bench_peaks;
 
 /* Runs each loop the CPU supports on `threads` threads at once (~0.5 s each). */

@@ -34,7 +34,7 @@ bench_timing bench_time(void (*fn)(void *arg), void *arg, const bench_repeat *re
     bench_timing t = {0, 0, 0, 0};
     double *times = malloc((size_t)max_runs * sizeof *times);
     if (!times) return t;
-    fn(arg);   /* warm-up */
+    fn(arg); /* warm-up */
     double total = 0;
     while (t.runs < max_runs && (t.runs < min_runs || total < min_seconds)) {
         double t0 = bench_now();
@@ -43,7 +43,7 @@ bench_timing bench_time(void (*fn)(void *arg), void *arg, const bench_repeat *re
         times[t.runs++] = dt;
         total += dt;
     }
-    t.median_s = bench_median(times, (size_t)t.runs);   /* sorted now: ends are min and max */
+    t.median_s = bench_median(times, (size_t)t.runs); /* sorted now: ends are min and max */
     t.min_s = times[0];
     t.max_s = times[t.runs - 1];
     free(times);
@@ -54,7 +54,7 @@ void *bench_alloc(size_t size) {
     size_t rounded = (size + HUGE_ALIGN - 1) / HUGE_ALIGN * HUGE_ALIGN;
     if (rounded < size) return NULL;
     void *p = aligned_alloc(HUGE_ALIGN, rounded ? rounded : HUGE_ALIGN);
-    if (p) memset(p, 0, rounded);   /* fault every page in now, not during the first timed run */
+    if (p) memset(p, 0, rounded); /* fault every page in now, not during the first timed run */
     return p;
 }
 
@@ -70,9 +70,14 @@ static uint64_t mix(uint64_t *s) {
 
 /* The values a conversion must treat specially; a random sign is applied on top. */
 static float special(unsigned which, bool negative) {
-    const float specials[8] = {0.0f, 1e-40f /* f32 subnormal */, 1e-45f /* smallest f32 */, 65504.0f,
-                               65520.0f /* rounds to FP16 inf */, 3e38f /* near f32 max */,
-                               __builtin_inff(), __builtin_nanf("")};
+    const float specials[8] = {0.0f,
+                               1e-40f /* f32 subnormal */,
+                               1e-45f /* smallest f32 */,
+                               65504.0f,
+                               65520.0f /* rounds to FP16 inf */,
+                               3e38f /* near f32 max */,
+                               __builtin_inff(),
+                               __builtin_nanf("")};
     float v = specials[which & 7];
     return negative ? -v : v;
 }

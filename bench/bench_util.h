@@ -16,14 +16,14 @@ double bench_now(void);
 double bench_median(double *v, size_t n);
 
 typedef struct bench_timing {
-    double median_s, min_s, max_s;   /* per run */
-    int runs;                        /* measured runs (the warm-up excluded) */
+    double median_s, min_s, max_s; /* per run */
+    int runs;                      /* measured runs (the warm-up excluded) */
 } bench_timing;
 
 typedef struct bench_repeat {
-    int min_runs;        /* at least this many measured runs; 0 = 5 */
-    int max_runs;        /* at most; 0 = 200 */
-    double min_seconds;  /* keep going until the measured runs add up to this; 0 = 0.3 */
+    int min_runs;       /* at least this many measured runs; 0 = 5 */
+    int max_runs;       /* at most; 0 = 200 */
+    double min_seconds; /* keep going until the measured runs add up to this; 0 = 0.3 */
 } bench_repeat;
 
 /* One untimed warm-up call of fn(arg), then timed calls as `rep` says. */

@@ -33,6 +33,6 @@ int main(void) {
     }
     for (int i = 0; i < 5; i++) printf("f32 %-10g -> f16 0x%04x -> f32 %g\n", src[i], half[i], back[i]);
     for (int i = 0; i < 5; i++)
-        if (half[i] != ampc_f16_from_f32(src[i])) return 1;   /* the vector path must match the scalar one */
+        if (half[i] != ampc_f16_from_f32(src[i])) return 1; /* the vector path must match the scalar one */
     return 0;
 }

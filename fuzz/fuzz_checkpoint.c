@@ -15,9 +15,9 @@
 #include <string.h>
 
 #define NAME "fuzz"
-#define CHECK(c)                                                                                            \
-    do {                                                                                                    \
-        if (!(c)) __builtin_trap();                                                                         \
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) __builtin_trap();                                                                                    \
     } while (0)
 
 static ampc_ctx *g_ctx;
@@ -32,13 +32,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     CHECK(ampc_ctx_new(&(ampc_ctx_params){.seed = 1337, .threads = 1}, &g_ctx) == AMPC_OK);
     CHECK(ampc_dataset_open(NULL, &g_ds) == AMPC_OK);
     CHECK(ampc_model_new(g_ctx, &mc, &g_run.model) == AMPC_OK);
-    CHECK(ampc_optim_new(g_ctx, &(ampc_optim_params){.kind = AMPC_OPTIM_ADAMW, .beta2 = 0.95}, &g_run.optim) == AMPC_OK);
+    CHECK(ampc_optim_new(g_ctx, &(ampc_optim_params){.kind = AMPC_OPTIM_ADAMW, .beta2 = 0.95}, &g_run.optim) ==
+          AMPC_OK);
     CHECK(ampc_model_add_to_optim(g_run.model, g_run.optim) == AMPC_OK);
     CHECK(ampc_grad_scaler_new(g_ctx, NULL, &g_run.scaler) == AMPC_OK);
-    CHECK(ampc_loader_new(g_ctx, g_ds,
-                          &(ampc_loader_params){.batch = 2, .context = 4, .seed = 1337, .shuffle = true,
-                                                .drop_last = true, .repeat = true},
-                          &g_run.loader) == AMPC_OK);
+    CHECK(
+        ampc_loader_new(g_ctx, g_ds,
+                        &(ampc_loader_params){
+                            .batch = 2, .context = 4, .seed = 1337, .shuffle = true, .drop_last = true, .repeat = true},
+                        &g_run.loader) == AMPC_OK);
     g_run.rng = ampc_ctx_rng(g_ctx);
     g_bytes = (size_t)ampc_model_param_count(g_run.model) * 4;
     g_snapshot = malloc(g_bytes);
@@ -50,7 +52,7 @@ static const void *params(void) { return ampc_tensor_data(ampc_model_param(g_run
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ampc_safetensors *st = NULL;
-    if (ampc_safetensors_parse(data, size, NAME, &st) != AMPC_OK) return 0;   /* fuzz_safetensors covers it */
+    if (ampc_safetensors_parse(data, size, NAME, &st) != AMPC_OK) return 0; /* fuzz_safetensors covers it */
     ampc_model_config mc;
     if (ampc_checkpoint_model_config(st, &mc) != AMPC_OK) CHECK(strstr(ampc_last_error(), NAME));
     memcpy(g_snapshot, params(), g_bytes);
@@ -64,7 +66,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (r != AMPC_OK) {
         CHECK(r == AMPC_STATUS_FORMAT || r == AMPC_STATUS_SHAPE || r == AMPC_STATUS_DTYPE || r == AMPC_STATUS_OOM);
         CHECK(strstr(ampc_last_error(), NAME));
-        CHECK(memcmp(g_snapshot, params(), g_bytes) == 0);   /* never half-loaded */
+        CHECK(memcmp(g_snapshot, params(), g_bytes) == 0); /* never half-loaded */
         CHECK(g_run.rng->counter == rng.counter && g_run.rng->seed == rng.seed);
         ampc_loader_cursor now;
         ampc_loader_get_cursor(g_run.loader, &now);

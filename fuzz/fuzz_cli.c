@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_OPTS 64   /* as train.c */
+#define MAX_OPTS 64 /* as train.c */
 
 static FILE *g_null;
 
@@ -47,14 +47,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     } else if (r == CLI_HELP) {
         cli_print_options(g_null, opts, (size_t)n);
     } else if (r == CLI_PARSED) {
-        if (po.npos != 0) __builtin_trap();   /* train takes no positionals */
+        if (po.npos != 0) __builtin_trap(); /* train takes no positionals */
         int rc = run_finish_options("ampc train", &cfg, opts, n, seen);
         if (rc != -1 && rc != CLI_EXIT_USAGE) __builtin_trap();
         if (rc == -1) {
             /* what the run would use: exactly one of steps/epochs, a batch and an lr in range */
             if ((cfg.steps > 0) == (cfg.epochs > 0) || cfg.batch < 1 || !(cfg.lr > 0) || !cfg.data_spec)
                 __builtin_trap();
-            if (x.prec < 0 || x.prec >= PREC_COUNT || (x.log_path && !*x.log_path) || (x.resume_path && !*x.resume_path))
+            if (x.prec < 0 || x.prec >= PREC_COUNT || (x.log_path && !*x.log_path) ||
+                (x.resume_path && !*x.resume_path))
                 __builtin_trap();
             char desc[256];
             run_describe_model(&cfg.model, desc, sizeof desc);

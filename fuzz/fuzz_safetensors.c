@@ -16,9 +16,9 @@
 
 #define NAME "fuzz"
 
-#define CHECK(c)                                                                                            \
-    do {                                                                                                    \
-        if (!(c)) __builtin_trap();                                                                         \
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) __builtin_trap();                                                                                    \
     } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -69,7 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         CHECK(ampc_safetensors_find(st, t->name) == t);
     }
-    CHECK(at == dlen);   /* no trailing bytes after the last tensor */
+    CHECK(at == dlen); /* no trailing bytes after the last tensor */
     CHECK(ampc_safetensors_find(st, "__metadata__") == NULL);
 
     int m = ampc_safetensors_metadata_count(st);

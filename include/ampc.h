@@ -47,14 +47,14 @@ AMPC_API const char *ampc_version(void);
 
 typedef enum ampc_status {
     AMPC_OK = 0,
-    AMPC_STATUS_INVALID_ARG = -1,    /* a NULL pointer, a value out of its documented range */
-    AMPC_STATUS_SHAPE = -2,          /* shapes that do not fit together */
-    AMPC_STATUS_DTYPE = -3,          /* a dtype the call does not accept */
-    AMPC_STATUS_OOM = -4,            /* the allocator returned NULL */
-    AMPC_STATUS_IO = -5,             /* a file could not be read or written */
-    AMPC_STATUS_FORMAT = -6,         /* a file or string is malformed */
-    AMPC_STATUS_UNSUPPORTED = -7,    /* this CPU, build or configuration cannot do it */
-    AMPC_STATUS_STATE = -8,          /* the call is out of order (e.g. a second backward) */
+    AMPC_STATUS_INVALID_ARG = -1, /* a NULL pointer, a value out of its documented range */
+    AMPC_STATUS_SHAPE = -2,       /* shapes that do not fit together */
+    AMPC_STATUS_DTYPE = -3,       /* a dtype the call does not accept */
+    AMPC_STATUS_OOM = -4,         /* the allocator returned NULL */
+    AMPC_STATUS_IO = -5,          /* a file could not be read or written */
+    AMPC_STATUS_FORMAT = -6,      /* a file or string is malformed */
+    AMPC_STATUS_UNSUPPORTED = -7, /* this CPU, build or configuration cannot do it */
+    AMPC_STATUS_STATE = -8,       /* the call is out of order (e.g. a second backward) */
 } ampc_status;
 
 /* Short fixed name of a status ("AMPC_STATUS_SHAPE"). Never NULL. */
@@ -73,8 +73,8 @@ AMPC_API void ampc_clear_error(void);
 
 typedef enum ampc_dtype {
     AMPC_DTYPE_F32 = 0,
-    AMPC_DTYPE_F16,      /* IEEE binary16, stored as uint16_t */
-    AMPC_DTYPE_BF16,     /* bfloat16 (upper half of binary32), stored as uint16_t */
+    AMPC_DTYPE_F16,  /* IEEE binary16, stored as uint16_t */
+    AMPC_DTYPE_BF16, /* bfloat16 (upper half of binary32), stored as uint16_t */
     AMPC_DTYPE_F64,
     AMPC_DTYPE_I32,
     AMPC_DTYPE_I64,
@@ -95,24 +95,24 @@ AMPC_API ampc_status ampc_dtype_parse(const char *name, ampc_dtype *out);
  * scalar conversions. */
 typedef enum ampc_format {
     AMPC_FORMAT_FP32 = 0,
-    AMPC_FORMAT_TF32,       /* FP32 range, 10 mantissa bits: what a TF32 tensor core multiplies */
+    AMPC_FORMAT_TF32, /* FP32 range, 10 mantissa bits: what a TF32 tensor core multiplies */
     AMPC_FORMAT_BF16,
     AMPC_FORMAT_FP16,
-    AMPC_FORMAT_FP8_E4M3,   /* OCP E4M3 ("e4m3fn"): no infinities, S.1111.111 is NaN, max 448 */
-    AMPC_FORMAT_FP8_E5M2,   /* OCP E5M2: IEEE-like with infinities, max 57344 */
+    AMPC_FORMAT_FP8_E4M3, /* OCP E4M3 ("e4m3fn"): no infinities, S.1111.111 is NaN, max 448 */
+    AMPC_FORMAT_FP8_E5M2, /* OCP E5M2: IEEE-like with infinities, max 57344 */
     AMPC_FORMAT_COUNT
 } ampc_format;
 
 /* Everything below is derived from (exponent_bits, mantissa_bits, bias, has_inf) by formula, then
  * re-derived independently through the format's conversion code; `verified` says both agreed. */
 typedef struct ampc_format_info {
-    const char *name;            /* "FP32", "TF32", "BF16", "FP16", "FP8-E4M3", "FP8-E5M2" */
-    int total_bits;              /* sign + exponent + mantissa (TF32: 19) */
+    const char *name; /* "FP32", "TF32", "BF16", "FP16", "FP8-E4M3", "FP8-E5M2" */
+    int total_bits;   /* sign + exponent + mantissa (TF32: 19) */
     int exponent_bits;
-    int mantissa_bits;           /* stored fraction bits; precision is mantissa_bits + 1 */
+    int mantissa_bits; /* stored fraction bits; precision is mantissa_bits + 1 */
     int bias;
-    bool has_inf;                /* false for FP8-E4M3: overflow gives NaN there */
-    int emin, emax;              /* exponent of the smallest and the largest normal binade */
+    bool has_inf;   /* false for FP8-E4M3: overflow gives NaN there */
+    int emin, emax; /* exponent of the smallest and the largest normal binade */
     double max_finite;
     double min_normal;
     double min_subnormal;
@@ -158,8 +158,7 @@ AMPC_API float ampc_fp8_e5m2_to_f32(uint8_t v);
  * CPU offers (within AMPC_ISA). Float to float conversions round once, to nearest even, with the scalar
  * rules above, bit-identical on every path. Integer targets truncate toward zero and saturate; NaN gives 0.
  * dst and src must not overlap unless equal with equal dtypes. Single-threaded. */
-AMPC_API ampc_status ampc_convert(void *dst, ampc_dtype dst_dtype, const void *src, ampc_dtype src_dtype,
-                                  size_t n);
+AMPC_API ampc_status ampc_convert(void *dst, ampc_dtype dst_dtype, const void *src, ampc_dtype src_dtype, size_t n);
 
 /* Name of the kernel ampc_convert runs for this dtype pair in this process ("ampc_k_cvt_f16f32__avx512"),
  * "memcpy" for equal dtypes, "generic" for pairs without a dedicated kernel, NULL for invalid dtypes. */
@@ -176,11 +175,11 @@ AMPC_API const char *ampc_kernel_slot_impl(int i);
  * ---------------------------------------------------------------------------------------------- */
 
 typedef enum ampc_isa {
-    AMPC_ISA_AUTO = 0,  /* in parameters: the best level available (within AMPC_ISA) */
-    AMPC_ISA_REF,       /* portable C: the complete path and the test oracle */
-    AMPC_ISA_AVX2,      /* AVX2 + FMA + F16C */
-    AMPC_ISA_AVX512,    /* AVX-512 F/BW/VL/DQ; BF16 and FP16 instructions used when present */
-    AMPC_ISA_AMX,       /* the above plus AMX tiles (BF16), permission granted by the kernel */
+    AMPC_ISA_AUTO = 0, /* in parameters: the best level available (within AMPC_ISA) */
+    AMPC_ISA_REF,      /* portable C: the complete path and the test oracle */
+    AMPC_ISA_AVX2,     /* AVX2 + FMA + F16C */
+    AMPC_ISA_AVX512,   /* AVX-512 F/BW/VL/DQ; BF16 and FP16 instructions used when present */
+    AMPC_ISA_AMX,      /* the above plus AMX tiles (BF16), permission granted by the kernel */
     AMPC_ISA_COUNT
 } ampc_isa;
 
@@ -205,34 +204,34 @@ typedef enum ampc_cpu_feature {
 } ampc_cpu_feature;
 
 typedef enum ampc_amx_permission {
-    AMPC_AMX_NOT_PRESENT = 0,  /* CPUID has no AMX: nothing was asked */
-    AMPC_AMX_GRANTED,          /* arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) succeeded */
-    AMPC_AMX_DENIED,           /* the request failed; errno is in amx_errno */
-    AMPC_AMX_OS_DISABLED,      /* XCR0 lacks the tile state bits: the OS does not save tiles */
+    AMPC_AMX_NOT_PRESENT = 0, /* CPUID has no AMX: nothing was asked */
+    AMPC_AMX_GRANTED,         /* arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) succeeded */
+    AMPC_AMX_DENIED,          /* the request failed; errno is in amx_errno */
+    AMPC_AMX_OS_DISABLED,     /* XCR0 lacks the tile state bits: the OS does not save tiles */
 } ampc_amx_permission;
 
 typedef struct ampc_cpu_info {
-    char vendor[16];                          /* "GenuineIntel", "AuthenticAMD" */
-    char brand[64];                           /* CPUID brand string, trimmed */
-    uint64_t xcr0;                            /* XGETBV(0): state components the OS saves */
-    bool cpuid[AMPC_CPU_FEATURE_COUNT];       /* the CPU reports the feature */
-    bool os_enabled[AMPC_CPU_FEATURE_COUNT];  /* ...and the OS saves its register state (for AMX, also
+    char vendor[16];                         /* "GenuineIntel", "AuthenticAMD" */
+    char brand[64];                          /* CPUID brand string, trimmed */
+    uint64_t xcr0;                           /* XGETBV(0): state components the OS saves */
+    bool cpuid[AMPC_CPU_FEATURE_COUNT];      /* the CPU reports the feature */
+    bool os_enabled[AMPC_CPU_FEATURE_COUNT]; /* ...and the OS saves its register state (for AMX, also
                                                  permission granted): only then may it be used */
     ampc_amx_permission amx_permission;
-    int amx_errno;                            /* errno of a denied request, else 0 */
-    ampc_isa best;                            /* highest level CPU + OS support */
-    ampc_isa chosen;                          /* best, lowered by AMPC_ISA when set */
-    int online_cpus;                          /* CPUs this process may run on (affinity mask) */
-    char isa_env[32];                         /* AMPC_ISA as found ("" if unset) */
-    bool isa_env_valid;                       /* false: unknown value, ignored */
+    int amx_errno;      /* errno of a denied request, else 0 */
+    ampc_isa best;      /* highest level CPU + OS support */
+    ampc_isa chosen;    /* best, lowered by AMPC_ISA when set */
+    int online_cpus;    /* CPUs this process may run on (affinity mask) */
+    char isa_env[32];   /* AMPC_ISA as found ("" if unset) */
+    bool isa_env_valid; /* false: unknown value, ignored */
 } ampc_cpu_info;
 
 /* The process-wide probe (CPUID, XGETBV, the AMX permission request, AMPC_ISA), run once on first use.
  * Never NULL. */
 AMPC_API const ampc_cpu_info *ampc_cpu(void);
-AMPC_API bool ampc_cpu_has(ampc_cpu_feature f);     /* cpuid && os_enabled */
-AMPC_API const char *ampc_cpu_feature_name(ampc_cpu_feature f);   /* "avx512_bf16", ... */
-AMPC_API const char *ampc_isa_name(ampc_isa isa);                 /* "auto", "ref", "avx2", ... */
+AMPC_API bool ampc_cpu_has(ampc_cpu_feature f);                 /* cpuid && os_enabled */
+AMPC_API const char *ampc_cpu_feature_name(ampc_cpu_feature f); /* "avx512_bf16", ... */
+AMPC_API const char *ampc_isa_name(ampc_isa isa);               /* "auto", "ref", "avx2", ... */
 /* "ref|avx2|avx512|amx" (and "auto") to an ampc_isa. */
 AMPC_API ampc_status ampc_isa_parse(const char *name, ampc_isa *out);
 
@@ -240,13 +239,13 @@ AMPC_API ampc_status ampc_isa_parse(const char *name, ampc_isa *out);
  * (a row of ampc_kernel_slot_name, or a conversion's "convert_f32_to_bf16") may hold several kernels of
  * several levels; the process runs the one chosen for its level. */
 typedef struct ampc_kernel_desc {
-    const char *name;     /* the kernel's function name: "ampc_k_gemm_bf16f32__amx" */
-    const char *slot;     /* the slot it can fill: "gemm_bf16", "unary_exp", "convert_f32_to_bf16", ... */
-    ampc_isa level;       /* the lowest kernel level that may run it (an AMPC_ISA cap below excludes it) */
-    uint32_t needs;       /* CPU features it needs beyond its level's: bit f for ampc_cpu_feature f */
-    bool usable;          /* this CPU runs it */
-    bool candidate;       /* dispatch may choose it (false: a reference kept for tests and benchmarks) */
-    bool chosen;          /* it fills its slot at the process's chosen level */
+    const char *name; /* the kernel's function name: "ampc_k_gemm_bf16f32__amx" */
+    const char *slot; /* the slot it can fill: "gemm_bf16", "unary_exp", "convert_f32_to_bf16", ... */
+    ampc_isa level;   /* the lowest kernel level that may run it (an AMPC_ISA cap below excludes it) */
+    uint32_t needs;   /* CPU features it needs beyond its level's: bit f for ampc_cpu_feature f */
+    bool usable;      /* this CPU runs it */
+    bool candidate;   /* dispatch may choose it (false: a reference kept for tests and benchmarks) */
+    bool chosen;      /* it fills its slot at the process's chosen level */
 } ampc_kernel_desc;
 AMPC_API bool ampc_kernel_describe(int i, ampc_kernel_desc *out);
 
@@ -267,12 +266,12 @@ typedef struct ampc_allocator {
 } ampc_allocator;
 
 typedef struct ampc_ctx_params {
-    uint64_t seed;                 /* RNG seed (0 is a seed like any other) */
-    int threads;                   /* worker threads including the caller; 0 = online CPUs */
-    ampc_isa isa;                  /* cap on the kernel level; AUTO = the process's chosen level */
-    size_t arena_initial_bytes;    /* first step-arena chunk; 0 = 1 MiB. The arena grows as needed */
+    uint64_t seed;                   /* RNG seed (0 is a seed like any other) */
+    int threads;                     /* worker threads including the caller; 0 = online CPUs */
+    ampc_isa isa;                    /* cap on the kernel level; AUTO = the process's chosen level */
+    size_t arena_initial_bytes;      /* first step-arena chunk; 0 = 1 MiB. The arena grows as needed */
     const ampc_allocator *allocator; /* NULL = aligned_alloc/free */
-    ampc_log_fn log;               /* NULL = warnings and errors to stderr */
+    ampc_log_fn log;                 /* NULL = warnings and errors to stderr */
     void *log_user;
 } ampc_ctx_params;
 
@@ -290,18 +289,18 @@ AMPC_API int ampc_ctx_threads(const ampc_ctx *ctx);
 AMPC_API void ampc_ctx_step_end(ampc_ctx *ctx);
 
 typedef struct ampc_memory_usage {
-    size_t live_bytes;          /* bytes currently allocated through the context's allocator */
-    size_t peak_bytes;          /* maximum of live_bytes since creation or ampc_memory_reset_peak */
-    size_t arena_reserved;      /* bytes held by the step arena (part of live_bytes) */
-    size_t arena_used;          /* bytes handed out by the arena this step */
-    size_t arena_high_water;    /* largest arena_used seen in one step */
+    size_t live_bytes;       /* bytes currently allocated through the context's allocator */
+    size_t peak_bytes;       /* maximum of live_bytes since creation or ampc_memory_reset_peak */
+    size_t arena_reserved;   /* bytes held by the step arena (part of live_bytes) */
+    size_t arena_used;       /* bytes handed out by the arena this step */
+    size_t arena_high_water; /* largest arena_used seen in one step */
     /* The step heap: large step buffers (tensor data and scratch of 16 KiB or more) live there, in size
      * classes, so that a gradient the backward pass no longer needs is released at once instead of at
      * step end. Reserved bytes stay held (for reuse) across steps. */
-    size_t heap_reserved;       /* bytes held by the step heap (part of live_bytes) */
-    size_t heap_used;           /* bytes of it in use now */
-    size_t heap_high_water;     /* largest heap_used seen */
-    uint64_t allocations;       /* allocator calls so far */
+    size_t heap_reserved;   /* bytes held by the step heap (part of live_bytes) */
+    size_t heap_used;       /* bytes of it in use now */
+    size_t heap_high_water; /* largest heap_used seen */
+    uint64_t allocations;   /* allocator calls so far */
 } ampc_memory_usage;
 
 AMPC_API ampc_status ampc_memory_stats(const ampc_ctx *ctx, ampc_memory_usage *out);
@@ -327,7 +326,7 @@ AMPC_API int64_t ampc_parallel_chunks(int64_t n, int64_t grain);
 typedef struct ampc_rng {
     uint64_t seed;
     uint64_t stream;
-    uint64_t counter;   /* advanced by every draw; save it to resume the sequence */
+    uint64_t counter; /* advanced by every draw; save it to resume the sequence */
 } ampc_rng;
 
 AMPC_API ampc_rng ampc_rng_make(uint64_t seed, uint64_t stream);
@@ -365,17 +364,16 @@ AMPC_API ampc_tensor *ampc_tensor_new(ampc_ctx *ctx, ampc_dtype dtype, int ndim,
 AMPC_API void ampc_tensor_free(ampc_tensor *t);
 
 AMPC_API ampc_tensor *ampc_tensor_zeros(ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape);
-AMPC_API ampc_tensor *ampc_tensor_full(ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape,
-                                       double value);
+AMPC_API ampc_tensor *ampc_tensor_full(ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape, double value);
 /* Uniform in [lo, hi) and normal N(mean, std^2) from the context RNG, drawn in F32 then rounded to dtype
  * (integers: truncated). */
-AMPC_API ampc_tensor *ampc_tensor_uniform(ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape,
-                                          double lo, double hi);
-AMPC_API ampc_tensor *ampc_tensor_normal(ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape,
-                                         double mean, double std);
+AMPC_API ampc_tensor *ampc_tensor_uniform(ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape, double lo,
+                                          double hi);
+AMPC_API ampc_tensor *ampc_tensor_normal(ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape, double mean,
+                                         double std);
 /* Copies prod(shape) row-major elements of data_dtype from data, converting to dtype. */
-AMPC_API ampc_tensor *ampc_tensor_from_buffer(ampc_ctx *ctx, ampc_dtype dtype, int ndim,
-                                              const int64_t *shape, const void *data, ampc_dtype data_dtype);
+AMPC_API ampc_tensor *ampc_tensor_from_buffer(ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape,
+                                              const void *data, ampc_dtype data_dtype);
 
 /* In-place fills (bump the version counter). Work on views too: only the viewed elements change. */
 AMPC_API ampc_status ampc_tensor_fill(ampc_tensor *t, double value);
@@ -386,8 +384,9 @@ AMPC_API ampc_status ampc_tensor_copy_from(ampc_tensor *t, const void *src, ampc
 /* Reads t's elements in row-major order into dst, converted to dst_dtype. */
 AMPC_API ampc_status ampc_tensor_copy_to(const ampc_tensor *t, void *dst, ampc_dtype dst_dtype);
 
-/* Shape changes, all differentiable (recorded on the tape when an input requires grad). reshape returns a view when the strides allow it and a contiguous copy otherwise; one
- * extent may be -1 (inferred). view never copies and fails when a view is impossible. */
+/* Shape changes, all differentiable (recorded on the tape when an input requires grad). reshape returns a
+ * view when the strides allow it and a contiguous copy otherwise; one extent may be -1 (inferred). view
+ * never copies and fails when a view is impossible. */
 AMPC_API ampc_tensor *ampc_tensor_reshape(const ampc_tensor *t, int ndim, const int64_t *shape);
 AMPC_API ampc_tensor *ampc_tensor_view(const ampc_tensor *t, int ndim, const int64_t *shape);
 AMPC_API ampc_tensor *ampc_tensor_transpose(const ampc_tensor *t, int dim0, int dim1);
@@ -395,8 +394,7 @@ AMPC_API ampc_tensor *ampc_tensor_transpose(const ampc_tensor *t, int dim0, int 
 AMPC_API ampc_tensor *ampc_tensor_permute(const ampc_tensor *t, const int *perm);
 /* Elements start, start+step, ... < end along dim (0 <= start <= end <= extent after negative indices
  * are wrapped once; end is clamped to the extent as in Python; step >= 1). */
-AMPC_API ampc_tensor *ampc_tensor_slice(const ampc_tensor *t, int dim, int64_t start, int64_t end,
-                                        int64_t step);
+AMPC_API ampc_tensor *ampc_tensor_slice(const ampc_tensor *t, int dim, int64_t start, int64_t end, int64_t step);
 /* A row-major copy (a fresh arena tensor even when t is already contiguous). Differentiable. */
 AMPC_API ampc_tensor *ampc_tensor_contiguous(const ampc_tensor *t);
 /* A contiguous copy in dtype (also when dtype is t's own). Differentiable: the backward casts the gradient
@@ -409,9 +407,9 @@ AMPC_API ampc_tensor *ampc_tensor_detach_copy(const ampc_tensor *t);
 AMPC_API ampc_dtype ampc_tensor_dtype(const ampc_tensor *t);
 AMPC_API int ampc_tensor_ndim(const ampc_tensor *t);
 AMPC_API int64_t ampc_tensor_dim(const ampc_tensor *t, int dim);
-AMPC_API int64_t ampc_tensor_stride(const ampc_tensor *t, int dim);   /* in elements */
+AMPC_API int64_t ampc_tensor_stride(const ampc_tensor *t, int dim); /* in elements */
 AMPC_API int64_t ampc_tensor_numel(const ampc_tensor *t);
-AMPC_API void *ampc_tensor_data(const ampc_tensor *t);                 /* first element */
+AMPC_API void *ampc_tensor_data(const ampc_tensor *t); /* first element */
 AMPC_API bool ampc_tensor_is_contiguous(const ampc_tensor *t);
 AMPC_API bool ampc_tensor_is_owned(const ampc_tensor *t);
 /* Shared by a tensor and all its views; bumped by every in-place write through the API. */
@@ -438,7 +436,7 @@ AMPC_API ampc_tensor *ampc_tensor_grad(const ampc_tensor *t);
 AMPC_API void ampc_tensor_clear_grad(ampc_tensor *t);
 /* A name for error messages and overflow reports ("blocks.0.attn.qkv.weight"); copied. */
 AMPC_API ampc_status ampc_tensor_set_name(ampc_tensor *t, const char *name);
-AMPC_API const char *ampc_tensor_name(const ampc_tensor *t);   /* "" when unnamed */
+AMPC_API const char *ampc_tensor_name(const ampc_tensor *t); /* "" when unnamed */
 /* A view of t's data cut off from the graph (does not require grad). */
 AMPC_API ampc_tensor *ampc_tensor_detach(const ampc_tensor *t);
 
@@ -477,8 +475,8 @@ AMPC_API ampc_tensor *ampc_tanh(ampc_ctx *ctx, const ampc_tensor *x);
 AMPC_API ampc_tensor *ampc_sigmoid(ampc_ctx *ctx, const ampc_tensor *x);
 AMPC_API ampc_tensor *ampc_relu(ampc_ctx *ctx, const ampc_tensor *x);
 typedef enum ampc_gelu_form {
-    AMPC_GELU_ERF = 0,   /* x/2 (1 + erf(x/sqrt 2)), PyTorch's default */
-    AMPC_GELU_TANH,      /* x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), GPT-2's */
+    AMPC_GELU_ERF = 0, /* x/2 (1 + erf(x/sqrt 2)), PyTorch's default */
+    AMPC_GELU_TANH,    /* x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), GPT-2's */
 } ampc_gelu_form;
 AMPC_API ampc_tensor *ampc_gelu(ampc_ctx *ctx, const ampc_tensor *x, ampc_gelu_form form);
 
@@ -499,14 +497,14 @@ AMPC_API ampc_tensor *ampc_mean(ampc_ctx *ctx, const ampc_tensor *x, const int *
 AMPC_API ampc_tensor *ampc_softmax(ampc_ctx *ctx, const ampc_tensor *x, int dim);
 AMPC_API ampc_tensor *ampc_log_softmax(ampc_ctx *ctx, const ampc_tensor *x, int dim);
 /* Normalises over the last dim (D). w, b: (D) or NULL. */
-AMPC_API ampc_tensor *ampc_layer_norm(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *w,
-                                      const ampc_tensor *b, double eps);
+AMPC_API ampc_tensor *ampc_layer_norm(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *w, const ampc_tensor *b,
+                                      double eps);
 
 /* weight: (V, D); ids: I32 or I64, shape S with at most 3 dims, every id in [0, V) -> (S..., D). */
 AMPC_API ampc_tensor *ampc_embedding(ampc_ctx *ctx, const ampc_tensor *weight, const ampc_tensor *ids);
 /* logits: (N, C); targets: (N) I32/I64 class indices in [0, C) or ignore_index. Mean over the targets
  * that are not ignore_index (NaN when all are ignored, as in PyTorch). -> a 0-dim tensor. */
-#define AMPC_IGNORE_INDEX (-100)   /* PyTorch's default ignore_index */
+#define AMPC_IGNORE_INDEX (-100) /* PyTorch's default ignore_index */
 AMPC_API ampc_tensor *ampc_cross_entropy(ampc_ctx *ctx, const ampc_tensor *logits, const ampc_tensor *targets,
                                          int64_t ignore_index);
 #define AMPC_IGNORE_INDEX_DEFAULT (-100)
@@ -520,24 +518,24 @@ AMPC_API ampc_tensor *ampc_dropout(ampc_ctx *ctx, const ampc_tensor *x, double p
 AMPC_API ampc_tensor *ampc_concat(ampc_ctx *ctx, const ampc_tensor *const *tensors, int n, int dim);
 
 typedef struct ampc_conv2d_params {
-    int stride_h, stride_w;    /* 0 = 1 */
-    int pad_h, pad_w;          /* zero padding */
+    int stride_h, stride_w; /* 0 = 1 */
+    int pad_h, pad_w;       /* zero padding */
 } ampc_conv2d_params;
 /* x: (N, C, H, W), w: (O, C, KH, KW), b: (O) or NULL -> (N, O, OH, OW). params may be NULL. */
 AMPC_API ampc_tensor *ampc_conv2d(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *w, const ampc_tensor *b,
                                   const ampc_conv2d_params *params);
 typedef struct ampc_pool2d_params {
-    int kernel_h, kernel_w;    /* required, >= 1 */
-    int stride_h, stride_w;    /* 0 = the kernel size */
-    int pad_h, pad_w;          /* implicit -inf padding, at most half the kernel */
+    int kernel_h, kernel_w; /* required, >= 1 */
+    int stride_h, stride_w; /* 0 = the kernel size */
+    int pad_h, pad_w;       /* implicit -inf padding, at most half the kernel */
 } ampc_pool2d_params;
 /* x: (N, C, H, W) -> (N, C, OH, OW). */
 AMPC_API ampc_tensor *ampc_max_pool2d(ampc_ctx *ctx, const ampc_tensor *x, const ampc_pool2d_params *params);
 
 /* Scaled dot-product attention softmax(q k^T / sqrt(D) [+ causal mask]) v. q: (B, H, Tq, D),
  * k: (B, H, Tk, D), v: (B, H, Tk, Dv) -> (B, H, Tq, Dv). causal masks key j > query i. */
-AMPC_API ampc_tensor *ampc_attention(ampc_ctx *ctx, const ampc_tensor *q, const ampc_tensor *k,
-                                     const ampc_tensor *v, bool causal);
+AMPC_API ampc_tensor *ampc_attention(ampc_ctx *ctx, const ampc_tensor *q, const ampc_tensor *k, const ampc_tensor *v,
+                                     bool causal);
 /* x + PE, with the sinusoidal encoding of "Attention is all you need" (PE[t, 2i] = sin(t / 10000^(2i/D)),
  * PE[t, 2i+1] = cos(...)) over the last two dims of x: (..., T, D). PE is evaluated in double, rounded to
  * F32 and added in F32; one final rounding to x's dtype. */
@@ -550,22 +548,22 @@ AMPC_API ampc_tensor *ampc_positional_encoding(ampc_ctx *ctx, const ampc_tensor 
  * ---------------------------------------------------------------------------------------------- */
 
 typedef enum ampc_cast_policy {
-    AMPC_CAST_NONE = 0,     /* run in the inputs' dtypes (ordinary promotion) */
-    AMPC_CAST_LOWER,        /* cast every floating input to the region dtype (PyTorch lower_precision_fp) */
-    AMPC_CAST_FP32,         /* cast every floating input to F32 */
-    AMPC_CAST_FP32_OUTPUT,  /* compute from the inputs upcast, F32 output (PyTorch fp32_set_opt_dtype) */
-    AMPC_CAST_PROMOTE,      /* to the widest input: F32 if any input is F32, else the region dtype; the
+    AMPC_CAST_NONE = 0,    /* run in the inputs' dtypes (ordinary promotion) */
+    AMPC_CAST_LOWER,       /* cast every floating input to the region dtype (PyTorch lower_precision_fp) */
+    AMPC_CAST_FP32,        /* cast every floating input to F32 */
+    AMPC_CAST_FP32_OUTPUT, /* compute from the inputs upcast, F32 output (PyTorch fp32_set_opt_dtype) */
+    AMPC_CAST_PROMOTE,     /* to the widest input: F32 if any input is F32, else the region dtype; the
                                other 16-bit dtype is an error, as in PyTorch */
-    AMPC_CAST_BANNED,       /* the op fails inside an enabled region */
+    AMPC_CAST_BANNED,      /* the op fails inside an enabled region */
     AMPC_CAST_COUNT
 } ampc_cast_policy;
 
 typedef struct ampc_autocast_params {
-    ampc_dtype dtype;     /* AMPC_DTYPE_BF16 or AMPC_DTYPE_F16; AMPC_DTYPE_F32 (0) selects BF16, the CPU default */
+    ampc_dtype dtype; /* AMPC_DTYPE_BF16 or AMPC_DTYPE_F16; AMPC_DTYPE_F32 (0) selects BF16, the CPU default */
     /* Literal flags, as in torch.autocast(enabled=..., cache_enabled=...): a zeroed struct gives a
      * DISABLED region (an FP32 island). Pass NULL params for PyTorch's defaults (BF16, enabled, cache on). */
     bool enabled;
-    bool cache_enabled;   /* cast each F32 leaf parameter once per outermost region */
+    bool cache_enabled; /* cast each F32 leaf parameter once per outermost region */
 } ampc_autocast_params;
 
 /* Enters a region (params NULL: BF16, enabled, cache enabled). Fails for another dtype. */
@@ -577,12 +575,12 @@ AMPC_API bool ampc_autocast_enabled(const ampc_ctx *ctx);
 AMPC_API ampc_dtype ampc_autocast_dtype(const ampc_ctx *ctx);
 
 typedef enum ampc_autocast_table {
-    AMPC_AUTOCAST_TABLE_TUTORIAL = 0,  /* the default: GEMM-like ops (linear, matmul, bmm, conv2d, attention)
+    AMPC_AUTOCAST_TABLE_TUTORIAL = 0, /* the default: GEMM-like ops (linear, matmul, bmm, conv2d, attention)
                                           lower; softmax, log_softmax, layer_norm, cross_entropy, mse_loss,
                                           exp, log, sum, mean, positional_encoding FP32; add, concat promote */
-    AMPC_AUTOCAST_TABLE_PYTORCH_CPU,   /* torch's AutocastCPU lists: GEMM-like lower; cross_entropy, mse_loss
+    AMPC_AUTOCAST_TABLE_PYTORCH_CPU,  /* torch's AutocastCPU lists: GEMM-like lower; cross_entropy, mse_loss
                                           FP32; concat promote; softmax, layer_norm, sum... in input dtype */
-    AMPC_AUTOCAST_TABLE_PYTORCH_CUDA,  /* torch's CUDA lists (also torch_npu / torch_musa): GEMM-like lower;
+    AMPC_AUTOCAST_TABLE_PYTORCH_CUDA, /* torch's CUDA lists (also torch_npu / torch_musa): GEMM-like lower;
                                           exp, log, layer_norm, mse_loss, cross_entropy FP32; softmax,
                                           log_softmax, sum FP32 output */
     AMPC_AUTOCAST_TABLE_COUNT
@@ -596,12 +594,12 @@ AMPC_API ampc_status ampc_autocast_set_policy(ampc_ctx *ctx, const char *op, amp
 AMPC_API ampc_status ampc_autocast_policy(const ampc_ctx *ctx, const char *op, ampc_cast_policy *out);
 /* The ops autocast knows, i in [0, count): names for tables, CLIs and error messages. NULL past the end. */
 AMPC_API const char *ampc_autocast_op_name(int i);
-AMPC_API const char *ampc_cast_policy_name(ampc_cast_policy p);   /* "lower", "fp32", ... */
+AMPC_API const char *ampc_cast_policy_name(ampc_cast_policy p); /* "lower", "fp32", ... */
 
 typedef struct ampc_autocast_stats {
-    uint64_t casts;          /* tensors cast by autocast */
-    uint64_t cache_hits;     /* weight casts served from the cache */
-    uint64_t cache_entries;  /* entries in the cache now */
+    uint64_t casts;         /* tensors cast by autocast */
+    uint64_t cache_hits;    /* weight casts served from the cache */
+    uint64_t cache_entries; /* entries in the cache now */
 } ampc_autocast_stats;
 AMPC_API ampc_status ampc_autocast_get_stats(const ampc_ctx *ctx, ampc_autocast_stats *out);
 
@@ -629,7 +627,7 @@ AMPC_API ampc_fp32_precision ampc_ctx_fp32_matmul_precision(const ampc_ctx *ctx)
 /* A scoped override (nestable, up to 8 deep): push sets the precision until the matching pop. */
 AMPC_API ampc_status ampc_ctx_push_fp32_matmul_precision(ampc_ctx *ctx, ampc_fp32_precision p);
 AMPC_API ampc_status ampc_ctx_pop_fp32_matmul_precision(ampc_ctx *ctx);
-AMPC_API const char *ampc_fp32_precision_name(ampc_fp32_precision p);   /* "highest", "high", "medium" */
+AMPC_API const char *ampc_fp32_precision_name(ampc_fp32_precision p); /* "highest", "high", "medium" */
 AMPC_API ampc_status ampc_fp32_precision_parse(const char *name, ampc_fp32_precision *out);
 
 /* ------------------------------------------------------------------------------------------------
@@ -638,7 +636,7 @@ AMPC_API ampc_status ampc_fp32_precision_parse(const char *name, ampc_fp32_preci
 
 AMPC_API ampc_status ampc_scope_push(ampc_ctx *ctx, const char *name);
 AMPC_API void ampc_scope_pop(ampc_ctx *ctx);
-AMPC_API const char *ampc_scope_path(const ampc_ctx *ctx);   /* "" at top level */
+AMPC_API const char *ampc_scope_path(const ampc_ctx *ctx); /* "" at top level */
 
 /* Anomaly mode (torch.autograd.set_detect_anomaly; the CPU answer to CUDA_LAUNCH_BLOCKING debugging):
  * every op's output, forward and backward, is checked; the first non-finite value fails the op (NULL) or
@@ -662,28 +660,28 @@ typedef struct ampc_optim ampc_optim;
 typedef enum ampc_optim_kind { AMPC_OPTIM_SGD = 0, AMPC_OPTIM_ADAMW } ampc_optim_kind;
 
 typedef enum ampc_master_mode {
-    AMPC_MASTER_AUTO = 0,  /* F32 parameters are their own masters (PyTorch AMP / Apex O1); F16/BF16
+    AMPC_MASTER_AUTO = 0, /* F32 parameters are their own masters (PyTorch AMP / Apex O1); F16/BF16
                               parameters get F32 master copies owned by the optimizer (Apex O2): the
                               update runs on the master, the parameter receives the rounded master */
-    AMPC_MASTER_NONE,      /* no master copies: low-precision parameters are updated in place, the
+    AMPC_MASTER_NONE,     /* no master copies: low-precision parameters are updated in place, the
                               update rounded to their dtype (the tutorials' risky model.half()) */
 } ampc_master_mode;
 
 typedef struct ampc_optim_params {
     ampc_optim_kind kind;
-    double lr;              /* 0 = 1e-3 */
-    double weight_decay;    /* literal: 0 = none (SGD: L2 added to the gradient; AdamW: decoupled) */
-    double momentum;        /* SGD */
-    double dampening;       /* SGD */
-    bool nesterov;          /* SGD (needs momentum > 0 and dampening 0) */
-    double beta1, beta2;    /* AdamW; 0 = 0.9, 0.999 */
-    double eps;             /* AdamW; 0 = 1e-8 */
+    double lr;           /* 0 = 1e-3 */
+    double weight_decay; /* literal: 0 = none (SGD: L2 added to the gradient; AdamW: decoupled) */
+    double momentum;     /* SGD */
+    double dampening;    /* SGD */
+    bool nesterov;       /* SGD (needs momentum > 0 and dampening 0) */
+    double beta1, beta2; /* AdamW; 0 = 0.9, 0.999 */
+    double eps;          /* AdamW; 0 = 1e-8 */
     ampc_master_mode master;
 } ampc_optim_params;
 
 typedef struct ampc_param_group_params {
-    double lr_scale;        /* this group's lr = optimizer lr * lr_scale; 0 = 1 */
-    bool no_weight_decay;   /* e.g. biases and norm weights */
+    double lr_scale;      /* this group's lr = optimizer lr * lr_scale; 0 = 1 */
+    bool no_weight_decay; /* e.g. biases and norm weights */
 } ampc_param_group_params;
 
 AMPC_API ampc_status ampc_optim_new(ampc_ctx *ctx, const ampc_optim_params *params, ampc_optim **out);
@@ -700,7 +698,7 @@ AMPC_API ampc_status ampc_optim_step(ampc_optim *opt);
 AMPC_API void ampc_optim_zero_grad(ampc_optim *opt);
 AMPC_API ampc_status ampc_optim_set_lr(ampc_optim *opt, double lr);
 AMPC_API double ampc_optim_lr(const ampc_optim *opt);
-AMPC_API int64_t ampc_optim_steps(const ampc_optim *opt);        /* optimizer steps taken */
+AMPC_API int64_t ampc_optim_steps(const ampc_optim *opt); /* optimizer steps taken */
 AMPC_API int ampc_optim_num_params(const ampc_optim *opt);
 AMPC_API ampc_tensor *ampc_optim_param(const ampc_optim *opt, int i);
 /* The F32 master of parameter i (the parameter itself when it is its own master), for inspection. */
@@ -723,38 +721,37 @@ AMPC_API ampc_status ampc_clip_grad_norm(ampc_optim *opt, double max_norm, doubl
 typedef struct ampc_grad_scaler ampc_grad_scaler;
 
 typedef struct ampc_grad_scaler_params {
-    double init_scale;        /* 0 = 65536 */
-    double growth_factor;     /* 0 = 2.0; must be > 1 */
-    double backoff_factor;    /* 0 = 0.5; must be in (0, 1) */
-    int64_t growth_interval;  /* 0 = 2000 clean steps */
+    double init_scale;       /* 0 = 65536 */
+    double growth_factor;    /* 0 = 2.0; must be > 1 */
+    double backoff_factor;   /* 0 = 0.5; must be in (0, 1) */
+    int64_t growth_interval; /* 0 = 2000 clean steps */
     /* Literal, as in torch GradScaler(enabled=...): a zeroed struct gives a DISABLED scaler (every call
      * a no-op, scale 1). Pass NULL params for the defaults with the scaler enabled. */
     bool enabled;
-    double min_scale;         /* 0 = none (PyTorch): backoff may go below 1 */
-    double max_scale;         /* 0 = none: growth is still refused when the result would be inf */
-    int hysteresis;           /* 0 or 1 = none (PyTorch); n > 1: back off only at the n-th overflow since
+    double min_scale; /* 0 = none (PyTorch): backoff may go below 1 */
+    double max_scale; /* 0 = none: growth is still refused when the result would be inf */
+    int hysteresis;   /* 0 or 1 = none (PyTorch); n > 1: back off only at the n-th overflow since
                                  the last growth (Megatron-LM) */
 } ampc_grad_scaler_params;
 
 typedef struct ampc_grad_scaler_state {
-    double scale;             /* FP32 value, as a double */
-    int64_t growth_tracker;   /* clean steps since the last growth or overflow */
+    double scale;           /* FP32 value, as a double */
+    int64_t growth_tracker; /* clean steps since the last growth or overflow */
     int64_t hysteresis_tracker;
-    int64_t steps;            /* update() calls */
-    int64_t skipped_steps;    /* optimizer steps skipped for non-finite gradients */
+    int64_t steps;         /* update() calls */
+    int64_t skipped_steps; /* optimizer steps skipped for non-finite gradients */
     ampc_grad_scaler_params config;
 } ampc_grad_scaler_state;
 
 typedef struct ampc_grad_scaler_overflow {
-    bool found_inf;           /* at the last unscale of any optimizer since the last update */
-    int64_t tensors;          /* how many gradients had a non-finite value */
-    char first_tensor[64];    /* the first one's name ("" if unnamed) */
-    int64_t at_step;          /* the scaler's step count then */
+    bool found_inf;        /* at the last unscale of any optimizer since the last update */
+    int64_t tensors;       /* how many gradients had a non-finite value */
+    char first_tensor[64]; /* the first one's name ("" if unnamed) */
+    int64_t at_step;       /* the scaler's step count then */
 } ampc_grad_scaler_overflow;
 
 /* params NULL: the defaults, enabled. */
-AMPC_API ampc_status ampc_grad_scaler_new(ampc_ctx *ctx, const ampc_grad_scaler_params *params,
-                                          ampc_grad_scaler **out);
+AMPC_API ampc_status ampc_grad_scaler_new(ampc_ctx *ctx, const ampc_grad_scaler_params *params, ampc_grad_scaler **out);
 AMPC_API void ampc_grad_scaler_free(ampc_grad_scaler *gs);
 AMPC_API bool ampc_grad_scaler_enabled(const ampc_grad_scaler *gs);
 /* The current scale (1.0 when disabled). */
@@ -789,13 +786,13 @@ AMPC_API ampc_status ampc_grad_scaler_state_load(ampc_grad_scaler *gs, const amp
 typedef struct ampc_model ampc_model;
 
 typedef enum ampc_model_kind {
-    AMPC_MODEL_GPT = 0,   /* character-level decoder: token + learned position embeddings, pre-LayerNorm
+    AMPC_MODEL_GPT = 0, /* character-level decoder: token + learned position embeddings, pre-LayerNorm
                              blocks (causal multi-head attention, GELU MLP 4x), final LayerNorm, output
                              tied to the token embedding */
-    AMPC_MODEL_MLP,       /* in -> hidden... -> classes, ReLU between (784-1024-1024-10 by default) */
-    AMPC_MODEL_CNN,       /* conv 3x3 32 (pad 1), ReLU, max-pool 2 -> conv 3x3 64, ReLU, max-pool 2 ->
+    AMPC_MODEL_MLP,     /* in -> hidden... -> classes, ReLU between (784-1024-1024-10 by default) */
+    AMPC_MODEL_CNN,     /* conv 3x3 32 (pad 1), ReLU, max-pool 2 -> conv 3x3 64, ReLU, max-pool 2 ->
                              FC 128, ReLU -> FC classes */
-    AMPC_MODEL_SIMPLE,    /* the tutorials' SimpleModel: Linear 5->4, ReLU, Linear 4->3, MSE loss */
+    AMPC_MODEL_SIMPLE,  /* the tutorials' SimpleModel: Linear 5->4, ReLU, Linear 4->3, MSE loss */
     AMPC_MODEL_COUNT
 } ampc_model_kind;
 
@@ -806,25 +803,25 @@ typedef struct ampc_model_config {
     uint64_t seed;          /* initial weights */
     ampc_dtype param_dtype; /* F32 (0, the default: masters = parameters), BF16 or F16 */
     /* gpt (0 = default): */
-    int layers;             /* 6 */
-    int d_model;            /* 384 */
-    int heads;              /* 6; must divide d_model */
-    int context;            /* 256: the longest sequence */
-    int vocab;              /* 256 (bytes) */
-    double dropout;         /* literal: 0 = none */
+    int layers;     /* 6 */
+    int d_model;    /* 384 */
+    int heads;      /* 6; must divide d_model */
+    int context;    /* 256: the longest sequence */
+    int vocab;      /* 256 (bytes) */
+    double dropout; /* literal: 0 = none */
     /* classifiers (0 = default): */
-    int in_features;        /* mlp: 784 */
+    int in_features;                   /* mlp: 784 */
     int hidden[AMPC_MODEL_MAX_HIDDEN]; /* mlp: up to 8 widths, 0-terminated; all 0 = {1024, 1024} */
-    int in_channels;        /* cnn: 1 */
-    int image_size;         /* cnn: 28 (must be divisible by 4) */
-    int classes;            /* mlp, cnn: 10 */
+    int in_channels;                   /* cnn: 1 */
+    int image_size;                    /* cnn: 28 (must be divisible by 4) */
+    int classes;                       /* mlp, cnn: 10 */
 } ampc_model_config;
 
 AMPC_API ampc_status ampc_model_new(ampc_ctx *ctx, const ampc_model_config *config, ampc_model **out);
 AMPC_API void ampc_model_free(ampc_model *m);
 /* The configuration with every default filled in. */
 AMPC_API ampc_model_config ampc_model_get_config(const ampc_model *m);
-AMPC_API const char *ampc_model_kind_name(ampc_model_kind kind);   /* "gpt", "mlp", "cnn", "simple" */
+AMPC_API const char *ampc_model_kind_name(ampc_model_kind kind); /* "gpt", "mlp", "cnn", "simple" */
 AMPC_API ampc_status ampc_model_kind_parse(const char *name, ampc_model_kind *out);
 
 /* Forward pass. gpt: input ids (B, T) I32/I64 with T <= context -> logits (B, T, vocab). mlp: (B, in) or
@@ -837,7 +834,7 @@ AMPC_API ampc_tensor *ampc_model_loss(ampc_model *m, const ampc_tensor *input, c
 AMPC_API void ampc_model_set_training(ampc_model *m, bool training);
 AMPC_API int ampc_model_num_params(const ampc_model *m);
 AMPC_API ampc_tensor *ampc_model_param(const ampc_model *m, int i);
-AMPC_API int64_t ampc_model_param_count(const ampc_model *m);      /* total elements */
+AMPC_API int64_t ampc_model_param_count(const ampc_model *m); /* total elements */
 /* Adds the parameters to opt as two groups: "decay" (weights) and "no_decay" (biases, LayerNorm and
  * embedding tables), the usual GPT-2 practice. */
 AMPC_API ampc_status ampc_model_add_to_optim(ampc_model *m, ampc_optim *opt);
@@ -854,8 +851,8 @@ AMPC_API ampc_status ampc_model_add_to_optim(ampc_model *m, ampc_optim *opt);
  *    vocabulary of 256); the last val_fraction of the bytes is the validation split. With context T a
  *    split of L bytes is cut into (L - 1) / T windows (integer division): window i covers bytes
  *    [i*T, i*T + T], T + 1 bytes, so consecutive windows share one byte and each byte after the first,
- *    up to the end of the last window, is a target exactly once. A batch is x (B, T) I64 = bytes [i*T, i*T + T) and y (B, T) I64 = bytes
- *    [i*T + 1, i*T + T]: y is x shifted left by one.
+ *    up to the end of the last window, is a target exactly once. A batch is x (B, T) I64 = bytes
+ *    [i*T, i*T + T) and y (B, T) I64 = bytes [i*T + 1, i*T + T]: y is x shifted left by one.
  * Files may be gzip-compressed or plain (zlib reads both). Files over AMPC_DATA_MAX_BYTES uncompressed are
  * refused. Malformed files fail with AMPC_STATUS_FORMAT (truncated data, a bad IDX header, dims that
  * disagree with the data or with each other, labels out of range), missing or unreadable ones with
@@ -866,9 +863,9 @@ typedef struct ampc_dataset ampc_dataset;
 typedef struct ampc_loader ampc_loader;
 
 typedef enum ampc_data_kind {
-    AMPC_DATA_BUILTIN = 0,     /* the arithmetic corpus below, made by code: needs no file */
-    AMPC_DATA_FASHION_MNIST,   /* the four IDX files of Fashion-MNIST in a directory */
-    AMPC_DATA_TEXT,            /* any file, read as bytes */
+    AMPC_DATA_BUILTIN = 0,   /* the arithmetic corpus below, made by code: needs no file */
+    AMPC_DATA_FASHION_MNIST, /* the four IDX files of Fashion-MNIST in a directory */
+    AMPC_DATA_TEXT,          /* any file, read as bytes */
     AMPC_DATA_KIND_COUNT
 } ampc_data_kind;
 
@@ -879,12 +876,12 @@ typedef enum ampc_task {
 
 typedef enum ampc_split {
     AMPC_SPLIT_TRAIN = 0,
-    AMPC_SPLIT_EVAL,     /* Fashion-MNIST: the test set (t10k); text: the validation part */
+    AMPC_SPLIT_EVAL, /* Fashion-MNIST: the test set (t10k); text: the validation part */
     AMPC_SPLIT_COUNT
 } ampc_split;
 
-#define AMPC_DATA_MAX_BYTES ((size_t)1 << 30)            /* per file, after decompression */
-#define AMPC_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"   /* Debian's dataset-fashion-mnist */
+#define AMPC_DATA_MAX_BYTES ((size_t)1 << 30)                      /* per file, after decompression */
+#define AMPC_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist" /* Debian's dataset-fashion-mnist */
 #define AMPC_FASHION_MNIST_MEAN 0.2860
 #define AMPC_FASHION_MNIST_STD 0.3530
 
@@ -899,7 +896,7 @@ typedef enum ampc_split {
  * "+-*=" and '\n'); the validation split is its last 10% (val_fraction applies as for text files). A
  * model that learns the format reaches a loss far below ln(256), and the answers after '=' become
  * predictable as it learns to add. */
-#define AMPC_BUILTIN_SEED 0x616d7063ull   /* "ampc" */
+#define AMPC_BUILTIN_SEED 0x616d7063ull /* "ampc" */
 #define AMPC_BUILTIN_LINES 30000
 #define AMPC_BUILTIN_BYTES 322243
 
@@ -929,19 +926,19 @@ AMPC_API ampc_status ampc_dataset_parse(const char *spec, ampc_dataset_params *o
 typedef struct ampc_dataset_info {
     ampc_data_kind kind;
     ampc_task task;
-    const char *name;          /* for display: "builtin (integer arithmetic)", "fashion-mnist",
+    const char *name;    /* for display: "builtin (integer arithmetic)", "fashion-mnist",
                                   "text:FILE"; owned by the data set */
-    int64_t num_classes;       /* image classification: 10; char LM: the vocabulary size, 256 */
+    int64_t num_classes; /* image classification: 10; char LM: the vocabulary size, 256 */
     /* Shape of one input sample: images (1, 28, 28); char LM: ndim 1 with input_shape[0] = 0, standing
      * for the context length T a loader chooses. */
     int input_ndim;
     int64_t input_shape[AMPC_MAX_DIMS];
-    int64_t split_size[AMPC_SPLIT_COUNT];   /* images (60000 / 10000), or bytes of text */
+    int64_t split_size[AMPC_SPLIT_COUNT]; /* images (60000 / 10000), or bytes of text */
 } ampc_dataset_info;
 
 AMPC_API ampc_status ampc_dataset_get_info(const ampc_dataset *ds, ampc_dataset_info *out);
-AMPC_API const char *ampc_data_kind_name(ampc_data_kind kind);   /* "builtin", "fashion-mnist", "text" */
-AMPC_API const char *ampc_split_name(ampc_split split);          /* "train", "eval"; "?" out of range */
+AMPC_API const char *ampc_data_kind_name(ampc_data_kind kind); /* "builtin", "fashion-mnist", "text" */
+AMPC_API const char *ampc_split_name(ampc_split split);        /* "train", "eval"; "?" out of range */
 /* Fashion-MNIST's class names ("T-shirt/top", "Trouser", ... "Ankle boot"); NULL for other data sets
  * and out-of-range classes. */
 AMPC_API const char *ampc_dataset_class_name(const ampc_dataset *ds, int64_t cls);
@@ -966,24 +963,24 @@ AMPC_API const uint8_t *ampc_dataset_text(const ampc_dataset *ds, ampc_split spl
  * The cursor {epoch, position} says where the next batch starts: position = samples of epoch `epoch`
  * already delivered. Saving it after a step and setting it on a fresh loader with the same data set and
  * parameters reproduces the following batches exactly. */
-#define AMPC_DATA_SHUFFLE_STREAM 0x6461746100000000ull   /* "data" in the high 32 bits */
+#define AMPC_DATA_SHUFFLE_STREAM 0x6461746100000000ull /* "data" in the high 32 bits */
 
 typedef struct ampc_loader_params {
     ampc_split split;
-    int64_t batch;      /* B: 0 = 32; must be >= 1 */
-    int64_t context;    /* T, char LM only: 0 = 64; must be >= 1 and the split must hold at least T + 1
+    int64_t batch;   /* B: 0 = 32; must be >= 1 */
+    int64_t context; /* T, char LM only: 0 = 64; must be >= 1 and the split must hold at least T + 1
                            bytes. Must be 0 for images. */
-    uint64_t seed;      /* shuffling seed */
+    uint64_t seed;   /* shuffling seed */
     /* Literal flags (a zeroed struct gives an evaluation loader: in order, every sample, one pass at a
      * time). Training: {.shuffle = true, .drop_last = true, .repeat = true}. */
     bool shuffle;
-    bool drop_last;     /* needs at least B samples in the split */
+    bool drop_last; /* needs at least B samples in the split */
     bool repeat;
 } ampc_loader_params;
 
 typedef struct ampc_loader_cursor {
-    int64_t epoch;      /* >= 0 */
-    int64_t position;   /* 0 <= position <= samples per epoch */
+    int64_t epoch;    /* >= 0 */
+    int64_t position; /* 0 <= position <= samples per epoch */
 } ampc_loader_cursor;
 
 /* ds must outlive the loader. Batches are filled with ampc_parallel_for on ctx's threads (the result
@@ -1026,29 +1023,28 @@ AMPC_API int64_t ampc_loader_num_batches(const ampc_loader *ld);
  * ---------------------------------------------------------------------------------------------- */
 
 #define AMPC_ST_MAX_DIMS 8
-#define AMPC_ST_MAX_HEADER 100000000u   /* the reference reader's limit */
+#define AMPC_ST_MAX_HEADER 100000000u /* the reference reader's limit */
 
 typedef struct ampc_safetensors ampc_safetensors;
 
 typedef struct ampc_st_tensor {
     const char *name;
-    const char *dtype_name;   /* as in the file: "F32", "BF16", "F8_E4M3", ... */
-    ampc_dtype dtype;         /* AMPC_DTYPE_COUNT when ampc has no such dtype */
-    int bits;                 /* bits per element (8 x bytes; sub-byte formats are refused) */
-    int ndim;                 /* 0 = a scalar */
+    const char *dtype_name; /* as in the file: "F32", "BF16", "F8_E4M3", ... */
+    ampc_dtype dtype;       /* AMPC_DTYPE_COUNT when ampc has no such dtype */
+    int bits;               /* bits per element (8 x bytes; sub-byte formats are refused) */
+    int ndim;               /* 0 = a scalar */
     int64_t shape[AMPC_ST_MAX_DIMS];
     int64_t numel;
-    uint64_t begin, end;      /* byte offsets in the data buffer, end exclusive */
-    const void *data;         /* the bytes (inside the loaded file, valid until ampc_safetensors_free) */
+    uint64_t begin, end; /* byte offsets in the data buffer, end exclusive */
+    const void *data;    /* the bytes (inside the loaded file, valid until ampc_safetensors_free) */
 } ampc_st_tensor;
 
 /* Reads and validates a whole file into memory. IO when it cannot be read, FORMAT as above. */
 AMPC_API ampc_status ampc_safetensors_read(const char *path, ampc_safetensors **out);
 /* The same from memory (the bytes are copied); name is used in messages (NULL: "<memory>"). */
-AMPC_API ampc_status ampc_safetensors_parse(const void *bytes, size_t len, const char *name,
-                                            ampc_safetensors **out);
+AMPC_API ampc_status ampc_safetensors_parse(const void *bytes, size_t len, const char *name, ampc_safetensors **out);
 AMPC_API void ampc_safetensors_free(ampc_safetensors *st);
-AMPC_API const char *ampc_safetensors_name(const ampc_safetensors *st);   /* the path or name given */
+AMPC_API const char *ampc_safetensors_name(const ampc_safetensors *st); /* the path or name given */
 /* Tensors in the order of their offsets; i in [0, count). NULL out of range. */
 AMPC_API int ampc_safetensors_count(const ampc_safetensors *st);
 AMPC_API const ampc_st_tensor *ampc_safetensors_tensor(const ampc_safetensors *st, int i);
@@ -1057,7 +1053,7 @@ AMPC_API const ampc_st_tensor *ampc_safetensors_find(const ampc_safetensors *st,
 AMPC_API int ampc_safetensors_metadata_count(const ampc_safetensors *st);
 AMPC_API ampc_status ampc_safetensors_metadata_at(const ampc_safetensors *st, int i, const char **key,
                                                   const char **value);
-AMPC_API const char *ampc_safetensors_metadata(const ampc_safetensors *st, const char *key);   /* NULL: absent */
+AMPC_API const char *ampc_safetensors_metadata(const ampc_safetensors *st, const char *key); /* NULL: absent */
 /* The data buffer (after the header) and its length. */
 AMPC_API const void *ampc_safetensors_data(const ampc_safetensors *st, size_t *len);
 /* Checks the CRC-32 (zlib's, as 8 lowercase hex digits) of the data buffer against metadata[key]:
@@ -1108,12 +1104,12 @@ AMPC_API ampc_status ampc_safetensors_serialize(ampc_safetensors_writer *w, void
 #define AMPC_CHECKPOINT_VERSION 1
 
 typedef struct ampc_checkpoint_state {
-    ampc_model *model;          /* required */
-    ampc_optim *optim;          /* NULL: no optimizer state (or none restored) */
-    ampc_grad_scaler *scaler;   /* NULL: none */
-    ampc_rng *rng;              /* NULL: none (ampc_ctx_rng(ctx) for dropout) */
-    ampc_loader *loader;        /* NULL: no data cursor */
-    int64_t step;               /* training steps completed (restore sets it) */
+    ampc_model *model;        /* required */
+    ampc_optim *optim;        /* NULL: no optimizer state (or none restored) */
+    ampc_grad_scaler *scaler; /* NULL: none */
+    ampc_rng *rng;            /* NULL: none (ampc_ctx_rng(ctx) for dropout) */
+    ampc_loader *loader;      /* NULL: no data cursor */
+    int64_t step;             /* training steps completed (restore sets it) */
     /* save only: n_extra more metadata entries, extra[2i] = key, extra[2i + 1] = value; keys must not
      * begin with "ampc." or be "format". */
     const char *const *extra;
@@ -1146,24 +1142,25 @@ AMPC_API ampc_status ampc_checkpoint_restore(const ampc_safetensors *ck, ampc_ch
 #define AMPC_DEPRECATED(use)
 #endif
 
-AMPC_API AMPC_DEPRECATED("ampc_format_get_info")
-ampc_status ampc_format_info_get(ampc_format fmt, ampc_format_info *out);
-AMPC_API AMPC_DEPRECATED("ampc_autocast_policy")
-ampc_status ampc_autocast_get_policy(const ampc_ctx *ctx, const char *op, ampc_cast_policy *out);
-AMPC_API AMPC_DEPRECATED("ampc_autocast_get_stats")
-ampc_status ampc_autocast_stats_get(const ampc_ctx *ctx, ampc_autocast_stats *out);
+AMPC_API AMPC_DEPRECATED("ampc_format_get_info") ampc_status
+    ampc_format_info_get(ampc_format fmt, ampc_format_info *out);
+AMPC_API AMPC_DEPRECATED("ampc_autocast_policy") ampc_status
+    ampc_autocast_get_policy(const ampc_ctx *ctx, const char *op, ampc_cast_policy *out);
+AMPC_API AMPC_DEPRECATED("ampc_autocast_get_stats") ampc_status
+    ampc_autocast_stats_get(const ampc_ctx *ctx, ampc_autocast_stats *out);
 AMPC_API AMPC_DEPRECATED("ampc_autograd_set_detect_anomaly") void ampc_ctx_set_check_finite(ampc_ctx *ctx, bool on);
-AMPC_API AMPC_DEPRECATED("ampc_grad_scaler_get_overflow")
-ampc_status ampc_grad_scaler_overflow_get(const ampc_grad_scaler *gs, ampc_grad_scaler_overflow *out);
-AMPC_API AMPC_DEPRECATED("ampc_dataset_get_info")
-ampc_status ampc_dataset_info_get(const ampc_dataset *ds, ampc_dataset_info *out);
-AMPC_API AMPC_DEPRECATED("ampc_ctx_set_fp32_matmul_precision")
-ampc_status ampc_set_fp32_matmul_precision(ampc_ctx *ctx, ampc_fp32_precision p);
-AMPC_API AMPC_DEPRECATED("ampc_ctx_fp32_matmul_precision")
-ampc_fp32_precision ampc_get_fp32_matmul_precision(const ampc_ctx *ctx);
-AMPC_API AMPC_DEPRECATED("ampc_ctx_push_fp32_matmul_precision")
-ampc_status ampc_fp32_matmul_precision_push(ampc_ctx *ctx, ampc_fp32_precision p);
-AMPC_API AMPC_DEPRECATED("ampc_ctx_pop_fp32_matmul_precision") ampc_status ampc_fp32_matmul_precision_pop(ampc_ctx *ctx);
+AMPC_API AMPC_DEPRECATED("ampc_grad_scaler_get_overflow") ampc_status
+    ampc_grad_scaler_overflow_get(const ampc_grad_scaler *gs, ampc_grad_scaler_overflow *out);
+AMPC_API AMPC_DEPRECATED("ampc_dataset_get_info") ampc_status
+    ampc_dataset_info_get(const ampc_dataset *ds, ampc_dataset_info *out);
+AMPC_API AMPC_DEPRECATED("ampc_ctx_set_fp32_matmul_precision") ampc_status
+    ampc_set_fp32_matmul_precision(ampc_ctx *ctx, ampc_fp32_precision p);
+AMPC_API AMPC_DEPRECATED("ampc_ctx_fp32_matmul_precision") ampc_fp32_precision
+    ampc_get_fp32_matmul_precision(const ampc_ctx *ctx);
+AMPC_API AMPC_DEPRECATED("ampc_ctx_push_fp32_matmul_precision") ampc_status
+    ampc_fp32_matmul_precision_push(ampc_ctx *ctx, ampc_fp32_precision p);
+AMPC_API AMPC_DEPRECATED("ampc_ctx_pop_fp32_matmul_precision") ampc_status
+    ampc_fp32_matmul_precision_pop(ampc_ctx *ctx);
 
 #ifdef __cplusplus
 }

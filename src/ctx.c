@@ -16,7 +16,7 @@ ampc_status ampc_ctx_new(const ampc_ctx_params *params, ampc_ctx **out) {
     if (s != AMPC_OK) return s;
     ctx->kernels = ampci_kernels(params ? params->isa : AMPC_ISA_AUTO);
     ctx->isa = ctx->kernels->isa;
-    *out = ctx;   /* autograd and amp start empty (their state is zero, or made on first use) */
+    *out = ctx; /* autograd and amp start empty (their state is zero, or made on first use) */
     return AMPC_OK;
 }
 
@@ -28,7 +28,7 @@ void ampc_ctx_free(ampc_ctx *ctx) {
 
 void ampc_ctx_step_end(ampc_ctx *ctx) {
     if (!ctx) return;
-    ampci_amp_step_end(ctx);        /* cached casts live in the arena: they go first */
-    ampci_autograd_step_end(ctx);   /* the tape lives in the arena too */
+    ampci_amp_step_end(ctx);      /* cached casts live in the arena: they go first */
+    ampci_autograd_step_end(ctx); /* the tape lives in the arena too */
     ampci_ctx_core_step_end(ctx);
 }

@@ -21,7 +21,9 @@ ampc_status ampc_grad_scaler_overflow_get(const ampc_grad_scaler *gs, ampc_grad_
     return ampc_grad_scaler_get_overflow(gs, out);
 }
 
-ampc_status ampc_dataset_info_get(const ampc_dataset *ds, ampc_dataset_info *out) { return ampc_dataset_get_info(ds, out); }
+ampc_status ampc_dataset_info_get(const ampc_dataset *ds, ampc_dataset_info *out) {
+    return ampc_dataset_get_info(ds, out);
+}
 
 ampc_status ampc_set_fp32_matmul_precision(ampc_ctx *ctx, ampc_fp32_precision p) {
     return ampc_ctx_set_fp32_matmul_precision(ctx, p);

@@ -23,10 +23,10 @@
 #include <time.h>
 #include <unistd.h>
 
-static ampc_ctx *g_ctx1, *g_ctx2;   /* 1 and 2 threads */
-static const struct ampc_kernels *g_ref;   /* the ref level's table: its GEMMs are the ref entries */
-static uint64_t g_seed;             /* each test file keeps its own stream (gh_setup) */
-static bool g_beta0_nan_c;          /* prob_new fills c with NaN for beta 0 (which must never read it) */
+static ampc_ctx *g_ctx1, *g_ctx2;        /* 1 and 2 threads */
+static const struct ampc_kernels *g_ref; /* the ref level's table: its GEMMs are the ref entries */
+static uint64_t g_seed;                  /* each test file keeps its own stream (gh_setup) */
+static bool g_beta0_nan_c;               /* prob_new fills c with NaN for beta 0 (which must never read it) */
 
 /* The kernels under test as the file's setup registers them (gh_add); test_degenerate and test_oom below
  * run on each. A file keeps its own variant table for what only it needs. */
@@ -39,7 +39,7 @@ static gh_kernel g_kernels[8];
 static int g_nkernels;
 
 static inline void gh_add(const char *name, ampc_dtype dt, ampc_k_gemm_fn fn) {
-    if (g_nkernels == (int)(sizeof g_kernels / sizeof g_kernels[0])) {   /* never silently untested */
+    if (g_nkernels == (int)(sizeof g_kernels / sizeof g_kernels[0])) { /* never silently untested */
         fprintf(stderr, "gemm_harness.h: g_kernels is full, %s not added\n", name);
         abort();
     }
@@ -116,8 +116,7 @@ typedef struct prob {
 
 /* pad: how far each leading dimension exceeds its minimum (a and b get different extras, so that no
  * stride coincides with another). */
-static inline prob prob_new(ampc_dtype dt, int64_t M, int64_t N, int64_t K, bool ta, bool tb, float beta,
-                            int64_t pad) {
+static inline prob prob_new(ampc_dtype dt, int64_t M, int64_t N, int64_t K, bool ta, bool tb, float beta, int64_t pad) {
     prob p = {M, N, K, ta, tb, beta, {0}, {0}, N + pad, NULL};
     p.a = ta ? mat_new(dt, K, M, M + pad) : mat_new(dt, M, K, K + pad + 1);
     p.b = tb ? mat_new(dt, N, K, K + pad + 2) : mat_new(dt, K, N, N + pad);
@@ -159,8 +158,8 @@ static inline double op_b(const prob *p, int64_t k, int64_t j) {
 /* "name M=.. N=.. K=.. ta=.. tb=.. beta=..extra", in a static buffer (valid until the next call). */
 static inline const char *describe(const char *name, const prob *p, const char *extra) {
     static char what[256];
-    snprintf(what, sizeof what, "%s M=%lld N=%lld K=%lld ta=%d tb=%d beta=%g%s", name, (long long)p->M,
-             (long long)p->N, (long long)p->K, p->ta, p->tb, (double)p->beta, extra);
+    snprintf(what, sizeof what, "%s M=%lld N=%lld K=%lld ta=%d tb=%d beta=%g%s", name, (long long)p->M, (long long)p->N,
+             (long long)p->K, p->ta, p->tb, (double)p->beta, extra);
     return what;
 }
 
@@ -263,7 +262,7 @@ static inline float gh_bf16_subnormal(ampc_k_gemm_fn fn, const char *name, bool 
     if (c[2] != 0.0f) FAILF("%s: 2^-133 * 2^-70 gave %a, expected 0", name, c[2]);
     if (c[3] != 0x1p30f) FAILF("%s: 2^-70 * 2^100 gave %a", name, c[3]);
     if (c[5] != 0x1p-140f) FAILF("%s: 2^-70 * 2^-70 next to a subnormal gave %a", name, c[5]);
-    a[0] = 0x3f80;   /* 1 */
+    a[0] = 0x3f80; /* 1 */
     ASSERT_OK(fn(g_ctx1, &g));
     float want = ftz ? 0.0f : 0x1p-140f;
     if (c[5] != want) FAILF("%s: 2^-70 * 2^-70 gave %a, expected %a", name, c[5], want);
@@ -289,7 +288,7 @@ static inline void gh_scatter_tiny(prob *p, int combo, float tiny, float big) {
 typedef struct guarded {
     unsigned char *map;
     size_t len;
-    void *p;   /* the object, ending at the guard page */
+    void *p; /* the object, ending at the guard page */
 } guarded;
 
 static inline guarded guarded_new(size_t bytes) {

@@ -12,7 +12,7 @@
 
 #include <stdlib.h>
 
-#define KC_ANY (-1)   /* every cell of a slot */
+#define KC_ANY (-1) /* every cell of a slot */
 #define KC_MAX 32
 
 typedef struct kc_list {
@@ -30,7 +30,7 @@ static inline kc_list kc_fast(ampci_slot slot, int key) {
         const ampci_kernel *e = all[i];
         if (e->slot != slot || (key != KC_ANY && ampci_kernel_key(e) != key) || e->level == AMPC_ISA_REF) continue;
         if (!ampci_kernel_usable(e)) continue;
-        if (l.n == KC_MAX) {   /* never silently untested */
+        if (l.n == KC_MAX) { /* never silently untested */
             fprintf(stderr, "kernel_check.h: more than %d entries, %s not tested\n", KC_MAX, e->name);
             abort();
         }
@@ -65,7 +65,7 @@ static inline const char *kc_named(const ampci_kernel *e, const char *what) {
 /* ---- guarded buffers and bit comparisons ---- */
 
 #define KC_GUARD 16
-#define KC_SENTINEL 0x7fbadbadu   /* a NaN pattern no kernel produces */
+#define KC_SENTINEL 0x7fbadbadu /* a NaN pattern no kernel produces */
 
 /* n floats plus KC_GUARD sentinel floats after them. */
 static inline float *kc_fbuf(int64_t n) {

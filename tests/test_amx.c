@@ -36,24 +36,24 @@
  * The operands, problems and the checks shared with test_gemm.c are in gemm_harness.h (here c is NaN
  * wherever beta is 0). AMPC_GEMM_BENCH=1 prints GFLOP/s of the native kernels; AMPC_TEST_FILTER=name
  * runs matching tests. */
-#define _DEFAULT_SOURCE   /* MAP_ANONYMOUS */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include "gemm_harness.h"
 
 #define AMPCI_AMX_EMULATE 1
 #include "kernels/amx/gemm_amx.c"
 
-static bool g_native;               /* the CPU runs AMX: the native kernels are checked too */
+static bool g_native; /* the CPU runs AMX: the native kernels are checked too */
 
 typedef struct variant {
     const char *name;
     ampc_dtype dt;
-    ampc_k_gemm_fn fn, native;   /* native: the library's AMX kernel, NULL without AMX (or for non-AMX ones) */
+    ampc_k_gemm_fn fn, native; /* native: the library's AMX kernel, NULL without AMX (or for non-AMX ones) */
     int passes;
-    bool amx;                    /* AMX chain depth; false: a vector kernel's (K + 3) */
-    ampc_k_gemm_fn ref;          /* the ref entry of the cell: gemm_ref, or the split oracle */
-    bool split_ref;              /* that ref is a split oracle (one rounding of a double sum) */
-    double split;                /* split error per |a b| vs the exact product */
-    double drop;                 /* error per |a b| vs the ref's products */
+    bool amx;           /* AMX chain depth; false: a vector kernel's (K + 3) */
+    ampc_k_gemm_fn ref; /* the ref entry of the cell: gemm_ref, or the split oracle */
+    bool split_ref;     /* that ref is a split oracle (one rounding of a double sum) */
+    double split;       /* split error per |a b| vs the exact product */
+    double drop;        /* error per |a b| vs the ref's products */
 } variant;
 static variant g_var[8];
 static int g_nvar;
@@ -62,8 +62,8 @@ static int g_nvar;
 static variant variant_of(const ampci_kernel *e, ampc_k_gemm_fn native, bool amx) {
     bool x1 = e->slot == AMPCI_SLOT_GEMM_F32_BF16X1, x3 = e->slot == AMPCI_SLOT_GEMM_F32_BF16X3;
     bool f16 = e->slot == AMPCI_SLOT_GEMM && e->dtype == AMPC_DTYPE_F16;
-    variant v = {e->name, e->dtype, e->fn.GEMM, native, x3 || f16 ? 3 : 1, amx, ampci_kernel_ref(e)->fn.GEMM,
-                 x1 || x3, 0, 0};
+    variant v = {e->name,  e->dtype, e->fn.GEMM, native, x3 || f16 ? 3 : 1, amx, ampci_kernel_ref(e)->fn.GEMM,
+                 x1 || x3, 0,        0};
     v.split = x1 ? 0x1p-7 * (1 + 0x1p-9) : x3 ? 3.02 * 0x1p-16 : f16 ? 0x1p-16 : 0;
     v.drop = f16 ? 0x1p-16 : 0;
     return v;
@@ -80,13 +80,13 @@ static ampc_k_gemm_fn native_of(const ampci_kernel *emu) {
 
 static int setup(void **state) {
     (void)state;
-    if (gh_setup(4242, true) != 0) return -1;   /* beta 0 must never read c: it holds NaN then */
+    if (gh_setup(4242, true) != 0) return -1; /* beta 0 must never read c: it holds NaN then */
     g_native = ampc_cpu()->best >= AMPC_ISA_AMX;
     if (!g_native)
         printf("  note: no usable AMX here (%s): the native-vs-emulated bit check is skipped\n",
                ampc_cpu()->cpuid[AMPC_CPU_AMX_TILE] ? "tile permission or OS support missing" : "CPU has none");
     /* every entry of the amx folder, through its emulated build (and natively where AMX runs) */
-    AMPCI_ASSERT(ampci_kernels_amx_emu_count <= 6);   /* g_var holds them, never silently untested */
+    AMPCI_ASSERT(ampci_kernels_amx_emu_count <= 6); /* g_var holds them, never silently untested */
     for (size_t i = 0; i < ampci_kernels_amx_emu_count; i++)
         g_var[g_nvar++] = variant_of(&ampci_kernels_amx_emu[i], native_of(&ampci_kernels_amx_emu[i]), true);
     /* and the split F32 entries outside the amx folder (today avx512bf16's one pass) */
@@ -98,7 +98,7 @@ static int setup(void **state) {
             if (l.e[i]->level != AMPC_ISA_AMX) g_var[g_nvar++] = variant_of(l.e[i], NULL, false);
         }
     }
-    for (int v = 0; v < g_nvar; v++) gh_add(g_var[v].name, g_var[v].dt, g_var[v].fn);   /* the harness's tests */
+    for (int v = 0; v < g_nvar; v++) gh_add(g_var[v].name, g_var[v].dt, g_var[v].fn); /* the harness's tests */
     return 0;
 }
 
@@ -161,7 +161,7 @@ static void element_sums(const variant *v, const prob *p, const opnds *o, int64_
         if (v->passes == 3) d += fabs(ah[k] * bl[k]) + fabs(al[k] * bh[k]);
     }
     *S = s, *exact = e;
-    *D = fabs(c0) + (d > s ? d : s);   /* the ref's own products, for its share of the bound */
+    *D = fabs(c0) + (d > s ? d : s); /* the ref's own products, for its share of the bound */
 }
 
 /* Checks a kernel's c against the ref's and against the exact product; returns the worst of the
@@ -185,8 +185,8 @@ static double check(const variant *v, const prob *p, const float *c, const float
                 FAILF("%s: c[%lld, %lld] = %a, ref %a: error %g above the bound %g", what, (long long)i, (long long)j,
                       f, r, e_ref, b_ref);
             if (e_ex > b_ex)
-                FAILF("%s: c[%lld, %lld] = %a, exact %a: error %g above the bound %g", what, (long long)i,
-                      (long long)j, f, exact, e_ex, b_ex);
+                FAILF("%s: c[%lld, %lld] = %a, exact %a: error %g above the bound %g", what, (long long)i, (long long)j,
+                      f, exact, e_ex, b_ex);
             if (b_ref > 0 && e_ref / b_ref > worst) worst = e_ref / b_ref;
             if (b_ex > 0 && e_ex / b_ex > worst) worst = e_ex / b_ex;
             err2 += e_ref * e_ref, d2 += D * D, s2 += S * S;
@@ -223,7 +223,7 @@ static void native_vs_emulated(const variant *v, const prob *p, ampc_ctx *ctx, c
             if (ndiff++ == 0 || d > worst) worst = d, at = i * p->ldc + j;
         }
     if (ndiff) {
-        check(v, p, n, ref, nonfinite, describe(v->name, p, " (native)"));   /* fails if out of bounds */
+        check(v, p, n, ref, nonfinite, describe(v->name, p, " (native)")); /* fails if out of bounds */
         FAILF("%s: native AMX differs from the emulation in %lld elements (worst relative difference %g: c[%lld, "
               "%lld] = %a native, %a emulated), all within the error bounds: tdpbf16ps on this CPU does not follow "
               "the SDM pseudo-code",
@@ -334,7 +334,7 @@ static void test_emulation(void **state) {
     (void)state;
     /* SDM order: even and odd lanes summed first, then added to c: 1 + (2^-24 + 2^-24) = 1 + 2^-23 (an
      * accumulation straight into c, as the intrinsics guide or vdpbf16ps do it, would give 1) */
-    uint16_t a1[2] = {0x3980, 0x3980}, b1[2] = {0x3980, 0x3980};   /* 2^-12 */
+    uint16_t a1[2] = {0x3980, 0x3980}, b1[2] = {0x3980, 0x3980}; /* 2^-12 */
     assert_true(dp00(1.0f, a1, b1, 2) == 1.0f + 0x1p-23f);
     /* each lane is a chain of FMAs in K order: even products 1, 2^-24, 2^-24 give 1 (each tie to even) */
     uint16_t a2[6] = {0x3f80, 0, 0x3980, 0, 0x3980, 0}, b2[6] = {0x3f80, 0, 0x3980, 0, 0x3980, 0};
@@ -354,13 +354,13 @@ static void test_emulation(void **state) {
     /* tininess after rounding: 2^-126 - 1.5 2^-151 rounds (24 bits, unbounded exponent) below 2^-126, so
      * it is flushed, although IEEE rounding into the subnormal range would give 2^-126; with 2^-152
      * instead it rounds to 2^-126 and stays */
-    uint16_t a7[3] = {0x2000, 0, 0x9980}, b7[3] = {0x2000, 0, 0x1a40};   /* 2^-63 2^-63, -2^-76 1.5 2^-75 */
+    uint16_t a7[3] = {0x2000, 0, 0x9980}, b7[3] = {0x2000, 0, 0x1a40}; /* 2^-63 2^-63, -2^-76 1.5 2^-75 */
     assert_true(dp00(0.0f, a7, b7, 3) == 0.0f);
-    uint16_t b8[3] = {0x2000, 0, 0x1980};                                   /* -2^-76 2^-76 */
+    uint16_t b8[3] = {0x2000, 0, 0x1980}; /* -2^-76 2^-76 */
     assert_true(dp00(0.0f, a7, b8, 3) == 0x1p-126f);
     assert_true(amx_emu_fma(-0x1p-76f, 0x1.8p-75f, 0x1p-126f) == 0.0f);
     assert_true(amx_emu_fma(-0x1p-76f, 0x1p-76f, 0x1p-126f) == 0x1p-126f);
-    assert_true(signbit(amx_emu_fma(-0x1p-70f, 0x1p-70f, 0.0f)));   /* flushed to a zero of its sign */
+    assert_true(signbit(amx_emu_fma(-0x1p-70f, 0x1p-70f, 0.0f))); /* flushed to a zero of its sign */
 
     /* rows and colsb bound everything: C 2 x 2, A 2 rows x 2 pairs, B 2 pair-rows x 2 columns, over memory
      * full of ones; loads zero what is beyond, stores write only rows x colsb */
@@ -413,9 +413,9 @@ static void test_blocks(void **state) {
     for (int v = 0; v < g_nvar; v++) {
         const variant *var = &g_var[v];
         int64_t KC = var->passes == 3 ? KC_TWO : KC_ONE;
-        if (!var->amx) KC = 768;   /* the avx512 kernel's K-block */
-        const int64_t shapes[][3] = {{255, 33, 40},  {256, 17, 40},    {257, 33, 40},      {17, 511, 40},
-                                     {16, 512, 40},  {17, 513, 40},    {33, 33, KC - 1},   {33, 17, KC},
+        if (!var->amx) KC = 768; /* the avx512 kernel's K-block */
+        const int64_t shapes[][3] = {{255, 33, 40},    {256, 17, 40},       {257, 33, 40},    {17, 511, 40},
+                                     {16, 512, 40},    {17, 513, 40},       {33, 33, KC - 1}, {33, 17, KC},
                                      {17, 33, KC + 1}, {33, 33, 2 * KC + 1}};
         double worst = 0;
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
@@ -444,9 +444,9 @@ static void test_threads(void **state) {
                 const int64_t *sh = var->amx ? amx_shapes[s] : avx_shapes[s];
                 prob p = prob_new(var->dt, sh[0], sh[1], sh[2], combo & 1, (combo >> 1) & 1,
                                   (combo >> 2) & 1 ? 1.0f : 0.0f, 3);
-                float *one_thread = run(g_ctx1, var->fn, &p);   /* default knobs: serial, one chunk */
+                float *one_thread = run(g_ctx1, var->fn, &p); /* default knobs: serial, one chunk */
                 g_serial_work = 0;
-                g_bpack_max_bytes = s == 3 ? 40000 : saved_bytes;   /* 33 x 1000: chunks of 4 to 18 groups */
+                g_bpack_max_bytes = s == 3 ? 40000 : saved_bytes; /* 33 x 1000: chunks of 4 to 18 groups */
                 float *f1 = run(g_ctx1, var->fn, &p), *f2 = run(g_ctx2, var->fn, &p);
                 g_serial_work = saved_work;
                 g_bpack_max_bytes = saved_bytes;
@@ -492,7 +492,7 @@ static void test_subnormal(void **state) {
     for (int v = 0; v < g_nvar; v++) {
         const variant *var = &g_var[v];
         if (var->dt == AMPC_DTYPE_BF16) {
-            gh_bf16_subnormal(var->fn, var->name, true);   /* the tile path flushes tiny sums */
+            gh_bf16_subnormal(var->fn, var->name, true); /* the tile path flushes tiny sums */
         } else if (var->dt == AMPC_DTYPE_F32) {
             /* a = [2^-130 (an F32 subnormal: hi is a BF16 subnormal), 2^-120 + 2^-130 (lo = 2^-130 is)] */
             float a[2] = {0x1p-130f, 0x1p-120f + 0x1p-130f}, b[2] = {0x1p100f, 0x1p100f}, c[2];
@@ -571,10 +571,10 @@ static void test_bench(void **state) {
         return;
     }
     const struct ampc_kernels *k = ampci_kernels(AMPC_ISA_AUTO);
-    const ampci_kernel *runs[5] = {
-        k->chosen[AMPCI_SLOT_GEMM][AMPC_DTYPE_F32], k->chosen[AMPCI_SLOT_GEMM_F32_BF16X1][0],
-        k->chosen[AMPCI_SLOT_GEMM_F32_BF16X3][0], k->chosen[AMPCI_SLOT_GEMM][AMPC_DTYPE_BF16],
-        k->chosen[AMPCI_SLOT_GEMM][AMPC_DTYPE_F16]};
+    const ampci_kernel *runs[5] = {k->chosen[AMPCI_SLOT_GEMM][AMPC_DTYPE_F32], k->chosen[AMPCI_SLOT_GEMM_F32_BF16X1][0],
+                                   k->chosen[AMPCI_SLOT_GEMM_F32_BF16X3][0],
+                                   k->chosen[AMPCI_SLOT_GEMM][AMPC_DTYPE_BF16],
+                                   k->chosen[AMPCI_SLOT_GEMM][AMPC_DTYPE_F16]};
     static const int64_t shapes[][3] = {{1024, 1024, 1024}, {2048, 2048, 2048}, {512, 512, 512}, {2048, 384, 1536}};
     printf("  GFLOP/s, best of 5, 1 / 2 threads (layout nn, beta 0)\n");
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
@@ -593,13 +593,12 @@ static void test_bench(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_table),      cmocka_unit_test(test_emulation),   cmocka_unit_test(test_degenerate),
-        cmocka_unit_test(test_oom),        cmocka_unit_test(test_nonfinite),   cmocka_unit_test(test_subnormal),
+        cmocka_unit_test(test_table),        cmocka_unit_test(test_emulation),   cmocka_unit_test(test_degenerate),
+        cmocka_unit_test(test_oom),          cmocka_unit_test(test_nonfinite),   cmocka_unit_test(test_subnormal),
         cmocka_unit_test(test_split_bounds), cmocka_unit_test(test_guard_pages), cmocka_unit_test(test_threads),
-        cmocka_unit_test(test_blocks),
-        cmocka_unit_test(test_sizes),      cmocka_unit_test(test_bench),
+        cmocka_unit_test(test_blocks),       cmocka_unit_test(test_sizes),       cmocka_unit_test(test_bench),
     };
-    const char *only = getenv("AMPC_TEST_FILTER");   /* e.g. test_sizes */
+    const char *only = getenv("AMPC_TEST_FILTER"); /* e.g. test_sizes */
     if (only && *only) cmocka_set_test_filter(only);
     return cmocka_run_group_tests(tests, setup, gh_teardown);
 }

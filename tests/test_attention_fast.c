@@ -48,15 +48,15 @@ typedef struct variant {
     ampc_dtype dt;
     ampc_k_attention_fn fw;
     ampc_k_attention_bw_fn bw;
-    char name[80];   /* "ampc_k_attention__avx512bf16 bf16" */
+    char name[80]; /* "ampc_k_attention__avx512bf16 bf16" */
 } variant;
 
-static ampc_ctx *g_ctx1, *g_ctx2;   /* 1 and 2 threads */
+static ampc_ctx *g_ctx1, *g_ctx2; /* 1 and 2 threads */
 static const struct ampc_kernels *g_ref;
 static variant g_var[12];
 static int g_nvar;
-static bool g_avx512;               /* the exp hook runs here */
-static double g_margin;             /* largest error / tolerance seen */
+static bool g_avx512;   /* the exp hook runs here */
+static double g_margin; /* largest error / tolerance seen */
 
 /* The backward entry that goes with a forward one: the same ISA tag (ampc_k_attention_bw__<tag>). */
 static const ampci_kernel *backward_of(const ampci_kernel *fw) {
@@ -81,7 +81,7 @@ static int setup(void **state) {
     for (int i = 0; i < l.n; i++) {
         const ampci_kernel *e = l.e[i], *bw = backward_of(e);
         for (int d = 0; d < 3; d++) {
-            AMPCI_ASSERT(g_nvar < (int)(sizeof g_var / sizeof g_var[0]));   /* never silently untested */
+            AMPCI_ASSERT(g_nvar < (int)(sizeof g_var / sizeof g_var[0])); /* never silently untested */
             variant *v = &g_var[g_nvar++];
             *v = (variant){dts[d], e->fn.ATTENTION, bw->fn.ATTENTION_BW, ""};
             snprintf(v->name, sizeof v->name, "%s %s", e->name, ampc_dtype_name(dts[d]));
@@ -104,9 +104,9 @@ typedef enum dist { D_NORMAL = 0, D_LARGE, D_RAMP, D_SUBNORMAL } dist;
 
 typedef struct prob {
     ampci_attn a;
-    int64_t nq, nk, nv, no;                 /* element counts of q, k, v and o (= go) */
-    void *q, *k, *v, *go;                   /* of dt */
-    double *dq, *dk, *dv, *dgo;             /* the same values */
+    int64_t nq, nk, nv, no;     /* element counts of q, k, v and o (= go) */
+    void *q, *k, *v, *go;       /* of dt */
+    double *dq, *dk, *dv, *dgo; /* the same values */
 } prob;
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
@@ -214,7 +214,7 @@ static void bound_row(const prob *p, int64_t h, int64_t i, bounds *b, double *sk
 static bounds bounds_new(const prob *p) {
     const ampci_attn *a = &p->a;
     int64_t rows = a->BH * a->Tq, Tk = a->Tk, D = a->D, Dv = a->Dv;
-    bounds b = {malloc((size_t)(p->no + 1) * 8), malloc((size_t)(rows + 1) * 8), malloc((size_t)(rows + 1) * 8),
+    bounds b = {malloc((size_t)(p->no + 1) * 8), malloc((size_t)(rows + 1) * 8),  malloc((size_t)(rows + 1) * 8),
                 malloc((size_t)(p->nq + 1) * 8), malloc((size_t)(p->nk + 1) * 8), malloc((size_t)(p->nv + 1) * 8)};
     double *acc = calloc((size_t)(2 * Tk * (D + Dv) + 4 * Tk + 1), 8);
     double *sk1 = acc, *sk2 = sk1 + Tk * D, *sv1 = sk2 + Tk * D, *sv2 = sv1 + Tk * Dv, *w = sv2 + Tk * Dv;
@@ -255,8 +255,9 @@ static void check(const char *what, const char *var, const prob *p, const float 
         if (isnan(a) && isnan(b)) continue;
         if (!(e <= tol[i]))
             FAILF("%s %s: BH %lld Tq %lld Tk %lld D %lld Dv %lld causal %d: element %lld: fast %.9g ref %.9g "
-                  "(|diff| %.3g > tol %.3g)", var, what, (long long)p->a.BH, (long long)p->a.Tq, (long long)p->a.Tk,
-                  (long long)p->a.D, (long long)p->a.Dv, p->a.causal, (long long)i, a, b, e, tol[i]);
+                  "(|diff| %.3g > tol %.3g)",
+                  var, what, (long long)p->a.BH, (long long)p->a.Tq, (long long)p->a.Tk, (long long)p->a.D,
+                  (long long)p->a.Dv, p->a.causal, (long long)i, a, b, e, tol[i]);
         if (tol[i] > 0 && e / tol[i] > g_margin) g_margin = e / tol[i];
     }
 }
@@ -284,7 +285,7 @@ static void run_case(const variant *var, int64_t BH, int64_t Tq, int64_t Tk, int
     check("gq (ref stats)", var->name, &p, got.gq, ref.gq, 1, b.gq, p.nq);
     check("gk (ref stats)", var->name, &p, got.gk, ref.gk, 1, b.gk, p.nk);
     check("gv (ref stats)", var->name, &p, got.gv, ref.gv, 1, b.gv, p.nv);
-    ASSERT_OK(var->bw(g_ctx1, &p.a, got.stats, p.go, got.gq, got.gk, got.gv));   /* own stats again */
+    ASSERT_OK(var->bw(g_ctx1, &p.a, got.stats, p.go, got.gq, got.gk, got.gv)); /* own stats again */
     result two = run_kernels(g_ctx2, var->fw, var->bw, &p);
     same_bits("o", got.o, two.o, p.no), same_bits("stats", got.stats, two.stats, 2 * rows);
     same_bits("gq", got.gq, two.gq, p.nq), same_bits("gk", got.gk, two.gk, p.nk), same_bits("gv", got.gv, two.gv, p.nv);
@@ -302,7 +303,7 @@ static void test_table(void **state) {
     assert_string_equal(g_ref->chosen[AMPCI_SLOT_ATTENTION][0]->name, "ampc_k_attention__ref");
     assert_string_equal(g_ref->chosen[AMPCI_SLOT_ATTENTION_BW][0]->name, "ampc_k_attention_bw__ref");
     assert_non_null(ampci_kernel_find("ampc_k_attention__avx512"));
-    if (ampc_cpu()->chosen < AMPC_ISA_AVX512) return;   /* the avx512 level is lowered here */
+    if (ampc_cpu()->chosen < AMPC_ISA_AVX512) return; /* the avx512 level is lowered here */
     const struct ampc_kernels *k = ampci_kernels(AMPC_ISA_AVX512);
     bool dp = ampc_cpu_has(AMPC_CPU_AVX512_BF16);
     assert_string_equal(k->chosen[AMPCI_SLOT_ATTENTION][0]->name,
@@ -315,9 +316,9 @@ static void test_table(void **state) {
 /* T (= Tq = Tk) around the blocks, each with its D, Dv and BH; every variant, causal and not. */
 static void test_sizes(void **state) {
     (void)state;
-    static const int64_t cases[][4] = {{1, 1, 1, 1},   {63, 7, 16, 3},  {64, 16, 7, 1},  {65, 64, 65, 3},
-                                       {37, 65, 64, 1}, {100, 1, 33, 3}, {257, 64, 17, 3}, {2, 64, 64, 3},
-                                       {17, 65, 1, 1}};
+    static const int64_t cases[][4] = {{1, 1, 1, 1},     {63, 7, 16, 3},  {64, 16, 7, 1},
+                                       {65, 64, 65, 3},  {37, 65, 64, 1}, {100, 1, 33, 3},
+                                       {257, 64, 17, 3}, {2, 64, 64, 3},  {17, 65, 1, 1}};
     for (int v = 0; v < g_nvar; v++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
             for (int causal = 0; causal < 2; causal++)
@@ -490,8 +491,8 @@ static void test_bench(void **state) {
             double rf, rfb, ff, ffb;
             time_pair(ctx, g_ref->attention, g_ref->attention_bw, &p, &r, 2, &rf, &rfb);
             time_pair(ctx, g_var[v].fw, g_var[v].bw, &p, &r, 100, &ff, &ffb);
-            printf("  %-34s %dt  ref %8.2f | %8.2f   fast %7.2f | %7.2f   speed-up %5.1fx | %5.1fx\n",
-                   g_var[v].name, t, rf, rfb, ff, ffb, rf / ff, rfb / ffb);
+            printf("  %-34s %dt  ref %8.2f | %8.2f   fast %7.2f | %7.2f   speed-up %5.1fx | %5.1fx\n", g_var[v].name, t,
+                   rf, rfb, ff, ffb, rf / ff, rfb / ffb);
         }
         result_free(&r);
         prob_free(&p);
@@ -500,10 +501,14 @@ static void test_bench(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_table),           cmocka_unit_test(test_exp),
-        cmocka_unit_test(test_sizes),           cmocka_unit_test(test_rectangular),
-        cmocka_unit_test(test_large_scores),    cmocka_unit_test(test_bf16_subnormal),
-        cmocka_unit_test(test_optional_outputs), cmocka_unit_test(test_degenerate),
+        cmocka_unit_test(test_table),
+        cmocka_unit_test(test_exp),
+        cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_rectangular),
+        cmocka_unit_test(test_large_scores),
+        cmocka_unit_test(test_bf16_subnormal),
+        cmocka_unit_test(test_optional_outputs),
+        cmocka_unit_test(test_degenerate),
         cmocka_unit_test(test_bench),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

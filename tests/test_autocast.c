@@ -14,7 +14,7 @@ TU_CONTEXT(9, 2)
 
 static int end_step(void **state) {
     (void)state;
-    while (ampc_autocast_end(g_ctx) == AMPC_OK) {   /* close whatever a failed test left open */
+    while (ampc_autocast_end(g_ctx) == AMPC_OK) { /* close whatever a failed test left open */
     }
     ampc_clear_error();
     ASSERT_OK(ampc_autocast_load_table(g_ctx, AMPC_AUTOCAST_TABLE_TUTORIAL));
@@ -46,7 +46,8 @@ static void check_classes(ampc_dtype lp, ampc_dtype gemm, ampc_dtype sens, ampc_
     expect_dtype(ampc_linear(g_ctx, x, w, NULL), gemm, "linear");
     expect_dtype(ampc_matmul(g_ctx, x, w, AMPC_TRANS_B), gemm, "matmul");
     expect_dtype(ampc_bmm(g_ctx, R(AMPC_DTYPE_F32, 2, 3, 4), R(AMPC_DTYPE_F32, 2, 4, 5), 0), gemm, "bmm");
-    expect_dtype(ampc_conv2d(g_ctx, R(AMPC_DTYPE_F32, 1, 2, 5, 5), R(AMPC_DTYPE_F32, 3, 2, 3, 3), NULL, NULL), gemm, "conv2d");
+    expect_dtype(ampc_conv2d(g_ctx, R(AMPC_DTYPE_F32, 1, 2, 5, 5), R(AMPC_DTYPE_F32, 3, 2, 3, 3), NULL, NULL), gemm,
+                 "conv2d");
     ampc_tensor *q = R(AMPC_DTYPE_F32, 1, 2, 3, 4);
     expect_dtype(ampc_attention(g_ctx, q, q, q, true), gemm, "attention");
     expect_dtype(ampc_softmax(g_ctx, xl, -1), softmax_dt, "softmax");
@@ -124,7 +125,7 @@ static void test_nesting_and_islands(void **state) {
     (void)state;
     ampc_tensor *x = R(AMPC_DTYPE_F32, 4, 8), *w = R(AMPC_DTYPE_F32, 6, 8);
     assert_false(ampc_autocast_enabled(g_ctx));
-    ASSERT_OK(ampc_autocast_begin(g_ctx, NULL));   /* PyTorch's CPU defaults: BF16, enabled, cache */
+    ASSERT_OK(ampc_autocast_begin(g_ctx, NULL)); /* PyTorch's CPU defaults: BF16, enabled, cache */
     assert_true(ampc_autocast_enabled(g_ctx));
     expect_dtype(ampc_linear(g_ctx, x, w, NULL), AMPC_DTYPE_BF16, "outer region");
     ASSERT_OK(ampc_autocast_begin(g_ctx, &(ampc_autocast_params){.enabled = false}));
@@ -188,11 +189,11 @@ static void test_weight_cast_cache(void **state) {
     ampc_tensor *h = R(AMPC_DTYPE_F32, 2, 8);
     for (int i = 0; i < 5; i++) h = ampc_tanh(g_ctx, ampc_linear(g_ctx, h, w, NULL));
     ASSERT_OK(ampc_autocast_get_stats(g_ctx, &s1));
-    assert_int_equal(s1.cache_hits - s0.cache_hits, 4);   /* 5 uses, 1 cast */
+    assert_int_equal(s1.cache_hits - s0.cache_hits, 4); /* 5 uses, 1 cast */
     assert_int_equal(s1.cache_entries, 1);
     ampc_autocast_end(g_ctx);
     ASSERT_OK(ampc_autocast_get_stats(g_ctx, &s1));
-    assert_int_equal(s1.cache_entries, 0);                  /* cleared at the outermost exit */
+    assert_int_equal(s1.cache_entries, 0); /* cleared at the outermost exit */
     ASSERT_OK(ampc_backward(g_ctx, ampc_sum(g_ctx, h, NULL, 0, false)));
     assert_int_equal(ampc_tensor_dtype(ampc_tensor_grad(w)), AMPC_DTYPE_F32);
     ampc_ctx_step_end(g_ctx);
@@ -229,15 +230,15 @@ static void test_anomaly_mode(void **state) {
     ASSERT_OK(ampc_tensor_set_name(x, "logits"));
     ASSERT_OK(ampc_scope_push(g_ctx, "blocks"));
     ASSERT_OK(ampc_scope_push(g_ctx, "3"));
-    assert_null(ampc_exp(g_ctx, x));   /* e^20 overflows FP16 */
+    assert_null(ampc_exp(g_ctx, x)); /* e^20 overflows FP16 */
     ASSERT_ERROR_MENTIONS("anomaly", "ampc_exp", "+inf", "scope 'blocks.3'", "'logits' [4] F16", "step");
     ampc_scope_pop(g_ctx);
     ampc_scope_pop(g_ctx);
     assert_string_equal(ampc_scope_path(g_ctx), "");
-    ampc_tensor *z = ampc_tensor_new(g_ctx, AMPC_DTYPE_F32, 1, (int64_t[]){3});   /* zeros */
+    ampc_tensor *z = ampc_tensor_new(g_ctx, AMPC_DTYPE_F32, 1, (int64_t[]){3}); /* zeros */
     ASSERT_OK(ampc_tensor_set_requires_grad(z, true));
     ASSERT_OK(ampc_tensor_set_name(z, "gain"));
-    ampc_tensor *s = ampc_sum(g_ctx, ampc_sqrt(g_ctx, z), NULL, 0, false);   /* finite forward, d sqrt(0) = inf */
+    ampc_tensor *s = ampc_sum(g_ctx, ampc_sqrt(g_ctx, z), NULL, 0, false); /* finite forward, d sqrt(0) = inf */
     assert_non_null(s);
     assert_int_equal(ampc_backward(g_ctx, s), AMPC_STATUS_STATE);
     ASSERT_ERROR_MENTIONS("anomaly", "backward of ampc_sqrt", "'gain'");
@@ -245,7 +246,7 @@ static void test_anomaly_mode(void **state) {
     ampc_ctx_step_end(g_ctx);
     ampc_tensor_free(z);
     assert_true(ampc_all_finite(ampc_tensor_full(g_ctx, AMPC_DTYPE_BF16, 1, (int64_t[]){2}, 1.0)));
-    x = ampc_tensor_full(g_ctx, AMPC_DTYPE_F16, 1, (int64_t[]){4}, 20.0);   /* the old x went with the step */
+    x = ampc_tensor_full(g_ctx, AMPC_DTYPE_F16, 1, (int64_t[]){4}, 20.0); /* the old x went with the step */
     assert_false(ampc_all_finite(ampc_exp(g_ctx, x)));
 }
 
@@ -257,7 +258,7 @@ static void test_fp32_precision_api(void **state) {
     ASSERT_OK(ampc_ctx_set_fp32_matmul_precision(g_ctx, AMPC_FP32_MEDIUM));
     ASSERT_OK(ampc_ctx_push_fp32_matmul_precision(g_ctx, AMPC_FP32_HIGH));
     assert_int_equal(ampc_ctx_fp32_matmul_precision(g_ctx), AMPC_FP32_HIGH);
-    ASSERT_OK(ampc_ctx_set_fp32_matmul_precision(g_ctx, AMPC_FP32_HIGHEST));   /* inside the override: until pop */
+    ASSERT_OK(ampc_ctx_set_fp32_matmul_precision(g_ctx, AMPC_FP32_HIGHEST)); /* inside the override: until pop */
     assert_int_equal(ampc_ctx_fp32_matmul_precision(g_ctx), AMPC_FP32_HIGHEST);
     ASSERT_OK(ampc_ctx_pop_fp32_matmul_precision(g_ctx));
     assert_int_equal(ampc_ctx_fp32_matmul_precision(g_ctx), AMPC_FP32_MEDIUM);
@@ -267,8 +268,7 @@ static void test_fp32_precision_api(void **state) {
     while (ampc_ctx_push_fp32_matmul_precision(g_ctx, AMPC_FP32_HIGH) == AMPC_OK) pushed++;
     assert_int_equal(pushed, 8);
     assert_non_null(strstr(ampc_last_error(), "at most 8"));
-    while (ampc_ctx_pop_fp32_matmul_precision(g_ctx) == AMPC_OK) {
-    }
+    while (ampc_ctx_pop_fp32_matmul_precision(g_ctx) == AMPC_OK) {}
     assert_int_equal(ampc_ctx_set_fp32_matmul_precision(g_ctx, (ampc_fp32_precision)7), AMPC_STATUS_INVALID_ARG);
     assert_int_equal(ampc_ctx_set_fp32_matmul_precision(NULL, AMPC_FP32_HIGH), AMPC_STATUS_INVALID_ARG);
     ampc_fp32_precision p;
@@ -311,7 +311,8 @@ static void test_fp32_precision_numerics(void **state) {
         ASSERT_OK(ampc_ctx_pop_fp32_matmul_precision(g_ctx));
         assert_non_null(c);
         const struct ampc_kernels *k = g_ctx->kernels;
-        ampc_k_gemm_fn fn = modes[i] == AMPC_FP32_MEDIUM && k->gemm_f32_bf16x1 ? k->gemm_f32_bf16x1 : k->gemm_f32_bf16x3;
+        ampc_k_gemm_fn fn = modes[i] == AMPC_FP32_MEDIUM && k->gemm_f32_bf16x1 ? k->gemm_f32_bf16x1
+                                                                               : k->gemm_f32_bf16x3;
         int passes = fn == k->gemm_f32_bf16x1 ? 1 : 3;
         if (!fn) {
             assert_memory_equal(ampc_tensor_data(c), ampc_tensor_data(exact), sizeof(float) * M * N);
@@ -320,9 +321,11 @@ static void test_fp32_precision_numerics(void **state) {
         float want[M * N];
         ampci_gemm g = {M, N, K, pa, K, false, pb, N, false, want, N, 0.0f};
         ampci_slot split = passes == 1 ? AMPCI_SLOT_GEMM_F32_BF16X1 : AMPCI_SLOT_GEMM_F32_BF16X3;
-        ASSERT_OK(ampci_kernel_ref(k->chosen[split][0])->fn.GEMM(g_ctx, &g));   /* the split oracle */
+        ASSERT_OK(ampci_kernel_ref(k->chosen[split][0])->fn.GEMM(g_ctx, &g)); /* the split oracle */
         double e = rel_err(ampc_tensor_data(c), want, pa, pb, M, N, K);
-        if (e > 1.0) FAILF("%s (%d BF16 passes): %.3g F32 roundoffs from the split reference", ampc_fp32_precision_name(modes[i]), passes, e);
+        if (e > 1.0)
+            FAILF("%s (%d BF16 passes): %.3g F32 roundoffs from the split reference",
+                  ampc_fp32_precision_name(modes[i]), passes, e);
         /* and it really is a different computation: one pass loses most of F32's bits */
         double e32 = rel_err(ampc_tensor_data(c), ampc_tensor_data(exact), pa, pb, M, N, K);
         if (passes == 1 && e32 < 2.0) FAILF("medium: %.3g roundoffs from F32: not a BF16 pass?", e32);

@@ -70,9 +70,10 @@ static void test_accumulation(void **state) {
     ampc_tensor *m = ampc_tensor_from_buffer(g_ctx, AMPC_DTYPE_F32, 2, (int64_t[]){2, 3}, (float[]){1, 2, 3, 4, 5, 6},
                                              AMPC_DTYPE_F32);
     ASSERT_OK(ampc_tensor_set_requires_grad(m, true));
-    ampc_tensor *w = ampc_tensor_from_buffer(g_ctx, AMPC_DTYPE_F32, 2, (int64_t[]){3, 2}, (float[]){1, 10, 100, 1000, 1e4f, 1e5f},
-                                             AMPC_DTYPE_F32);
-    ASSERT_OK(ampc_backward(g_ctx, ampc_sum(g_ctx, ampc_mul(g_ctx, ampc_tensor_transpose(m, 0, 1), w), NULL, 0, false)));
+    ampc_tensor *w = ampc_tensor_from_buffer(g_ctx, AMPC_DTYPE_F32, 2, (int64_t[]){3, 2},
+                                             (float[]){1, 10, 100, 1000, 1e4f, 1e5f}, AMPC_DTYPE_F32);
+    ASSERT_OK(
+        ampc_backward(g_ctx, ampc_sum(g_ctx, ampc_mul(g_ctx, ampc_tensor_transpose(m, 0, 1), w), NULL, 0, false)));
     float gm[6];
     read_f32(ampc_tensor_grad(m), gm);
     static const float want[6] = {1, 100, 1e4f, 10, 1000, 1e5f};
@@ -157,8 +158,8 @@ static void test_modified_in_place(void **state) {
     ASSERT_OK(ampc_tensor_copy_from(w, v, AMPC_DTYPE_F32));
     ASSERT_OK(ampc_tensor_set_requires_grad(w, true));
     ampc_tensor *x = leaf(AMPC_DTYPE_F32, 2, v);
-    ampc_tensor *loss = ampc_sum(g_ctx, ampc_mul(g_ctx, x, w), NULL, 0, false);   /* mul saves w */
-    ASSERT_OK(ampc_tensor_fill(w, 5.0));                                           /* e.g. an early optimizer step */
+    ampc_tensor *loss = ampc_sum(g_ctx, ampc_mul(g_ctx, x, w), NULL, 0, false); /* mul saves w */
+    ASSERT_OK(ampc_tensor_fill(w, 5.0));                                        /* e.g. an early optimizer step */
     assert_int_equal(ampc_backward(g_ctx, loss), AMPC_STATUS_STATE);
     ASSERT_ERROR_MENTIONS("input 1 of ampc_mul", "modified in place");
     ampc_ctx_step_end(g_ctx);
@@ -178,7 +179,7 @@ static void test_free_before_backward(void **state) {
     ASSERT_OK(ampc_memory_stats(g_ctx, &before));
     ampc_ctx_step_end(g_ctx);
     ASSERT_OK(ampc_memory_stats(g_ctx, &after));
-    assert_true(after.live_bytes < before.live_bytes);   /* the tensor and its gradient are gone now */
+    assert_true(after.live_bytes < before.live_bytes); /* the tensor and its gradient are gone now */
 }
 
 /* The backward walk holds about one gradient at a time, not one per op: a chain of L ops on S-byte
@@ -186,7 +187,7 @@ static void test_free_before_backward(void **state) {
 static void test_backward_releases_gradients(void **state) {
     (void)state;
     enum { L = 24 };
-    const int64_t shape[2] = {128, 256};   /* 128 KiB in F32 */
+    const int64_t shape[2] = {128, 256}; /* 128 KiB in F32 */
     const size_t S = 128 * 256 * sizeof(float);
     ampc_tensor *x = ampc_tensor_normal(g_ctx, AMPC_DTYPE_F32, 2, shape, 0, 1);
     ASSERT_OK(ampc_tensor_set_requires_grad(x, true));
@@ -218,11 +219,11 @@ static void test_step_end_releases(void **state) {
         ASSERT_OK(ampc_backward(g_ctx, ampc_mean(g_ctx, h, NULL, 0, false)));
         ASSERT_OK(ampc_memory_stats(g_ctx, &m));
         if (step == 0) used_first = m.arena_used;
-        assert_int_equal(m.arena_used, used_first);   /* every step uses the same arena space */
+        assert_int_equal(m.arena_used, used_first); /* every step uses the same arena space */
         ampc_ctx_step_end(g_ctx);
         ASSERT_OK(ampc_memory_stats(g_ctx, &m));
         assert_int_equal(m.arena_used, 0);
-        assert_non_null(ampc_tensor_grad(w));          /* an owned leaf's gradient survives the step */
+        assert_non_null(ampc_tensor_grad(w)); /* an owned leaf's gradient survives the step */
         assert_true(ampc_tensor_is_owned(ampc_tensor_grad(w)));
     }
     ASSERT_OK(ampc_tensor_set_name(w, "layers.0.weight"));
@@ -231,7 +232,7 @@ static void test_step_end_releases(void **state) {
     memset(longname, 'x', sizeof longname - 1);
     longname[sizeof longname - 1] = '\0';
     assert_int_equal(ampc_tensor_set_name(w, longname), AMPC_STATUS_INVALID_ARG);
-    ampc_tensor_free(w);   /* frees its gradient too (checked by the ASan run) */
+    ampc_tensor_free(w); /* frees its gradient too (checked by the ASan run) */
 }
 
 /* ---- a two-layer MLP learns XOR (public API only): F32 master weights, optional BF16 compute ---- */
@@ -239,7 +240,7 @@ static void test_step_end_releases(void **state) {
 typedef struct xor_result {
     float loss;
     float pred[4];
-    uint32_t bits;   /* a checksum of the final weights */
+    uint32_t bits; /* a checksum of the final weights */
 } xor_result;
 
 static xor_result train_xor(int threads, ampc_dtype compute) {
@@ -258,14 +259,14 @@ static xor_result train_xor(int threads, ampc_dtype compute) {
         ampc_tensor *x = ampc_tensor_from_buffer(ctx, compute, 2, (int64_t[]){4, 2}, X, AMPC_DTYPE_F32);
         ampc_tensor *y = ampc_tensor_from_buffer(ctx, compute, 2, (int64_t[]){4, 1}, Y, AMPC_DTYPE_F32);
         ampc_tensor *q[4];
-        for (int i = 0; i < 4; i++) q[i] = ampc_tensor_cast(p[i], compute);   /* low-precision copies */
+        for (int i = 0; i < 4; i++) q[i] = ampc_tensor_cast(p[i], compute); /* low-precision copies */
         ampc_tensor *h = ampc_tanh(ctx, ampc_linear(ctx, x, q[0], q[1]));
         ampc_tensor *out = ampc_sigmoid(ctx, ampc_linear(ctx, h, q[2], q[3]));
         ampc_tensor *d = ampc_sub(ctx, out, y);
         ampc_tensor *loss = ampc_mean(ctx, ampc_mul(ctx, d, d), NULL, 0, false);
         assert_non_null(loss);
         if (ampc_backward(ctx, loss) != AMPC_OK) fail_msg("backward: %s", ampc_last_error());
-        for (int i = 0; i < 4; i++) {   /* SGD, lr 2, on the F32 masters */
+        for (int i = 0; i < 4; i++) { /* SGD, lr 2, on the F32 masters */
             int64_t n = ampc_tensor_numel(p[i]);
             float *w = ampc_tensor_data(p[i]), *g = ampc_tensor_data(ampc_tensor_grad(p[i]));
             for (int64_t k = 0; k < n; k++) w[k] -= 2.0f * g[k];
@@ -295,7 +296,7 @@ static void test_mlp_learns_xor(void **state) {
                       a.pred[0], a.pred[1], a.pred[2], a.pred[3]);
         assert_true(a.loss < 0.02f);
         for (int i = 0; i < 4; i++) assert_true(fabsf(a.pred[i] - Y[i]) < 0.25f);
-        assert_int_equal(a.bits, b.bits);   /* the same bits with 1 and 2 threads */
+        assert_int_equal(a.bits, b.bits); /* the same bits with 1 and 2 threads */
     }
 }
 

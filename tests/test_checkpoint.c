@@ -25,22 +25,30 @@ typedef struct run {
 } run;
 
 static ampc_model_config model_config(ampc_dtype pdt, int d) {
-    return (ampc_model_config){.kind = AMPC_MODEL_GPT, .layers = 1, .d_model = d, .heads = 2, .context = 8,
-                               .param_dtype = pdt, .dropout = 0.1, .seed = 5};
+    return (ampc_model_config){.kind = AMPC_MODEL_GPT,
+                               .layers = 1,
+                               .d_model = d,
+                               .heads = 2,
+                               .context = 8,
+                               .param_dtype = pdt,
+                               .dropout = 0.1,
+                               .seed = 5};
 }
 
 static void run_new(run *r, ampc_model_config mc, int64_t context) {
     memset(r, 0, sizeof *r);
     if (ampc_model_new(g_ctx, &mc, &r->model) != AMPC_OK ||
-        ampc_optim_new(g_ctx, &(ampc_optim_params){.kind = AMPC_OPTIM_ADAMW, .lr = 3e-3, .weight_decay = 0.1}, &r->opt) !=
-            AMPC_OK ||
+        ampc_optim_new(g_ctx, &(ampc_optim_params){.kind = AMPC_OPTIM_ADAMW, .lr = 3e-3, .weight_decay = 0.1},
+                       &r->opt) != AMPC_OK ||
         ampc_model_add_to_optim(r->model, r->opt) != AMPC_OK ||
-        ampc_grad_scaler_new(g_ctx, &(ampc_grad_scaler_params){.enabled = true, .init_scale = 1e30, .growth_interval = 3},
+        ampc_grad_scaler_new(g_ctx,
+                             &(ampc_grad_scaler_params){.enabled = true, .init_scale = 1e30, .growth_interval = 3},
                              &r->gs) != AMPC_OK ||
-        ampc_loader_new(g_ctx, g_ds,
-                        &(ampc_loader_params){.batch = 4, .context = context, .seed = 9, .shuffle = true,
-                                              .drop_last = true, .repeat = true},
-                        &r->ld) != AMPC_OK)
+        ampc_loader_new(
+            g_ctx, g_ds,
+            &(ampc_loader_params){
+                .batch = 4, .context = context, .seed = 9, .shuffle = true, .drop_last = true, .repeat = true},
+            &r->ld) != AMPC_OK)
         FAILF("setup: %s", ampc_last_error());
 }
 
@@ -49,8 +57,8 @@ static void run_free(run *r) {
 }
 
 static ampc_checkpoint_state state_of(run *r, int64_t step) {
-    return (ampc_checkpoint_state){.model = r->model, .optim = r->opt, .scaler = r->gs, .rng = ampc_ctx_rng(g_ctx),
-                                   .loader = r->ld, .step = step};
+    return (ampc_checkpoint_state){
+        .model = r->model, .optim = r->opt, .scaler = r->gs, .rng = ampc_ctx_rng(g_ctx), .loader = r->ld, .step = step};
 }
 
 /* One autocast step (FP16; BF16 for BF16 parameters) as `ampc train` takes it (dropout draws from the
@@ -77,8 +85,8 @@ static void assert_same_state(const run *a, const run *b) {
         const ampc_tensor *pa = ampc_optim_param(a->opt, i), *pb = ampc_optim_param(b->opt, i);
         size_t n = (size_t)ampc_tensor_numel(pa);
         assert_memory_equal(ampc_tensor_data(pa), ampc_tensor_data(pb), n * ampc_dtype_size(ampc_tensor_dtype(pa)));
-        assert_memory_equal(ampc_tensor_data(ampc_optim_master(a->opt, i)), ampc_tensor_data(ampc_optim_master(b->opt, i)),
-                            n * 4);
+        assert_memory_equal(ampc_tensor_data(ampc_optim_master(a->opt, i)),
+                            ampc_tensor_data(ampc_optim_master(b->opt, i)), n * 4);
     }
     for (int g = 0; g < a->opt->ngroups; g++) {
         const ampci_group *ga = &a->opt->groups[g], *gb = &b->opt->groups[g];
@@ -107,15 +115,15 @@ static void check_continuation(ampc_dtype pdt) {
     for (int i = 0; i < 4; i++) train_step(&a);
     ampc_grad_scaler_state gs;
     ampc_grad_scaler_state_save(a.gs, &gs);
-    if (pdt == AMPC_DTYPE_F32) assert_true(gs.skipped_steps >= 1);   /* 1e30 overflows FP16: the save follows a skip */
+    if (pdt == AMPC_DTYPE_F32) assert_true(gs.skipped_steps >= 1); /* 1e30 overflows FP16: the save follows a skip */
     ampc_checkpoint_state sa = state_of(&a, 4);
     if (ampc_checkpoint_save(path, &sa) != AMPC_OK) FAILF("save: %s", ampc_last_error());
     ampc_rng saved_rng = *ampc_ctx_rng(g_ctx);
     for (int i = 0; i < 3; i++) train_step(&a);
     ampc_rng after_a = *ampc_ctx_rng(g_ctx);
-    assert_true(after_a.counter > saved_rng.counter);   /* dropout drew numbers */
+    assert_true(after_a.counter > saved_rng.counter); /* dropout drew numbers */
 
-    *ampc_ctx_rng(g_ctx) = ampc_rng_make(12345, 0);    /* the restore must put the saved RNG back */
+    *ampc_ctx_rng(g_ctx) = ampc_rng_make(12345, 0); /* the restore must put the saved RNG back */
     run_new(&b, model_config(pdt, 16), 8);
     ampc_safetensors *ck;
     if (ampc_checkpoint_open(path, &ck) != AMPC_OK) FAILF("open: %s", ampc_last_error());
@@ -265,7 +273,8 @@ static void rewrite(const char *src, const char *dst, edit e) {
 
 /* Opening or restoring path into a fresh run fails with status s and a message holding both needles;
  * the fresh run's parameters, moments and RNG are untouched. */
-static void expect_refusal(const char *path, int d_model, int64_t context, ampc_status s, const char *n1, const char *n2) {
+static void expect_refusal(const char *path, int d_model, int64_t context, ampc_status s, const char *n1,
+                           const char *n2) {
     run r;
     run_new(&r, model_config(AMPC_DTYPE_F32, d_model), context);
     size_t bytes = (size_t)ampc_model_param_count(r.model) * 4;
@@ -279,8 +288,8 @@ static void expect_refusal(const char *path, int d_model, int64_t context, ampc_
         got = ampc_checkpoint_restore(ck, &st);
     }
     if (got != s || !strstr(ampc_last_error(), n1) || !strstr(ampc_last_error(), n2))
-        FAILF("%s: expected %s with \"%s\" and \"%s\", got %s: %s", path, ampc_status_str(s), n1, n2, ampc_status_str(got),
-              ampc_last_error());
+        FAILF("%s: expected %s with \"%s\" and \"%s\", got %s: %s", path, ampc_status_str(s), n1, n2,
+              ampc_status_str(got), ampc_last_error());
     assert_memory_equal(before, ampc_tensor_data(ampc_model_param(r.model, 0)), bytes);
     assert_true(ampc_ctx_rng(g_ctx)->counter == rng.counter);
     assert_int_equal(ampc_optim_steps(r.opt), 0);
@@ -308,12 +317,18 @@ static void test_bad_files(void **state) {
         ampc_status s;
         const char *n1, *n2;
     } cases[] = {
-        {{.drop = "blocks.0.mlp.fc.bias"}, AMPC_STATUS_FORMAT, "bad.safetensors", "\"blocks.0.mlp.fc.bias\" is missing"},
+        {{.drop = "blocks.0.mlp.fc.bias"},
+         AMPC_STATUS_FORMAT,
+         "bad.safetensors",
+         "\"blocks.0.mlp.fc.bias\" is missing"},
         {{.drop = "optim.ln_f.weight.exp_avg_sq"}, AMPC_STATUS_FORMAT, "optim.ln_f.weight.exp_avg_sq", "missing"},
         {{.add = "head.weight"}, AMPC_STATUS_FORMAT, "\"head.weight\"", "not a parameter"},
         {{.as_f16 = "optim.wpe.weight.exp_avg"}, AMPC_STATUS_DTYPE, "optim.wpe.weight.exp_avg\" is F16", "expects F32"},
         {{.key = "ampc.format_version", .value = "2"}, AMPC_STATUS_FORMAT, "format version 2", "reads version 1"},
-        {{.key = "ampc.format", .value = "something-else"}, AMPC_STATUS_FORMAT, "not an ampc checkpoint", "something-else"},
+        {{.key = "ampc.format", .value = "something-else"},
+         AMPC_STATUS_FORMAT,
+         "not an ampc checkpoint",
+         "something-else"},
         {{.key = "ampc.step", .value = "12x"}, AMPC_STATUS_FORMAT, "metadata ampc.step is \"12x\"", "64-bit integer"},
         {{.key = "ampc.scaler.scale", .value = "-1"}, AMPC_STATUS_FORMAT, "GradScaler state", "scale"},
         {{.key = "ampc.scaler.growth_factor", .value = "1"}, AMPC_STATUS_FORMAT, "GradScaler state", "growth_factor"},

@@ -25,8 +25,8 @@ static void compare_one(const ampci_kernel *im, const void *src, size_t n, size_
         size_t e = i / ds;
         uint32_t in = 0;
         memcpy(&in, (const unsigned char *)src + e * ss, ss);
-        FAILF("%s differs from ref at element %zu of %zu (offset %zu, input 0x%x)%s", im->name,
-              e - offset, n, offset, in, e >= n + offset ? " -- wrote past the end" : "");
+        FAILF("%s differs from ref at element %zu of %zu (offset %zu, input 0x%x)%s", im->name, e - offset, n, offset,
+              in, e >= n + offset ? " -- wrote past the end" : "");
     }
     free(a);
     free(b);
@@ -46,7 +46,7 @@ static void *make_input(ampc_dtype src, size_t n) {
         return x;
     }
     uint16_t *h = malloc(n * 2);
-    for (size_t i = 0; i < n; i++) h[i] = (uint16_t)(i * 40503u);   /* odd multiplier: a permutation */
+    for (size_t i = 0; i < n; i++) h[i] = (uint16_t)(i * 40503u); /* odd multiplier: a permutation */
     return h;
 }
 
@@ -153,7 +153,7 @@ static void test_env_cap(void **state) {
     assert_int_equal(cpu->chosen, want < cpu->best ? want : cpu->best);
     ampc_ctx *ctx;
     ASSERT_OK(ampc_ctx_new(&(ampc_ctx_params){.threads = 1, .isa = AMPC_ISA_AMX}, &ctx));
-    assert_int_equal(ampc_ctx_isa(ctx), cpu->chosen);   /* a context cannot raise it either */
+    assert_int_equal(ampc_ctx_isa(ctx), cpu->chosen); /* a context cannot raise it either */
     ampc_ctx_free(ctx);
 }
 

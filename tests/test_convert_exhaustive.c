@@ -42,7 +42,7 @@ static void check_block(void *arg, int64_t begin, int64_t end, int64_t chunk) {
         uint16_t ih = tu_f16_ref(f), ib = tu_bf16_ref(f);
         if (ih != ref[0][i]) report(j, "f16 scalar vs independent rounding", x[i], ref[0][i], ih);
         if (ib != ref[1][i]) report(j, "bf16 scalar vs independent rounding", x[i], ref[1][i], ib);
-        if (isnan(f)) continue;   /* (double)f of a signalling NaN is up to the compiler; NaN rule checked above */
+        if (isnan(f)) continue; /* (double)f of a signalling NaN is up to the compiler; NaN rule checked above */
         uint32_t gh = ampc_format_from_f64(AMPC_FORMAT_FP16, f), gb = ampc_format_from_f64(AMPC_FORMAT_BF16, f);
         if (gh != ref[0][i]) report(j, "f16 scalar vs generic codec", x[i], ref[0][i], gh);
         if (gb != ref[1][i]) report(j, "bf16 scalar vs generic codec", x[i], ref[1][i], gb);
@@ -79,7 +79,7 @@ static void test_all_floats(void **state) {
             printf("# path %s not run (this CPU lacks what it needs)\n", im->name);
         }
     }
-    assert_true(j.npaths >= 2);   /* at least the two ref paths */
+    assert_true(j.npaths >= 2); /* at least the two ref paths */
     ampc_ctx *ctx;
     ASSERT_OK(ampc_ctx_new(&(ampc_ctx_params){.threads = 0}, &ctx));
     ampc_parallel_for(ctx, (int64_t)1 << 32, BLOCK, check_block, &j);

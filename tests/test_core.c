@@ -74,11 +74,11 @@ static void test_memory_accounting(void **state) {
     ASSERT_OK(ampc_memory_stats(ctx, &m1));
     assert_true(m1.live_bytes >= m0.live_bytes + 400000);
     assert_true(m1.peak_bytes >= m1.live_bytes);
-    assert_int_equal(m1.live_bytes, c.live);   /* the context counts exactly what its allocator holds */
+    assert_int_equal(m1.live_bytes, c.live); /* the context counts exactly what its allocator holds */
     ampc_tensor_free(t);
     ASSERT_OK(ampc_memory_stats(ctx, &m2));
     assert_int_equal(m2.live_bytes, m0.live_bytes);
-    assert_int_equal(m2.peak_bytes, m1.peak_bytes);   /* the peak remembers */
+    assert_int_equal(m2.peak_bytes, m1.peak_bytes); /* the peak remembers */
     ampc_memory_reset_peak(ctx);
     ASSERT_OK(ampc_memory_stats(ctx, &m2));
     assert_int_equal(m2.peak_bytes, m2.live_bytes);
@@ -145,7 +145,7 @@ static void test_step_heap(void **state) {
     assert_non_null(a);
     assert_true(((uintptr_t)a & 63) == 0);
     size_t one = heap_used(ctx);
-    assert_true(one >= big && one < big + big / 8 + 128);   /* size classes waste at most 1/8 */
+    assert_true(one >= big && one < big + big / 8 + 128); /* size classes waste at most 1/8 */
     /* an explicit free gives the block back; the next request of that size reuses it */
     ampci_step_free(ctx, a);
     assert_int_equal(heap_used(ctx), 0);
@@ -168,7 +168,7 @@ static void test_step_heap(void **state) {
     ampci_step_gen_begin(ctx);
     void *t1 = ampci_step_alloc(ctx, big, "t1"), *t2 = ampci_step_alloc(ctx, big, "t2");
     ampci_step_ref(ctx, t2);
-    ampci_step_free(ctx, t1);   /* inside a generation: left to the sweep */
+    ampci_step_free(ctx, t1); /* inside a generation: left to the sweep */
     assert_true(heap_used(ctx) >= before + 2 * big);
     ampci_step_gen_sweep(ctx);
     size_t after_sweep = heap_used(ctx);
@@ -231,7 +231,7 @@ static void test_rng_distributions(void **state) {
     mean = s / N, var = s2 / N - mean * mean;
     assert_true(fabs(mean - 1.0) < 6 * 2.0 / sqrt(N));
     assert_true(fabs(var - 4.0) < 0.1);
-    assert_true(beyond3 > N * 0.0015 && beyond3 < N * 0.0040);   /* P(|z| > 3) = 0.0027 */
+    assert_true(beyond3 > N * 0.0015 && beyond3 < N * 0.0040); /* P(|z| > 3) = 0.0027 */
     /* ranges reproduce the whole fill: element i depends only on (seed, stream, counter, i) */
     ampc_rng a = ampc_rng_make(9, 2);
     ampc_rng_normal(&a, x, 1001, 0, 1);
@@ -288,7 +288,7 @@ static void nested(void *arg, int64_t b, int64_t e, int64_t chunk) {
     pf *p = arg;
     for (int64_t i = b; i < e; i++) {
         pf inner = {p->ctx, p->hits + i * 10, p->partial + i * 10, 10};
-        ampc_parallel_for(p->ctx, 10, 3, mark, &inner);   /* runs inline, no deadlock */
+        ampc_parallel_for(p->ctx, 10, 3, mark, &inner); /* runs inline, no deadlock */
     }
 }
 
@@ -310,13 +310,13 @@ static void test_parallel_for(void **state) {
         int64_t chunks = ampc_parallel_chunks(N, 1000);
         assert_int_equal(chunks, 101);
         sums[t - 1] = 0;
-        for (int64_t c = 0; c < chunks; c++) sums[t - 1] += partial[c];   /* fixed combination order */
+        for (int64_t c = 0; c < chunks; c++) sums[t - 1] += partial[c]; /* fixed combination order */
         memset(hits, 0, N * sizeof *hits);
         ampc_parallel_for(ctx, 100, 7, nested, &p);
         for (int i = 0; i < 1000; i++) assert_int_equal(hits[i], 1);
         ampc_ctx_free(ctx);
     }
-    assert_true(sums[0] == sums[1] && sums[1] == sums[2]);   /* bit-identical, any thread count */
+    assert_true(sums[0] == sums[1] && sums[1] == sums[2]); /* bit-identical, any thread count */
     assert_int_equal(ampc_parallel_chunks(0, 5), 0);
     assert_int_equal(ampc_parallel_chunks(5, 0), 5);
     free(hits);

@@ -21,7 +21,6 @@ enum { NTRAIN = 37, NTEST = 11, PX = 28 * 28 };
 
 /* ---- fixtures ---- */
 
-
 static void write_file(const char *name, const void *data, size_t n, bool gz) {
     const char *p = tu_path(name);
     if (gz) {
@@ -167,11 +166,11 @@ static void test_idx_malformed_images(void **state) {
     static uint8_t px[NTRAIN * PX];
     size_t len;
     uint8_t *f = idx_image(0x08, 3, (uint32_t[]){NTRAIN, 28, 28}, px, sizeof px, &len);
-    expect_bad_images(f, 3, AMPC_STATUS_FORMAT);                       /* shorter than the magic */
+    expect_bad_images(f, 3, AMPC_STATUS_FORMAT); /* shorter than the magic */
     ASSERT_ERROR_MENTIONS("truncated", "3 bytes");
-    expect_bad_images(f, 10, AMPC_STATUS_FORMAT);                      /* header cut inside the dims */
+    expect_bad_images(f, 10, AMPC_STATUS_FORMAT); /* header cut inside the dims */
     ASSERT_ERROR_MENTIONS("truncated", "needs 16");
-    expect_bad_images(f, len - 100, AMPC_STATUS_FORMAT);               /* data cut short */
+    expect_bad_images(f, len - 100, AMPC_STATUS_FORMAT); /* data cut short */
     ASSERT_ERROR_MENTIONS("truncated", "37 x 28 x 28", "29008 data bytes");
     f[0] = 1;
     expect_bad_images(f, len, AMPC_STATUS_FORMAT);
@@ -251,8 +250,8 @@ static void test_idx_malformed_labels_and_files(void **state) {
     ampc_dataset *ds;
     assert_int_equal(open_fashion(&ds), AMPC_STATUS_FORMAT);
     ASSERT_ERROR_MENTIONS("t10k-labels-idx1-ubyte.gz", "truncated or corrupt gzip");
-    const uint8_t junk[] = {0x1f, 0x8b, 0x08, 0x00, 0xde, 0xad, 0xbe, 0xef, 0x00, 0x03, 0xff, 0xff, 0xff, 0xff,
-                            0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc};
+    const uint8_t junk[] = {0x1f, 0x8b, 0x08, 0x00, 0xde, 0xad, 0xbe, 0xef, 0x00, 0x03,
+                            0xff, 0xff, 0xff, 0xff, 0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc};
     write_file("t10k-labels-idx1-ubyte.gz", junk, sizeof junk, false);
     assert_int_equal(open_fashion(&ds), AMPC_STATUS_FORMAT);
     ASSERT_ERROR_MENTIONS("t10k-labels-idx1-ubyte.gz", "gzip");
@@ -280,7 +279,7 @@ static void test_idx_parse_prefixes(void **state) {
     uint8_t *f = idx_image(0x08, 3, (uint32_t[]){2, 3, 5}, data, sizeof data, &len);
     ampci_idx idx;
     for (size_t n = 0; n < len; n++) {
-        uint8_t *copy = malloc(n ? n : 1);   /* exact size, so an overread is an ASan error */
+        uint8_t *copy = malloc(n ? n : 1); /* exact size, so an overread is an ASan error */
         memcpy(copy, f, n);
         assert_int_equal(ampci_idx_parse("t", "mem", copy, n, &idx), AMPC_STATUS_FORMAT);
         free(copy);
@@ -303,8 +302,8 @@ static void test_idx_parse_prefixes(void **state) {
 /* ---- text data sets ---- */
 
 static ampc_status open_text(const char *name, double frac, ampc_dataset **ds) {
-    return ampc_dataset_open(&(ampc_dataset_params){.kind = AMPC_DATA_TEXT, .path = tu_path(name),
-                                                    .val_fraction = frac}, ds);
+    return ampc_dataset_open(
+        &(ampc_dataset_params){.kind = AMPC_DATA_TEXT, .path = tu_path(name), .val_fraction = frac}, ds);
 }
 
 static void test_text_splits_and_windows(void **state) {
@@ -336,8 +335,8 @@ static void test_text_splits_and_windows(void **state) {
     for (int split = 0; split < 2; split++) {
         const int64_t T = 10, L = split ? 250 : 750, off = split ? 750 : 0;
         ampc_loader *ld;
-        ASSERT_OK(ampc_loader_new(g_ctx, ds, &(ampc_loader_params){.split = (ampc_split)split, .batch = 4,
-                                                                     .context = T}, &ld));
+        ASSERT_OK(ampc_loader_new(g_ctx, ds,
+                                  &(ampc_loader_params){.split = (ampc_split)split, .batch = 4, .context = T}, &ld));
         assert_int_equal(ampc_loader_num_samples(ld), (L - 1) / T);
         int64_t w = 0;
         ampc_tensor *x, *y;
@@ -356,7 +355,7 @@ static void test_text_splits_and_windows(void **state) {
                 }
             ampc_ctx_step_end(g_ctx);
         }
-        assert_int_equal(w, (L - 1) / T);   /* every start i*T with i*T + T + 1 <= L */
+        assert_int_equal(w, (L - 1) / T); /* every start i*T with i*T + T + 1 <= L */
         ampc_loader_free(ld);
     }
     ampc_dataset_free(ds);
@@ -407,8 +406,9 @@ static void test_text_errors(void **state) {
                      AMPC_STATUS_INVALID_ARG);
     ASSERT_ERROR_MENTIONS("split 2");
     /* 90 bytes, T = 8: 11 windows, fewer than a drop_last batch of 12 */
-    assert_int_equal(ampc_loader_new(g_ctx, ds, &(ampc_loader_params){.batch = 12, .context = 8, .drop_last = true},
-                                     &ld), AMPC_STATUS_INVALID_ARG);
+    assert_int_equal(
+        ampc_loader_new(g_ctx, ds, &(ampc_loader_params){.batch = 12, .context = 8, .drop_last = true}, &ld),
+        AMPC_STATUS_INVALID_ARG);
     ASSERT_ERROR_MENTIONS("11 samples", "batch of 12", "drop_last");
     ampc_dataset_free(ds);
     /* context on an image set */
@@ -490,13 +490,13 @@ static void test_shuffle_epochs(void **state) {
         bool seen[NTRAIN] = {false};
         while (got < NTRAIN) {
             int B = next_ids(ld, ids);
-            assert_int_equal(B, got + 5 <= NTRAIN ? 5 : NTRAIN - got);   /* kept last batch of 2 */
+            assert_int_equal(B, got + 5 <= NTRAIN ? 5 : NTRAIN - got); /* kept last batch of 2 */
             assert_int_equal(next_ids(same, ids2), B);
             assert_memory_equal(ids, ids2, B * sizeof(int));
             assert_int_equal(next_ids(other, ids2), B);
             if (memcmp(ids, ids2, B * sizeof(int))) other_differs = true;
             for (int b = 0; b < B; b++, got++) {
-                assert_false(seen[ids[b]]);   /* every sample exactly once */
+                assert_false(seen[ids[b]]); /* every sample exactly once */
                 seen[ids[b]] = true;
                 order[e][got] = ids[b];
             }
@@ -543,13 +543,13 @@ static void test_eval_order_and_end(void **state) {
             assert_int_equal(B, k < 3 ? 10 : 7);
             for (int b = 0; b < B; b++) assert_int_equal(ids[b], 10 * k + b);
         }
-        assert_int_equal(next_ids(ld, ids), 0);   /* the end, reported once */
+        assert_int_equal(next_ids(ld, ids), 0); /* the end, reported once */
         ampc_loader_cursor c;
         ASSERT_OK(ampc_loader_get_cursor(ld, &c));
         assert_true(c.epoch == pass + 1 && c.position == 0);
     }
     ampc_tensor *x, *y;
-    ASSERT_OK(ampc_loader_next(ld, &x, &y, NULL));   /* end may be NULL */
+    ASSERT_OK(ampc_loader_next(ld, &x, &y, NULL)); /* end may be NULL */
     assert_non_null(x);
     ampc_ctx_step_end(g_ctx);
     ampc_loader_free(ld);
@@ -580,14 +580,14 @@ static void test_cursor_resume(void **state) {
     (void)state;
     ampc_dataset *ds;
     ASSERT_OK(ampc_dataset_open(NULL, &ds));
-    const ampc_loader_params tp = {.batch = 64, .context = 32, .seed = 5, .shuffle = true, .drop_last = true,
-                                   .repeat = true};
+    const ampc_loader_params tp = {
+        .batch = 64, .context = 32, .seed = 5, .shuffle = true, .drop_last = true, .repeat = true};
     ampc_loader *a, *b;
     ASSERT_OK(ampc_loader_new(g_ctx, ds, &tp, &a));
     int64_t per_epoch = ampc_loader_num_batches(a);
     assert_int_equal(per_epoch, ampc_loader_num_samples(a) / 64);
     size_t n1, n2;
-    free(run_batches(a, (int)per_epoch - 3, &n1));   /* resume 3 batches before the epoch ends */
+    free(run_batches(a, (int)per_epoch - 3, &n1)); /* resume 3 batches before the epoch ends */
     ampc_loader_cursor c;
     ASSERT_OK(ampc_loader_get_cursor(a, &c));
     assert_true(c.epoch == 0 && c.position == (per_epoch - 3) * 64);
@@ -635,7 +635,7 @@ static int parse_line(const char *s, size_t left, unsigned *a, char *op, unsigne
         *num[f] = 0;
         while (i < left && s[i] >= '0' && s[i] <= '9' && i - start < 5)
             *num[f] = *num[f] * 10 + (unsigned)(s[i++] - '0');
-        if (i == start || (s[start] == '0' && i - start > 1) || i >= left) return 0;   /* no leading zeros */
+        if (i == start || (s[start] == '0' && i - start > 1) || i >= left) return 0; /* no leading zeros */
         if (f == 0) {
             *op = s[i];
             if (*op != '+' && *op != '-' && *op != '*') return 0;
@@ -659,12 +659,12 @@ static void test_builtin_corpus(void **state) {
     assert_int_equal(info.num_classes, 256);
     assert_true(info.input_ndim == 1 && info.input_shape[0] == 0);
     assert_int_equal(info.split_size[0] + info.split_size[1], AMPC_BUILTIN_BYTES);
-    assert_int_equal(info.split_size[1], 32224);   /* round(322243 * 0.1) */
+    assert_int_equal(info.split_size[1], 32224); /* round(322243 * 0.1) */
     size_t n1, n2;
     const char *t = (const char *)ampc_dataset_text(d1, AMPC_SPLIT_TRAIN, &n1);
     const char *t2 = (const char *)ampc_dataset_text(d2, AMPC_SPLIT_TRAIN, &n2);
     assert_int_equal(n2, AMPC_BUILTIN_BYTES / 2);   /* round(161121.5) = 161122 validation bytes */
-    assert_memory_equal(t, t2, AMPC_BUILTIN_BYTES);   /* deterministic: two generations agree */
+    assert_memory_equal(t, t2, AMPC_BUILTIN_BYTES); /* deterministic: two generations agree */
     /* every line: correct arithmetic, and exactly the documented recipe */
     size_t pos = 0;
     int counts[3] = {0};
@@ -733,7 +733,7 @@ static void test_fashion_mnist_installed(void **state) {
     assert_int_equal(n, 60000LL * PX);
     double mean = s / (double)n, sd = sqrt(s2 / (double)n - mean * mean);
     if (fabs(mean) > 0.01 || fabs(sd - 1) > 0.01) FAILF("normalised mean %g std %g", mean, sd);
-    assert_int_equal(first_label, 9);   /* the first training image is an ankle boot */
+    assert_int_equal(first_label, 9); /* the first training image is an ankle boot */
     ampc_loader_free(ld);
     ampc_dataset_free(ds);
 }

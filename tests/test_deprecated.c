@@ -62,7 +62,7 @@ static void test_fp32_matmul_precision(void **state) {
     assert_int_equal(ampc_ctx_fp32_matmul_precision(g_ctx), AMPC_FP32_HIGH);
     ASSERT_OK(ampc_fp32_matmul_precision_pop(g_ctx));
     assert_int_equal(ampc_get_fp32_matmul_precision(g_ctx), AMPC_FP32_MEDIUM);
-    assert_int_equal(ampc_fp32_matmul_precision_pop(g_ctx), AMPC_STATUS_STATE);   /* nothing pushed */
+    assert_int_equal(ampc_fp32_matmul_precision_pop(g_ctx), AMPC_STATUS_STATE); /* nothing pushed */
     ASSERT_OK(ampc_set_fp32_matmul_precision(g_ctx, AMPC_FP32_HIGHEST));
 }
 

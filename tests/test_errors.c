@@ -6,7 +6,6 @@
 
 TU_CONTEXT(0, 1)
 
-
 static void test_null_inputs(void **state) {
     (void)state;
     ampc_tensor *x = Z(AMPC_DTYPE_F32, 2, 3);

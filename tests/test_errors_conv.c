@@ -103,11 +103,11 @@ static void test_pool_params(void **state) {
     assert_null(ampc_max_pool2d(g_ctx, Z(F32, 6, 5), &(ampc_pool2d_params){.kernel_h = 2, .kernel_w = 2}));
     ASSERT_ERROR_MENTIONS("ampc_max_pool2d", "[6, 5] F32", "(N, C, H, W)");
     /* pad = kernel / 2 is allowed, and stride 0 is the kernel */
-    ampc_tensor *y =
-        ampc_max_pool2d(g_ctx, x, &(ampc_pool2d_params){.kernel_h = 3, .kernel_w = 2, .pad_h = 1, .pad_w = 1});
+    ampc_tensor *y = ampc_max_pool2d(g_ctx, x,
+                                     &(ampc_pool2d_params){.kernel_h = 3, .kernel_w = 2, .pad_h = 1, .pad_w = 1});
     assert_non_null(y);
-    assert_int_equal(ampc_tensor_dim(y, 2), 2);   /* (6 + 2 - 3) / 3 + 1 */
-    assert_int_equal(ampc_tensor_dim(y, 3), 3);   /* (5 + 2 - 2) / 2 + 1 */
+    assert_int_equal(ampc_tensor_dim(y, 2), 2); /* (6 + 2 - 3) / 3 + 1 */
+    assert_int_equal(ampc_tensor_dim(y, 3), 3); /* (5 + 2 - 2) / 2 + 1 */
 }
 
 static void test_attention_shapes(void **state) {
@@ -127,7 +127,7 @@ static void test_attention_shapes(void **state) {
     ASSERT_ERROR_MENTIONS("ampc_attention", "q [2, 3, 4, 8] F32", "k [2, 3, 5, 8] F16", "same dtype");
     assert_null(ampc_attention(g_ctx, q, k, Z(AMPC_DTYPE_BF16, 2, 3, 5, 6), false));
     ASSERT_ERROR_MENTIONS("ampc_attention", "v [2, 3, 5, 6] BF16", "same dtype");
-    ampc_tensor *o = ampc_attention(g_ctx, q, k, v, true);   /* causal with Tq != Tk is fine */
+    ampc_tensor *o = ampc_attention(g_ctx, q, k, v, true); /* causal with Tq != Tk is fine */
     assert_non_null(o);
     assert_int_equal(ampc_tensor_dim(o, 3), 6);
 }
@@ -146,8 +146,8 @@ static void test_pool_ties_and_nan(void **state) {
     /* all equal, 2x2 windows at stride 1 on 3x3: each window gives its gradient to its top-left element */
     float ones[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
     ampc_tensor *x = from(g_ctx, AMPC_DTYPE_BF16, SHAPE(1, 1, 3, 3), ones, true);
-    ampc_tensor *y = ampc_max_pool2d(g_ctx, x, &(ampc_pool2d_params){.kernel_h = 2, .kernel_w = 2, .stride_h = 1,
-                                                                      .stride_w = 1});
+    ampc_tensor *y = ampc_max_pool2d(g_ctx, x,
+                                     &(ampc_pool2d_params){.kernel_h = 2, .kernel_w = 2, .stride_h = 1, .stride_w = 1});
     assert_non_null(y);
     float g4[4] = {1, 2, 3, 4}, got[9];
     ASSERT_OK(ampc_backward_with(g_ctx, y, from(g_ctx, F32, SHAPE(1, 1, 2, 2), g4, false)));
@@ -156,9 +156,9 @@ static void test_pool_ties_and_nan(void **state) {
     for (int i = 0; i < 9; i++) assert_true(got[i] == want[i]);
     /* NaN propagates; padding never wins, even over -inf */
     float v[4] = {-INFINITY, NAN, -INFINITY, -INFINITY}, out[9];
-    ampc_tensor *p = ampc_max_pool2d(g_ctx, from(g_ctx, F32, SHAPE(1, 1, 2, 2), v, false),
-                                     &(ampc_pool2d_params){.kernel_h = 2, .kernel_w = 2, .stride_h = 1, .stride_w = 1,
-                                                           .pad_h = 1, .pad_w = 1});
+    ampc_tensor *p = ampc_max_pool2d(
+        g_ctx, from(g_ctx, F32, SHAPE(1, 1, 2, 2), v, false),
+        &(ampc_pool2d_params){.kernel_h = 2, .kernel_w = 2, .stride_h = 1, .stride_w = 1, .pad_h = 1, .pad_w = 1});
     assert_non_null(p);
     assert_int_equal(ampc_tensor_numel(p), 9);
     ASSERT_OK(ampc_tensor_copy_to(p, out, F32));
@@ -206,8 +206,9 @@ static void run_all(int threads, float *res, size_t n) {
     ampc_tensor *tensors[3] = {x, w, q};
     for (int i = 0; i < 3; i++) ASSERT_OK(ampc_tensor_set_requires_grad(tensors[i], true));
     ampc_tensor *c = ampc_conv2d(ctx, x, w, NULL, &(ampc_conv2d_params){.stride_h = 2, .pad_h = 1, .pad_w = 1});
-    ampc_tensor *p = ampc_max_pool2d(ctx, c, &(ampc_pool2d_params){.kernel_h = 3, .kernel_w = 3, .stride_h = 2,
-                                                                   .stride_w = 2, .pad_h = 1, .pad_w = 1});
+    ampc_tensor *p = ampc_max_pool2d(
+        ctx, c,
+        &(ampc_pool2d_params){.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1});
     ampc_tensor *a = ampc_attention(ctx, q, q, q, true);
     ampc_tensor *loss = ampc_add(ctx, ampc_sum(ctx, ampc_mul(ctx, p, p), NULL, 0, false),
                                  ampc_sum(ctx, ampc_mul(ctx, a, a), NULL, 0, false));

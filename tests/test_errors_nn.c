@@ -22,7 +22,7 @@ static void check_null_chain(ampc_tensor *(*call)(void), const char *op) {
     ampc_clear_error();
     assert_null(call());
     ASSERT_ERROR_MENTIONS(op, "NULL");
-    assert_null(ampc_tensor_reshape(f32(SHAPE(2, 3)), SHAPE(7)));   /* an earlier failure */
+    assert_null(ampc_tensor_reshape(f32(SHAPE(2, 3)), SHAPE(7))); /* an earlier failure */
     assert_null(call());
     ASSERT_ERROR_MENTIONS("ampc_tensor_reshape", "[7]");
     ampc_clear_error();
@@ -140,9 +140,11 @@ static void test_cross_entropy_errors(void **state) {
     ASSERT_ERROR_MENTIONS("ampc_cross_entropy", "[3, 1] I64");
     assert_null(ampc_cross_entropy(g_ctx, logits, ampc_tensor_zeros(g_ctx, AMPC_DTYPE_F32, SHAPE(3)), -100));
     ASSERT_ERROR_MENTIONS("ampc_cross_entropy", "targets [3] F32", "I32 or I64");
-    assert_null(ampc_cross_entropy(g_ctx, ampc_tensor_zeros(g_ctx, AMPC_DTYPE_F64, SHAPE(3, 5)), i64s(t, SHAPE(3)), -100));
+    assert_null(
+        ampc_cross_entropy(g_ctx, ampc_tensor_zeros(g_ctx, AMPC_DTYPE_F64, SHAPE(3, 5)), i64s(t, SHAPE(3)), -100));
     ASSERT_ERROR_MENTIONS("ampc_cross_entropy", "logits [3, 5] F64", "F32, F16 or BF16");
-    assert_null(ampc_cross_entropy(g_ctx, ampc_tensor_zeros(g_ctx, AMPC_DTYPE_I32, SHAPE(3, 5)), i64s(t, SHAPE(3)), -100));
+    assert_null(
+        ampc_cross_entropy(g_ctx, ampc_tensor_zeros(g_ctx, AMPC_DTYPE_I32, SHAPE(3, 5)), i64s(t, SHAPE(3)), -100));
     ASSERT_ERROR_MENTIONS("ampc_cross_entropy", "I32");
     assert_null(ampc_cross_entropy(g_ctx, f32(SHAPE(3, 5, 1)), i64s(t, SHAPE(3)), -100));
     ASSERT_ERROR_MENTIONS("ampc_cross_entropy", "[3, 5, 1] F32", "(N, C)");
@@ -215,7 +217,7 @@ static void test_positional_encoding_errors(void **state) {
 
 /* ---- thread-count independence ---- */
 
-#define DROP_N 100003   /* several parallel chunks and a ragged tail */
+#define DROP_N 100003 /* several parallel chunks and a ragged tail */
 
 /* dropout(ones) with the given thread count, its gradient, and the RNG counter afterwards. */
 static void dropout_with_threads(int threads, float *y, float *g, uint64_t *counter) {
@@ -223,7 +225,7 @@ static void dropout_with_threads(int threads, float *y, float *g, uint64_t *coun
     ASSERT_OK(ampc_ctx_new(&(ampc_ctx_params){.seed = 42, .threads = threads}, &ctx));
     ampc_tensor *x = ampc_tensor_full(ctx, AMPC_DTYPE_F32, SHAPE(DROP_N), 1.0);
     ASSERT_OK(ampc_tensor_set_requires_grad(x, true));
-    ampc_rng_uniform(ampc_ctx_rng(ctx), y, 5, 0, 1);   /* start at a counter that is not 0 */
+    ampc_rng_uniform(ampc_ctx_rng(ctx), y, 5, 0, 1); /* start at a counter that is not 0 */
     ampc_tensor *out = ampc_dropout(ctx, x, 0.3, true);
     assert_non_null(out);
     *counter = ampc_ctx_rng(ctx)->counter;
@@ -242,15 +244,15 @@ static void test_dropout_threads(void **state) {
     dropout_with_threads(2, y2, g2, &c2);
     assert_memory_equal(y1, y2, DROP_N * sizeof *y1);
     assert_memory_equal(g1, g2, DROP_N * sizeof *g1);
-    assert_memory_equal(y1, g1, DROP_N * sizeof *y1);   /* the backward regenerates the same mask */
-    assert_int_equal(c1, 2 + (DROP_N + 3) / 4);          /* 5 draws took 2 blocks, then ceil(n/4) */
+    assert_memory_equal(y1, g1, DROP_N * sizeof *y1); /* the backward regenerates the same mask */
+    assert_int_equal(c1, 2 + (DROP_N + 3) / 4);       /* 5 draws took 2 blocks, then ceil(n/4) */
     assert_int_equal(c2, c1);
     int64_t kept = 0;
     for (int i = 0; i < DROP_N; i++) {
         assert_true(y1[i] == 0.0f || y1[i] == (float)(1.0 / 0.7));
         kept += y1[i] != 0.0f;
     }
-    double frac = (double)kept / DROP_N;   /* binomial: sd ~ 0.0015 */
+    double frac = (double)kept / DROP_N; /* binomial: sd ~ 0.0015 */
     if (fabs(frac - 0.7) > 0.01) FAILF("dropout kept %.4f of the elements; expected about 0.7", frac);
     free(y1), free(y2), free(g1), free(g2);
 }
@@ -275,7 +277,7 @@ static void reductions_with_threads(int threads, float *out) {
     ampc_tensor *l1 = ampc_cross_entropy(ctx, h, targets, -100), *l2 = ampc_mse_loss(ctx, h, ampc_tensor_detach(x));
     ampc_tensor *emb = ampc_tensor_normal(ctx, AMPC_DTYPE_F32, SHAPE(50, 40), 0, 1);
     ASSERT_OK(ampc_tensor_set_requires_grad(emb, true));
-    ampc_tensor *l3 = ampc_mse_loss(ctx, ampc_embedding(ctx, emb, targets), h);   /* ids repeat 75 times each */
+    ampc_tensor *l3 = ampc_mse_loss(ctx, ampc_embedding(ctx, emb, targets), h); /* ids repeat 75 times each */
     ampc_tensor *loss = ampc_add(ctx, ampc_add(ctx, l1, l2), l3);
     assert_non_null(loss);
     ASSERT_OK(ampc_backward(ctx, loss));

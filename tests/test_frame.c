@@ -14,13 +14,12 @@
 
 TU_CONTEXT(5, 2)
 
-enum { R = 64, C = 128 };                                  /* R x C F32: 32 KiB, a step-heap buffer */
+enum { R = 64, C = 128 }; /* R x C F32: 32 KiB, a step-heap buffer */
 static const size_t S = (size_t)R * C * sizeof(float);
 
 static int end_step(void **state) {
     (void)state;
-    while (ampc_autocast_end(g_ctx) == AMPC_OK) {
-    }
+    while (ampc_autocast_end(g_ctx) == AMPC_OK) {}
     ampc_clear_error();
     ampc_ctx_step_end(g_ctx);
     return 0;
@@ -71,7 +70,7 @@ static void test_end_releases_intermediates(void **state) {
     float *want = values_of(y);
     assert_ptr_equal(ampci_frame_end(&f, y), y);
     size_t after = heap_used();
-    assert_true(during - after >= 2 * S && during - after < 3 * S);   /* a and b went, y stayed */
+    assert_true(during - after >= 2 * S && during - after < 3 * S); /* a and b went, y stayed */
     assert_true(after >= before + S);
     scribble(4);
     expect_values(y, want, R * C);
@@ -81,7 +80,7 @@ static void test_end_releases_intermediates(void **state) {
     ampc_tensor *z = ampc_exp(g_ctx, x);
     assert_non_null(z);
     size_t mid = heap_used();
-    assert_null(ampci_frame_end(&f, ampc_add(g_ctx, z, rnd(3, 3))));   /* shapes do not broadcast */
+    assert_null(ampci_frame_end(&f, ampc_add(g_ctx, z, rnd(3, 3)))); /* shapes do not broadcast */
     assert_true(mid - heap_used() >= S);
 }
 
@@ -92,13 +91,13 @@ static void test_kept_views_stay(void **state) {
     size_t before = heap_used();
     ampci_frame f = ampci_frame_begin(g_ctx);
     ampc_tensor *a = ampc_exp(g_ctx, x);
-    ampc_tensor *t = ampc_tensor_transpose(a, 0, 1);                                  /* a view of a */
-    ampc_tensor *v = ampc_tensor_reshape(a, 2, (int64_t[]){C, R});                  /* a view of a */
-    ampc_tensor *xt = ampc_tensor_transpose(x, 0, 1);                                 /* a view of x */
+    ampc_tensor *t = ampc_tensor_transpose(a, 0, 1);               /* a view of a */
+    ampc_tensor *v = ampc_tensor_reshape(a, 2, (int64_t[]){C, R}); /* a view of a */
+    ampc_tensor *xt = ampc_tensor_transpose(x, 0, 1);              /* a view of x */
     ampc_tensor *other = ampc_tanh(g_ctx, x);
     assert_true(v && t && xt && other);
     float *want = values_of(a), *want_t = values_of(t);
-    ampci_frame_end(&f, v);   /* keeps a's storage: a, t and v stay; other goes; x was never the frame's */
+    ampci_frame_end(&f, v); /* keeps a's storage: a, t and v stay; other goes; x was never the frame's */
     assert_true(heap_used() >= before + S && heap_used() < before + 2 * S);
     scribble(4);
     expect_values(v, want, R * C);
@@ -120,13 +119,13 @@ static void test_keep_and_nesting(void **state) {
     ampc_tensor *d = ampc_neg(g_ctx, c);
     size_t in_inner = heap_used();
     ampc_tensor *kept[2] = {c, d};
-    ampci_frame_end_keeping(&inner, kept, 2);   /* b goes; c and d pass to the outer frame */
+    ampci_frame_end_keeping(&inner, kept, 2); /* b goes; c and d pass to the outer frame */
     assert_true(in_inner - heap_used() >= S && in_inner - heap_used() < 2 * S);
     assert_true(b->storage->released && !c->storage->released && !d->storage->released && !a->storage->released);
     /* a keep inside the outer frame lets everything but the newest result go: a, c and d */
     ampc_tensor *e = ampci_frame_keep(&outer, ampc_add(g_ctx, c, d));
     assert_true(a->storage->released && c->storage->released && d->storage->released && !e->storage->released);
-    assert_true(heap_used() <= with_a);   /* e in a's place */
+    assert_true(heap_used() <= with_a); /* e in a's place */
     ampc_tensor *g = ampc_sqrt(g_ctx, ampc_exp(g_ctx, e));
     float *want = values_of(g);
     assert_ptr_equal(ampci_frame_end(&outer, g), g);
@@ -145,12 +144,12 @@ static void test_keep_and_nesting(void **state) {
  * cached cast of a weight is served again later in the region. */
 static void test_cached_weight_cast_survives(void **state) {
     (void)state;
-    ampc_tensor *w = ampc_tensor_new(g_ctx, AMPC_DTYPE_F32, 2, (int64_t[]){C, C});   /* BF16 cast: 32 KiB */
+    ampc_tensor *w = ampc_tensor_new(g_ctx, AMPC_DTYPE_F32, 2, (int64_t[]){C, C}); /* BF16 cast: 32 KiB */
     ASSERT_OK(ampc_tensor_fill_normal(w, 0, 0.1));
     ASSERT_OK(ampc_tensor_set_requires_grad(w, true));
     ampc_tensor *x = rnd(R, C);
-    ASSERT_OK(ampc_autocast_begin(g_ctx, &(ampc_autocast_params){.dtype = AMPC_DTYPE_BF16, .enabled = true,
-                                                                 .cache_enabled = true}));
+    ASSERT_OK(ampc_autocast_begin(
+        g_ctx, &(ampc_autocast_params){.dtype = AMPC_DTYPE_BF16, .enabled = true, .cache_enabled = true}));
     ampci_frame f = ampci_frame_begin(g_ctx);
     ampc_tensor *y1 = ampci_frame_end(&f, ampc_tanh(g_ctx, ampc_linear(g_ctx, x, w, NULL)));
     assert_non_null(y1);
@@ -164,7 +163,7 @@ static void test_cached_weight_cast_survives(void **state) {
     f = ampci_frame_begin(g_ctx);
     ampc_tensor *y2 = ampci_frame_end(&f, ampc_tanh(g_ctx, ampc_linear(g_ctx, x, w, NULL)));
     ASSERT_OK(ampc_autocast_get_stats(g_ctx, &st1));
-    assert_int_equal(st1.cache_hits, st0.cache_hits + 1);   /* the second linear used the cached cast */
+    assert_int_equal(st1.cache_hits, st0.cache_hits + 1); /* the second linear used the cached cast */
     expect_values(y2, want, R * C);
     free(want);
     ASSERT_OK(ampc_backward(g_ctx, ampc_sum(g_ctx, ampc_add(g_ctx, y1, y2), NULL, 0, false)));
@@ -197,7 +196,8 @@ static ampc_tensor *forward(ampc_tensor *const *p, ampc_tensor *x, bool frames) 
 
 static void grads(ampc_tensor *const *p, const float *xv, bool frames, ampc_dtype lp, float *out) {
     if (lp != AMPC_DTYPE_F32)
-        ASSERT_OK(ampc_autocast_begin(g_ctx, &(ampc_autocast_params){.dtype = lp, .enabled = true, .cache_enabled = true}));
+        ASSERT_OK(
+            ampc_autocast_begin(g_ctx, &(ampc_autocast_params){.dtype = lp, .enabled = true, .cache_enabled = true}));
     ampc_tensor *x = ampc_tensor_from_buffer(g_ctx, AMPC_DTYPE_F32, 2, (int64_t[]){R, C}, xv, AMPC_DTYPE_F32);
     ampc_tensor *loss = forward(p, x, frames);
     if (lp != AMPC_DTYPE_F32) ampc_autocast_end(g_ctx);

@@ -27,7 +27,7 @@
  *
  * The operands, problems and the checks this file shares with test_amx.c are in gemm_harness.h. Set
  * AMPC_GEMM_BENCH=1 to print GFLOP/s for the benchmark shapes (nothing is asserted on speed). */
-#define _DEFAULT_SOURCE   /* MAP_ANONYMOUS */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include "gemm_harness.h"
 
 static bool g_avx512;
@@ -36,7 +36,7 @@ typedef struct variant {
     ampc_dtype dt;
     ampc_k_gemm_fn fn;
     const char *name;
-    bool bf16dp;   /* vdpbf16ps: sums below 2^-126 are flushed (FTZ) */
+    bool bf16dp; /* vdpbf16ps: sums below 2^-126 are flushed (FTZ) */
 } variant;
 static variant g_var[8];
 static int g_nvar;
@@ -51,12 +51,12 @@ static int setup(void **state) {
     kc_list l = kc_fast(AMPCI_SLOT_GEMM, KC_ANY);
     for (int i = 0; i < l.n; i++) {
         const ampci_kernel *e = l.e[i];
-        AMPCI_ASSERT(g_nvar < (int)(sizeof g_var / sizeof g_var[0]));   /* never silently untested */
+        AMPCI_ASSERT(g_nvar < (int)(sizeof g_var / sizeof g_var[0])); /* never silently untested */
         /* the kernels that need AVX512-BF16 are the vdpbf16ps ones, whose tiny sums are flushed */
         if (e->level != AMPC_ISA_AMX)
             g_var[g_nvar++] = (variant){e->dtype, e->fn.GEMM, e->name, (e->needs & AMPCI_FEAT(AVX512_BF16)) != 0};
     }
-    for (int v = 0; v < g_nvar; v++) gh_add(g_var[v].name, g_var[v].dt, g_var[v].fn);   /* the harness's tests */
+    for (int v = 0; v < g_nvar; v++) gh_add(g_var[v].name, g_var[v].dt, g_var[v].fn); /* the harness's tests */
     return 0;
 }
 
@@ -160,7 +160,7 @@ static void test_tile_edges(void **state) {
             for (size_t im = 0; im < sizeof Ms / sizeof Ms[0]; im++)
                 for (size_t in = 0; in < sizeof Ns / sizeof Ns[0]; in++)
                     for (size_t ik = 0; ik < sizeof Ks / sizeof Ks[0]; ik++) {
-                        if (Ms[im] == 169 && (Ks[ik] > 384 || in % 2)) continue;   /* keep it quick */
+                        if (Ms[im] == 169 && (Ks[ik] > 384 || in % 2)) continue; /* keep it quick */
                         double r = one(&g_var[v], Ms[im], Ns[in], Ks[ik], combo & 1, (combo >> 1) & 1,
                                        (combo >> 2) & 1 ? 1.0f : 0.0f, 3 + combo);
                         if (r > worst) worst = r;
@@ -176,12 +176,12 @@ static void test_tile_edges(void **state) {
  * same bits, and both agree with ref. */
 static void test_threads(void **state) {
     (void)state;
-    static const int64_t shapes[][3] = {{250, 200, 700}, {300, 130, 901}, {33, 1100, 2100}, {97, 45, 8000},
-                                        {1000, 256, 512}};
+    static const int64_t shapes[][3] = {
+        {250, 200, 700}, {300, 130, 901}, {33, 1100, 2100}, {97, 45, 8000}, {1000, 256, 512}};
     for (int v = 0; v < g_nvar; v++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
             for (int combo = 0; combo < 8; combo++) {
-                if ((s == 2 || s == 4) && combo % 3) continue;   /* the big ones: a few layouts */
+                if ((s == 2 || s == 4) && combo % 3) continue; /* the big ones: a few layouts */
                 const variant *var = &g_var[v];
                 prob p = prob_new(var->dt, shapes[s][0], shapes[s][1], shapes[s][2], combo & 1, (combo >> 1) & 1,
                                   (combo >> 2) & 1 ? 1.0f : 0.0f, 5);
@@ -234,8 +234,8 @@ static void test_nonfinite(void **state) {
         float *f = run(g_ctx2, g_var[v].fn, &p);
         for (int64_t i = 0; i < p.M; i++)
             for (int64_t j = 0; j < p.N; j++)
-                if (!isfinite(f[i * p.ldc + j])) FAILF("%s: beta 0 read the NaN in c[%lld, %lld]", g_var[v].name,
-                                                       (long long)i, (long long)j);
+                if (!isfinite(f[i * p.ldc + j]))
+                    FAILF("%s: beta 0 read the NaN in c[%lld, %lld]", g_var[v].name, (long long)i, (long long)j);
         free(f);
         prob_free(&p);
     }
@@ -253,7 +253,7 @@ static void test_bf16_subnormal(void **state) {
         /* subnormals scattered in a bigger problem: same answers as ref, 1 and 2 threads identical */
         for (int combo = 0; combo < 4; combo++) {
             prob p = prob_new(AMPC_DTYPE_BF16, 60, 70, 700, combo & 1, combo >> 1, 0.0f, 3);
-            gh_scatter_tiny(&p, combo, 0x1p-133f, 0x1p123f);   /* 2^-133 * 2^123 = 2^-10 */
+            gh_scatter_tiny(&p, combo, 0x1p-133f, 0x1p123f); /* 2^-133 * 2^123 = 2^-10 */
             float *r = run(g_ctx1, g_ref->gemm[AMPC_DTYPE_BF16], &p);
             float *f1 = run(g_ctx1, g_var[v].fn, &p);
             float *f2 = run(g_ctx2, g_var[v].fn, &p);
@@ -274,8 +274,7 @@ static void test_bf16_subnormal(void **state) {
  * last one. */
 static void test_guard_pages(void **state) {
     (void)state;
-    static const int64_t shapes[][3] = {{1, 1, 1},     {13, 33, 17},  {29, 65, 3},
-                                        {15, 31, 769}, {14, 32, 384}, {3, 7, 31}};
+    static const int64_t shapes[][3] = {{1, 1, 1}, {13, 33, 17}, {29, 65, 3}, {15, 31, 769}, {14, 32, 384}, {3, 7, 31}};
     for (int v = 0; v < g_nvar; v++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
             for (int combo = 0; combo < 8; combo++) {
@@ -293,10 +292,10 @@ static void test_bench(void **state) {
         printf("  (set AMPC_GEMM_BENCH=1 for GFLOP/s figures)\n");
         return;
     }
-    static const int64_t shapes[][3] = {{256, 256, 256},   {512, 512, 512},  {1024, 1024, 1024},
+    static const int64_t shapes[][3] = {{256, 256, 256},    {512, 512, 512},   {1024, 1024, 1024},
                                         {2048, 2048, 2048}, {2048, 1152, 384}, {2048, 384, 1536},
                                         {2048, 384, 384},   {256, 256, 64},    {128, 784, 1024}};
-    const char *only = getenv("AMPC_GEMM_BENCH_LAYOUT");   /* "nn", "nt", "tn", "tt" (default nn) */
+    const char *only = getenv("AMPC_GEMM_BENCH_LAYOUT"); /* "nn", "nt", "tn", "tt" (default nn) */
     bool ta = only && only[0] == 't', tb = only && only[1] == 't';
     printf("  GFLOP/s, best of 5 (layout %c%c, beta 0)\n", ta ? 't' : 'n', tb ? 't' : 'n');
     printf("  %-20s", "M x N x K");
@@ -323,10 +322,10 @@ static void test_bench(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_table),       cmocka_unit_test(test_degenerate),   cmocka_unit_test(test_nonfinite),
-        cmocka_unit_test(test_bf16_subnormal), cmocka_unit_test(test_oom),       cmocka_unit_test(test_guard_pages),
-        cmocka_unit_test(test_threads),
-        cmocka_unit_test(test_tile_edges),  cmocka_unit_test(test_sizes),        cmocka_unit_test(test_bench),
+        cmocka_unit_test(test_table),          cmocka_unit_test(test_degenerate), cmocka_unit_test(test_nonfinite),
+        cmocka_unit_test(test_bf16_subnormal), cmocka_unit_test(test_oom),        cmocka_unit_test(test_guard_pages),
+        cmocka_unit_test(test_threads),        cmocka_unit_test(test_tile_edges), cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_bench),
     };
     return cmocka_run_group_tests(tests, setup, gh_teardown);
 }

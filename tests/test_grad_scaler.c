@@ -62,8 +62,8 @@ static int64_t tracker(const ampc_grad_scaler *gs) {
 static void test_update_rule_sequence(void **state) {
     (void)state;
     one o = one_new(AMPC_DTYPE_F32, "w");
-    ampc_grad_scaler *gs = scaler((ampc_grad_scaler_params){.init_scale = 4, .growth_factor = 2, .backoff_factor = 0.25,
-                                                            .growth_interval = 2});
+    ampc_grad_scaler *gs = scaler(
+        (ampc_grad_scaler_params){.init_scale = 4, .growth_factor = 2, .backoff_factor = 0.25, .growth_interval = 2});
     iterate(gs, &o, false);
     assert_true(tracker(gs) == 1 && ampc_grad_scaler_get_scale(gs) == 4.0);
     iterate(gs, &o, false);
@@ -78,9 +78,10 @@ static void test_update_rule_sequence(void **state) {
 static void test_will_not_overflow(void **state) {
     (void)state;
     one o = one_new(AMPC_DTYPE_F32, "w");
-    ampc_grad_scaler *gs = scaler((ampc_grad_scaler_params){.init_scale = 1e38, .growth_factor = 16, .growth_interval = 1});
+    ampc_grad_scaler *gs = scaler(
+        (ampc_grad_scaler_params){.init_scale = 1e38, .growth_factor = 16, .growth_interval = 1});
     iterate(gs, &o, false);
-    assert_true(ampc_grad_scaler_get_scale(gs) == (double)1e38f);   /* growth to inf refused, tracker reset */
+    assert_true(ampc_grad_scaler_get_scale(gs) == (double)1e38f); /* growth to inf refused, tracker reset */
     assert_int_equal(tracker(gs), 0);
     ampc_grad_scaler_free(gs);
     one_free(&o);
@@ -105,8 +106,8 @@ static void test_unscale_dtypes(void **state) {
         ASSERT_OK(ampc_grad_scaler_update(gs));
         /* a NaN in one element */
         set_grad(&o, 1.0);
-        ASSERT_OK(ampc_tensor_fill(ampc_tensor_slice(ampc_tensor_reshape(ampc_tensor_grad(o.w), 1, (int64_t[]){400}),
-                                                     0, 397, 398, 1), NAN));
+        ASSERT_OK(ampc_tensor_fill(
+            ampc_tensor_slice(ampc_tensor_reshape(ampc_tensor_grad(o.w), 1, (int64_t[]){400}), 0, 397, 398, 1), NAN));
         bool stepped = true;
         ASSERT_OK(ampc_grad_scaler_step(gs, o.opt, &stepped));
         assert_false(stepped);
@@ -136,14 +137,16 @@ static void test_state_machine_errors(void **state) {
     assert_int_equal(ampc_grad_scaler_unscale(gs, o.opt), AMPC_STATUS_STATE);
     ASSERT_ERROR_MENTIONS("after step()");
     ASSERT_OK(ampc_grad_scaler_update(gs));
-    ASSERT_OK(ampc_grad_scaler_unscale(gs, o.opt));   /* READY again */
+    ASSERT_OK(ampc_grad_scaler_unscale(gs, o.opt)); /* READY again */
     ampc_grad_scaler_free(gs);
     one_free(&o);
-    assert_int_equal(ampc_grad_scaler_new(g_ctx, &(ampc_grad_scaler_params){.growth_factor = 0.9, .enabled = true}, &gs),
-                     AMPC_STATUS_INVALID_ARG);
+    assert_int_equal(
+        ampc_grad_scaler_new(g_ctx, &(ampc_grad_scaler_params){.growth_factor = 0.9, .enabled = true}, &gs),
+        AMPC_STATUS_INVALID_ARG);
     ASSERT_ERROR_MENTIONS("growth_factor must be > 1");
-    assert_int_equal(ampc_grad_scaler_new(g_ctx, &(ampc_grad_scaler_params){.backoff_factor = 1.5, .enabled = true}, &gs),
-                     AMPC_STATUS_INVALID_ARG);
+    assert_int_equal(
+        ampc_grad_scaler_new(g_ctx, &(ampc_grad_scaler_params){.backoff_factor = 1.5, .enabled = true}, &gs),
+        AMPC_STATUS_INVALID_ARG);
 }
 
 /* test_params_invalidated_with_grads_invalidated_between_unscale_and_step */
@@ -153,11 +156,11 @@ static void test_found_inf_decided_at_unscale(void **state) {
     ampc_grad_scaler *gs = scaler((ampc_grad_scaler_params){0});
     set_grad(&o, 1.0);
     ASSERT_OK(ampc_grad_scaler_unscale(gs, o.opt));
-    ASSERT_OK(ampc_tensor_fill(ampc_tensor_grad(o.w), INFINITY));   /* broken after the check */
+    ASSERT_OK(ampc_tensor_fill(ampc_tensor_grad(o.w), INFINITY)); /* broken after the check */
     bool stepped = false;
     ASSERT_OK(ampc_grad_scaler_step(gs, o.opt, &stepped));
     assert_true(stepped);
-    assert_false(ampc_all_finite(o.w));                              /* ... and applied */
+    assert_false(ampc_all_finite(o.w)); /* ... and applied */
     ampc_grad_scaler_free(gs);
     one_free(&o);
 }
@@ -165,14 +168,14 @@ static void test_found_inf_decided_at_unscale(void **state) {
 /* ---- the scaling harness of _run_scaling_case: Linear(8, 8) x 2, MSE, SGD lr 1, 4 iterations ---- */
 
 typedef struct model {
-    ampc_tensor *p[4];   /* w0, b0, w1, b1 */
+    ampc_tensor *p[4]; /* w0, b0, w1, b1 */
     ampc_optim *opt;
 } model;
 
 static model model_new(uint64_t seed) {
     model m;
     ampc_rng saved = *ampc_ctx_rng(g_ctx);
-    *ampc_ctx_rng(g_ctx) = ampc_rng_make(seed, 9);   /* identical initial weights for control and scaling */
+    *ampc_ctx_rng(g_ctx) = ampc_rng_make(seed, 9); /* identical initial weights for control and scaling */
     static const char *names[4] = {"0.weight", "0.bias", "1.weight", "1.bias"};
     for (int i = 0; i < 4; i++) {
         m.p[i] = i % 2 ? ampc_tensor_new(g_ctx, AMPC_DTYPE_F32, 1, (int64_t[]){8})
@@ -206,7 +209,8 @@ static ampc_tensor *loss_of(model *m, int i, double divide) {
 
 static void assert_same_params(model *a, model *b) {
     for (int i = 0; i < 4; i++)
-        assert_memory_equal(ampc_tensor_data(a->p[i]), ampc_tensor_data(b->p[i]), (size_t)ampc_tensor_numel(a->p[i]) * 4);
+        assert_memory_equal(ampc_tensor_data(a->p[i]), ampc_tensor_data(b->p[i]),
+                            (size_t)ampc_tensor_numel(a->p[i]) * 4);
 }
 
 enum { SKIP_ITER = 2 };
@@ -217,8 +221,8 @@ static void test_scaling_harness(void **state) {
     for (int enabled = 1; enabled >= 0; enabled--) {
         model ctl = model_new(7), sc = model_new(7);
         ampc_grad_scaler *gs;
-        ASSERT_OK(ampc_grad_scaler_new(g_ctx, &(ampc_grad_scaler_params){.init_scale = 128, .growth_interval = 1,
-                                                                          .enabled = enabled}, &gs));
+        ASSERT_OK(ampc_grad_scaler_new(
+            g_ctx, &(ampc_grad_scaler_params){.init_scale = 128, .growth_interval = 1, .enabled = enabled}, &gs));
         for (int i = 0; i < 4; i++) {
             ASSERT_OK(ampc_backward(g_ctx, loss_of(&ctl, i, 1)));
             if (!enabled || i != SKIP_ITER) ASSERT_OK(ampc_optim_step(ctl.opt));
@@ -232,7 +236,7 @@ static void test_scaling_harness(void **state) {
         }
         /* 128 * growth^unskipped * backoff^skipped, or 1 when disabled */
         assert_true(ampc_grad_scaler_get_scale(gs) == (enabled ? 128.0 * 8 * 0.5 : 1.0));
-        assert_same_params(&ctl, &sc);   /* exact: scaling by powers of two loses nothing */
+        assert_same_params(&ctl, &sc); /* exact: scaling by powers of two loses nothing */
         ampc_grad_scaler_state st;
         ASSERT_OK(ampc_grad_scaler_state_save(gs, &st));
         assert_int_equal(st.skipped_steps, enabled ? 1 : 0);
@@ -251,7 +255,8 @@ static void test_two_optimizers_one_skipped(void **state) {
         ASSERT_OK(ampc_optim_step(c0.opt));
         if (i != SKIP_ITER) ASSERT_OK(ampc_optim_step(c1.opt));
         ampc_optim_zero_grad(c0.opt), ampc_optim_zero_grad(c1.opt);
-        ampc_tensor *l0 = ampc_grad_scaler_scale(gs, loss_of(&s0, i, 1)), *l1 = ampc_grad_scaler_scale(gs, loss_of(&s1, i, 1));
+        ampc_tensor *l0 = ampc_grad_scaler_scale(gs, loss_of(&s0, i, 1)),
+                    *l1 = ampc_grad_scaler_scale(gs, loss_of(&s1, i, 1));
         ASSERT_OK(ampc_backward(g_ctx, ampc_add(g_ctx, l0, l1)));
         if (i == SKIP_ITER) ASSERT_OK(ampc_tensor_fill(ampc_tensor_grad(s1.p[0]), INFINITY));
         bool st0, st1;
@@ -287,7 +292,7 @@ static void test_clipping_after_unscale(void **state) {
         ASSERT_OK(ampc_backward(g_ctx, ampc_grad_scaler_scale(gs, loss_of(&sc, i, 1))));
         ASSERT_OK(ampc_grad_scaler_unscale(gs, sc.opt));
         ASSERT_OK(ampc_clip_grad_norm(sc.opt, 0.2, &n2));
-        assert_true(n1 == n2 && n1 > 0.2);   /* the norm is of the unscaled gradients, and clipping happened */
+        assert_true(n1 == n2 && n1 > 0.2); /* the norm is of the unscaled gradients, and clipping happened */
         ASSERT_OK(ampc_grad_scaler_step(gs, sc.opt, NULL));
         ASSERT_OK(ampc_grad_scaler_update(gs));
         ampc_optim_zero_grad(sc.opt);
@@ -334,8 +339,12 @@ static void test_gradient_accumulation(void **state) {
 static void test_state_round_trip(void **state) {
     (void)state;
     one o = one_new(AMPC_DTYPE_F32, "w");
-    ampc_grad_scaler *a = scaler((ampc_grad_scaler_params){.init_scale = 3, .growth_factor = 4, .backoff_factor = 0.5,
-                                                           .growth_interval = 2, .hysteresis = 2, .max_scale = 1e6});
+    ampc_grad_scaler *a = scaler((ampc_grad_scaler_params){.init_scale = 3,
+                                                           .growth_factor = 4,
+                                                           .backoff_factor = 0.5,
+                                                           .growth_interval = 2,
+                                                           .hysteresis = 2,
+                                                           .max_scale = 1e6});
     iterate(a, &o, false);
     iterate(a, &o, true);
     iterate(a, &o, false);
@@ -368,24 +377,24 @@ static void test_hysteresis_min_max(void **state) {
     one o = one_new(AMPC_DTYPE_F32, "w");
     ampc_grad_scaler *h = scaler((ampc_grad_scaler_params){.init_scale = 64, .growth_interval = 2, .hysteresis = 2});
     iterate(h, &o, true);
-    assert_true(ampc_grad_scaler_get_scale(h) == 64);   /* first overflow since growth: delayed */
+    assert_true(ampc_grad_scaler_get_scale(h) == 64); /* first overflow since growth: delayed */
     iterate(h, &o, true);
-    assert_true(ampc_grad_scaler_get_scale(h) == 32);   /* second: backs off */
+    assert_true(ampc_grad_scaler_get_scale(h) == 32); /* second: backs off */
     iterate(h, &o, true);
-    assert_true(ampc_grad_scaler_get_scale(h) == 16);   /* exhausted until the next growth */
+    assert_true(ampc_grad_scaler_get_scale(h) == 16); /* exhausted until the next growth */
     iterate(h, &o, false), iterate(h, &o, false);
-    assert_true(ampc_grad_scaler_get_scale(h) == 32);   /* growth refills the hysteresis */
+    assert_true(ampc_grad_scaler_get_scale(h) == 32); /* growth refills the hysteresis */
     iterate(h, &o, true);
     assert_true(ampc_grad_scaler_get_scale(h) == 32);
     ampc_grad_scaler_state st;
     ASSERT_OK(ampc_grad_scaler_state_save(h, &st));
-    assert_int_equal(st.skipped_steps, 4);   /* every overflow skips its step, delayed or not */
-    ampc_grad_scaler *m = scaler((ampc_grad_scaler_params){.init_scale = 4, .min_scale = 1, .max_scale = 16,
-                                                           .growth_interval = 1});
+    assert_int_equal(st.skipped_steps, 4); /* every overflow skips its step, delayed or not */
+    ampc_grad_scaler *m = scaler(
+        (ampc_grad_scaler_params){.init_scale = 4, .min_scale = 1, .max_scale = 16, .growth_interval = 1});
     for (int i = 0; i < 5; i++) iterate(m, &o, true);
-    assert_true(ampc_grad_scaler_get_scale(m) == 1);    /* floored at min_scale (PyTorch would reach 0.125) */
+    assert_true(ampc_grad_scaler_get_scale(m) == 1); /* floored at min_scale (PyTorch would reach 0.125) */
     for (int i = 0; i < 10; i++) iterate(m, &o, false);
-    assert_true(ampc_grad_scaler_get_scale(m) == 16);   /* capped at max_scale */
+    assert_true(ampc_grad_scaler_get_scale(m) == 16); /* capped at max_scale */
     /* the tutorials' DynamicLossScaler: x1.01 after every clean step, x0.5 on overflow */
     ampc_grad_scaler *t = scaler((ampc_grad_scaler_params){.growth_factor = 1.01, .growth_interval = 1});
     iterate(t, &o, false);
@@ -403,7 +412,7 @@ static void test_disabled_is_bit_identical(void **state) {
     (void)state;
     model plain = model_new(6), amp = model_new(6);
     ampc_grad_scaler *gs;
-    ASSERT_OK(ampc_grad_scaler_new(g_ctx, &(ampc_grad_scaler_params){.init_scale = 1024}, &gs));   /* enabled = false */
+    ASSERT_OK(ampc_grad_scaler_new(g_ctx, &(ampc_grad_scaler_params){.init_scale = 1024}, &gs)); /* enabled = false */
     assert_false(ampc_grad_scaler_enabled(gs));
     for (int i = 0; i < 4; i++) {
         ASSERT_OK(ampc_backward(g_ctx, loss_of(&plain, i, 1)));

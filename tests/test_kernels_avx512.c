@@ -59,14 +59,13 @@ static void erf_rows(float *y, const float *x, int64_t n) {
 #define SUB_FLOOR (4 * 0x1p-149)
 #define SWEEP_STRIDE 37u
 
-static const struct ampc_kernels *R;   /* the ref level's table: every cell holds its ref entry */
+static const struct ampc_kernels *R; /* the ref level's table: every cell holds its ref entry */
 static const int64_t SIZES[] = {0, 1, 2, 3, 7, 15, 16, 17, 31, 32, 33, 47, 64, 100, 1000, 4099};
 #define NSIZES (sizeof SIZES / sizeof SIZES[0])
 
 static double gam(int64_t n) { return (double)n * 0x1p-53 / (1.0 - (double)n * 0x1p-53); }
 
 /* ---- buffers and comparisons ---- */
-
 
 /* got equals ref bit for bit over n values plus the guard, except that where two NaN operands met, the
  * result may carry either one's payload: IEEE 754 and C leave that choice open (gcc swaps the operands
@@ -120,9 +119,9 @@ static double now(void) {
 static void test_table(void **state) {
     (void)state;
     static const ampci_slot slots[] = {
-        AMPCI_SLOT_UNARY,   AMPCI_SLOT_UNARY_BW, AMPCI_SLOT_BINARY,       AMPCI_SLOT_SOFTMAX, AMPCI_SLOT_SOFTMAX_BW,
-        AMPCI_SLOT_LAYERNORM, AMPCI_SLOT_LAYERNORM_BW, AMPCI_SLOT_XENT,  AMPCI_SLOT_XENT_BW, AMPCI_SLOT_EMBEDDING_BW,
-        AMPCI_SLOT_SGD,     AMPCI_SLOT_ADAMW,    AMPCI_SLOT_UNSCALE,      AMPCI_SLOT_SUMSQ};   /* with optim's */
+        AMPCI_SLOT_UNARY,     AMPCI_SLOT_UNARY_BW,     AMPCI_SLOT_BINARY,  AMPCI_SLOT_SOFTMAX, AMPCI_SLOT_SOFTMAX_BW,
+        AMPCI_SLOT_LAYERNORM, AMPCI_SLOT_LAYERNORM_BW, AMPCI_SLOT_XENT,    AMPCI_SLOT_XENT_BW, AMPCI_SLOT_EMBEDDING_BW,
+        AMPCI_SLOT_SGD,       AMPCI_SLOT_ADAMW,        AMPCI_SLOT_UNSCALE, AMPCI_SLOT_SUMSQ}; /* with optim's */
     const struct ampc_kernels *A = ampci_kernels(AMPC_ISA_AVX512);
     if (A->isa < AMPC_ISA_AVX512) {
         print_message("  note: the avx512 level is lowered to %s here: its table is not checked\n",
@@ -170,7 +169,7 @@ static void test_unary_bitexact(void **state) {
             ampc_k_binary_fn f = bin.e[i]->fn.BINARY, fr = kc_ref(bin.e[i])->fn.BINARY;
             f(a, x, y, n), fr(r, x, y, n);
             check_exact(a, r, n, in + 1, 2, bin.e[i]->name);
-            memcpy(a, x, (size_t)n * 4);   /* in place, as the kernels allow */
+            memcpy(a, x, (size_t)n * 4); /* in place, as the kernels allow */
             f(a, a, y, n), fr(r, x, y, n);
             check_exact(a, r, n, in + 1, 2, "binary in place");
         }
@@ -182,19 +181,23 @@ static void test_unary_bitexact(void **state) {
 
 typedef void (*row_fn)(float *y, const float *x, int64_t n);
 
-static const float SPECIALS[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 1.0f, -1.0f, FLT_MIN, -FLT_MIN,
-                                 0x1p-149f, -0x1p-149f, FLT_MAX, -FLT_MAX, 88.72283f, 88.72284f, -87.33655f,
-                                 -103.97208f, -103.97209f, -104.0f, 0.75f, -0.75f, 9.0f, 1.0f - 0x1p-24f, 4.0f,
-                                 -4.0f, 1e-30f, -1e-30f, 0x1.fffffep-127f, 20.0f, -20.0f, 1e10f, -1e10f};
+static const float SPECIALS[] = {0.0f,      -0.0f,      INFINITY,    -INFINITY,        NAN,
+                                 -NAN,      1.0f,       -1.0f,       FLT_MIN,          -FLT_MIN,
+                                 0x1p-149f, -0x1p-149f, FLT_MAX,     -FLT_MAX,         88.72283f,
+                                 88.72284f, -87.33655f, -103.97208f, -103.97209f,      -104.0f,
+                                 0.75f,     -0.75f,     9.0f,        1.0f - 0x1p-24f,  4.0f,
+                                 -4.0f,     1e-30f,     -1e-30f,     0x1.fffffep-127f, 20.0f,
+                                 -20.0f,    1e10f,      -1e10f};
 #define NSPECIALS (sizeof SPECIALS / sizeof SPECIALS[0])
 
-enum { CH = 4096 };   /* floats per chunk of a sweep */
+enum { CH = 4096 }; /* floats per chunk of a sweep */
 
 /* The sweep's chunk from bit pattern b on: every SWEEP_STRIDE-th pattern into x (the specials first in
  * chunk 0); returns how many. */
 static int64_t sweep_chunk(float *x, uint64_t b) {
     int64_t n = 0;
-    if (b == 0) for (; n < (int64_t)NSPECIALS; n++) x[n] = SPECIALS[n];
+    if (b == 0)
+        for (; n < (int64_t)NSPECIALS; n++) x[n] = SPECIALS[n];
     for (; n < CH && b + (uint64_t)n * SWEEP_STRIDE < (1ull << 32); n++)
         x[n] = tu_float((uint32_t)(b + (uint64_t)n * SWEEP_STRIDE));
     return n;
@@ -215,7 +218,9 @@ static double sweep_ulps(row_fn f, row_fn g, float *worst_x) {
     return worst;
 }
 
-static void ref_erf(float *y, const float *x, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = erff(x[i]); }
+static void ref_erf(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = erff(x[i]);
+}
 
 /* The special values, exactly, through an exp, log or tanh kernel (or erf_rows: op KC_ANY). */
 static void transcendental_specials(int op, ampc_k_unary_fn f) {
@@ -232,7 +237,7 @@ static void transcendental_specials(int op, ampc_k_unary_fn f) {
     } else if (op == AMPCI_UNARY_TANH) {
         assert_true(y[0] == -1 && y[1] == 1 && isnan(y[2]) && tu_bits(y[3]) == 0 && tu_bits(y[4]) == 0x80000000u);
         assert_true(y[8] == 0x1p-149f);
-    } else if (op == KC_ANY) {   /* erf */
+    } else if (op == KC_ANY) { /* erf */
         assert_true(y[0] == -1 && y[1] == 1 && isnan(y[2]) && tu_bits(y[3]) == 0 && tu_bits(y[4]) == 0x80000000u);
         assert_true(y[7] == -1);
     }
@@ -252,11 +257,11 @@ static void test_transcendental_ulps(void **state) {
     kc_list fw = kc_fast(AMPCI_SLOT_UNARY, KC_ANY);
     for (int i = 0; i < fw.n; i++) {
         int op = fw.e[i]->op;
-        if (bound[op] == 0) continue;   /* exact ones (test_unary_bitexact) and the GELUs (test_gelu) */
+        if (bound[op] == 0) continue; /* exact ones (test_unary_bitexact) and the GELUs (test_gelu) */
         check_ulps(fw.e[i]->name, fw.e[i]->fn.UNARY, kc_ref(fw.e[i])->fn.UNARY, bound[op]);
         transcendental_specials(op, fw.e[i]->fn.UNARY);
     }
-    if (ampc_cpu()->best >= AMPC_ISA_AVX512) {   /* vm_erf is not a kernel: through vmath_avx512.h */
+    if (ampc_cpu()->best >= AMPC_ISA_AVX512) { /* vm_erf is not a kernel: through vmath_avx512.h */
         check_ulps("vm_erf", erf_rows, ref_erf, 1);
         transcendental_specials(KC_ANY, erf_rows);
     }
@@ -321,8 +326,10 @@ static void fill_rows(float *x, int64_t cols, int kind, uint64_t seed) {
     kc_fill_normal(s, cols, 1.0f, 2.0f, seed + 4);
     if (kind == 0) s[cols / 2] = NAN;
     if (kind == 1) s[cols - 1] = INFINITY;
-    if (kind == 2) for (int64_t c = 0; c < cols; c++) s[c] = -INFINITY;
-    if (kind == 3) for (int64_t c = 0; c < cols; c++) s[c] *= 1e37f;
+    if (kind == 2)
+        for (int64_t c = 0; c < cols; c++) s[c] = -INFINITY;
+    if (kind == 3)
+        for (int64_t c = 0; c < cols; c++) s[c] *= 1e37f;
 }
 
 static void softmax_tol(double *tol, const float *x, const float *gy, const float *y, int64_t cols, bool logsm,
@@ -332,10 +339,11 @@ static void softmax_tol(double *tol, const float *x, const float *gy, const floa
         const float *xr = x + r * cols, *yr = y + r * cols, *gr = gy + r * cols;
         double mx = -INFINITY, s = 0, sabs = 0;
         for (int64_t c = 0; c < cols; c++) mx = xr[c] > mx ? xr[c] : mx;
-        if (bwd) for (int64_t c = 0; c < cols; c++) {
-            double t = logsm ? gr[c] : (double)gr[c] * yr[c];
-            s += t, sabs += fabs(t);
-        }
+        if (bwd)
+            for (int64_t c = 0; c < cols; c++) {
+                double t = logsm ? gr[c] : (double)gr[c] * yr[c];
+                s += t, sabs += fabs(t);
+            }
         double ds = 2 * g * sabs + 2 * U * fabs(s);
         for (int64_t c = 0; c < cols; c++) {
             double yv = fabs((double)yr[c]), d = fabs((double)xr[c] - (mx == -INFINITY ? 0 : mx));
@@ -366,7 +374,7 @@ static void test_softmax(void **state) {
                     fw.e[i]->fn.SOFTMAX(a, x, ROWS, cols, lg);
                     worst[lg] = fmax(worst[lg], check_tol(a, r, tol, n, kc_named(fw.e[i], lg ? "log" : "")));
                 }
-                memcpy(y, r, (size_t)n * 4);   /* the backward reads ref's output */
+                memcpy(y, r, (size_t)n * 4); /* the backward reads ref's output */
                 R->softmax_bw(r, gy, y, ROWS, cols, lg);
                 softmax_tol(tol, x, gy, y, cols, lg, true);
                 for (int i = 0; i < bw.n; i++) {
@@ -424,7 +432,7 @@ static void test_layernorm(void **state) {
     kc_list fw = kc_fast(AMPCI_SLOT_LAYERNORM, KC_ANY), bw = kc_fast(AMPCI_SLOT_LAYERNORM_BW, KC_ANY);
     double worst[2] = {0};
     for (size_t ci = 0; ci < NCOLS; ci++)
-        for (int var = 0; var < 4; var++) {   /* w and b present or not; means 0 and 1000 */
+        for (int var = 0; var < 4; var++) { /* w and b present or not; means 0 and 1000 */
             int64_t cols = COLS[ci], n = ROWS * cols;
             float *x = kc_fbuf(n), *a = kc_fbuf(n), *r = kc_fbuf(n), *gy = kc_fbuf(n);
             float *w = kc_fbuf(cols), *b = kc_fbuf(cols);
@@ -433,7 +441,7 @@ static void test_layernorm(void **state) {
             double *tol = malloc((size_t)n * sizeof *tol), tm[ROWS], trs[ROWS];
             kc_fill_normal(x, n, var >= 2 ? 1000.0f : 0.0f, 2.0f, 5 + (uint64_t)cols);
             x[4 * cols + cols / 3] = var == 1 ? NAN : var == 3 ? INFINITY : x[4 * cols + cols / 3];
-            for (int64_t c = 0; c < cols; c++) x[3 * cols + c] = 0.25f;   /* a constant row: variance 0 */
+            for (int64_t c = 0; c < cols; c++) x[3 * cols + c] = 0.25f; /* a constant row: variance 0 */
             kc_fill_normal(w, cols, 1.0f, 0.5f, 6), kc_fill_normal(b, cols, 0.0f, 1.0f, 7);
             kc_fill_normal(gy, n, 0.0f, 1.0f, 8);
             const float *wp = var & 1 ? NULL : w, *bp = var & 1 ? NULL : b;
@@ -453,7 +461,7 @@ static void test_layernorm(void **state) {
                 worst[1] = fmax(worst[1], check_tol(a, r, tol, n, bw.e[i]->name));
                 kc_check_bits(gwa, gwr, (size_t)(cols + KC_GUARD) * 4, kc_named(bw.e[i], "gw"), cols);
                 kc_check_bits(gba, gbr, (size_t)(cols + KC_GUARD) * 4, kc_named(bw.e[i], "gb"), cols);
-                f(a, NULL, gba, gy, x, mr, sr, wp, ROWS, cols);   /* one of the two wanted */
+                f(a, NULL, gba, gy, x, mr, sr, wp, ROWS, cols); /* one of the two wanted */
                 kc_check_bits(gba, gbr, (size_t)(cols + KC_GUARD) * 4, kc_named(bw.e[i], "gb alone"), cols);
             }
             free(x), free(a), free(r), free(gy), free(w), free(b), free(ma), free(mr), free(sa), free(sr);
@@ -464,8 +472,8 @@ static void test_layernorm(void **state) {
 
 /* ---- cross-entropy ---- */
 
-static void xent_bw_tol(double *tol, const float *x, const float *lse, const float *r, const int64_t *t,
-                        int64_t cols, float scale) {
+static void xent_bw_tol(double *tol, const float *x, const float *lse, const float *r, const int64_t *t, int64_t cols,
+                        float scale) {
     double g = gam(cols);
     for (int i = 0; i < ROWS; i++) {
         double others = 0;
@@ -475,8 +483,9 @@ static void xent_bw_tol(double *tol, const float *x, const float *lse, const flo
             tol[i * cols + c] = fabs(scale) * 2 * E_EXP * U * p + 2 * U * fabs((double)r[i * cols + c]);
             tol[i * cols + c] += SUB_FLOOR;
         }
-        if (t[i] != -100) tol[i * cols + t[i]] = fabs(scale) * (2 * E_EXP * U + 2 * g + 2 * U) * others +
-                                                 2 * U * fabs((double)r[i * cols + t[i]]) + SUB_FLOOR;
+        if (t[i] != -100)
+            tol[i * cols + t[i]] = fabs(scale) * (2 * E_EXP * U + 2 * g + 2 * U) * others +
+                                   2 * U * fabs((double)r[i * cols + t[i]]) + SUB_FLOOR;
     }
 }
 
@@ -494,8 +503,8 @@ static void test_xent(void **state) {
             fill_rows(x, cols, kind, 3 * (uint64_t)cols + (uint64_t)kind);
             uint64_t s = 99 + (uint64_t)cols;
             for (int i = 0; i < ROWS; i++) t[i] = (int64_t)(tu_rand(&s) % (uint64_t)cols);
-            t[1] = -100;               /* ignored */
-            if (cols > 3) t[3] = 0;    /* a target at -inf: loss inf */
+            t[1] = -100;            /* ignored */
+            if (cols > 3) t[3] = 0; /* a target at -inf: loss inf */
             R->xent(lr, sr, x, t, ROWS, cols, -100);
             for (int i = 0; i < ROWS; i++) {
                 ts[i] = 2 * E_EXP * U + 2 * g + 2 * U * fabs((double)sr[i]);
@@ -666,11 +675,16 @@ static void test_bench(void **state) {
 int main(void) {
     R = ampci_kernels(AMPC_ISA_REF);
     for (int slot = AMPCI_SLOT_UNARY; slot <= AMPCI_SLOT_EMBEDDING_BW; slot++) kc_note_unusable((ampci_slot)slot);
-    struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_table),         cmocka_unit_test(test_unary_bitexact), cmocka_unit_test(test_gelu),
-        cmocka_unit_test(test_transcendental_ulps), cmocka_unit_test(test_softmax), cmocka_unit_test(test_layernorm),
-        cmocka_unit_test(test_xent),          cmocka_unit_test(test_embedding_bw),
-        cmocka_unit_test(test_split_invariance), cmocka_unit_test(test_bench)};
+    struct CMUnitTest tests[] = {cmocka_unit_test(test_table),
+                                 cmocka_unit_test(test_unary_bitexact),
+                                 cmocka_unit_test(test_gelu),
+                                 cmocka_unit_test(test_transcendental_ulps),
+                                 cmocka_unit_test(test_softmax),
+                                 cmocka_unit_test(test_layernorm),
+                                 cmocka_unit_test(test_xent),
+                                 cmocka_unit_test(test_embedding_bw),
+                                 cmocka_unit_test(test_split_invariance),
+                                 cmocka_unit_test(test_bench)};
     size_t n = sizeof tests / sizeof tests[0] - (getenv("AMPC_KERNEL_BENCH") ? 0 : 1);
     return _cmocka_run_group_tests("kernels_avx512", tests, n, NULL, NULL);
 }

@@ -9,7 +9,7 @@
  *               depend on the kernel level). */
 #include "kernel_check.h"
 
-static const struct ampc_kernels *R;   /* the ref level's table: every cell holds its ref entry */
+static const struct ampc_kernels *R; /* the ref level's table: every cell holds its ref entry */
 static const int64_t SIZES[] = {0, 1, 2, 3, 7, 15, 16, 17, 31, 32, 33, 47, 64, 100, 1000, 4099};
 #define NSIZES (sizeof SIZES / sizeof SIZES[0])
 
@@ -35,8 +35,9 @@ static void test_sgd(void **state) {
                 float *ba = kc_fbuf(n), *br = kc_fbuf(n), *v = kc_fbuf(n);
                 optim_inputs(wa, g, ba, v, n, 20 + (uint64_t)n);
                 memcpy(wr, wa, (size_t)(n + KC_GUARD) * 4), memcpy(br, ba, (size_t)(n + KC_GUARD) * 4);
-                ampci_sgd_args sa = {0.1f, combo & 1 ? 0.01f : 0.0f, combo & 2 ? 0.9f : 0.0f,
-                                     combo & 4 ? 0.1f : 0.0f, (combo & 8) != 0, true};
+                ampci_sgd_args sa = {
+                    0.1f, combo & 1 ? 0.01f : 0.0f, combo & 2 ? 0.9f : 0.0f, combo & 4 ? 0.1f : 0.0f, (combo & 8) != 0,
+                    true};
                 for (int step = 0; step < 3; step++, sa.first = false) {
                     l.e[e]->fn.SGD(wa, g, ba, n, &sa), R->sgd(wr, g, br, n, &sa);
                     kc_check_bits(wa, wr, (size_t)(n + KC_GUARD) * 4, kc_named(l.e[e], "w"), n);
@@ -48,7 +49,7 @@ static void test_sgd(void **state) {
 
 static void test_adamw(void **state) {
     (void)state;
-    static const float beta1s[] = {0.9f, 0.3f, 0.5f};   /* lerp weight 1 - beta1 below, above, at 0.5 */
+    static const float beta1s[] = {0.9f, 0.3f, 0.5f}; /* lerp weight 1 - beta1 below, above, at 0.5 */
     kc_list l = kc_fast(AMPCI_SLOT_ADAMW, KC_ANY);
     for (int e = 0; e < l.n; e++)
         for (size_t si = 0; si < NSIZES; si++)
@@ -61,8 +62,9 @@ static void test_adamw(void **state) {
                 memcpy(vr, va, (size_t)(n + KC_GUARD) * 4);
                 for (int t = 1; t <= 3; t++) {
                     double lr = 1e-3, b1 = beta1s[bi], b2 = 0.999;
-                    ampci_adamw_args aa = {(float)(1.0 - lr * 0.1), (float)b1, (float)b2, 1e-8f,
-                                           (float)(lr / (1.0 - pow(b1, t))), (float)sqrt(1.0 - pow(b2, t))};
+                    ampci_adamw_args aa = {
+                        (float)(1.0 - lr * 0.1),      (float)b1, (float)b2, 1e-8f, (float)(lr / (1.0 - pow(b1, t))),
+                        (float)sqrt(1.0 - pow(b2, t))};
                     l.e[e]->fn.ADAMW(wa, g, ma, va, n, &aa), R->adamw(wr, g, mr, vr, n, &aa);
                     kc_check_bits(wa, wr, (size_t)(n + KC_GUARD) * 4, kc_named(l.e[e], "w"), n);
                     kc_check_bits(ma, mr, (size_t)(n + KC_GUARD) * 4, kc_named(l.e[e], "m"), n);
@@ -99,7 +101,7 @@ static void test_unscale(void **state) {
     (void)state;
     enum { ALL16 = 65536 + 64 };
     uint16_t *h = malloc(ALL16 * 2);
-    for (uint32_t i = 0; i < ALL16; i++) h[i] = (uint16_t)(i * 0x9e37u);   /* a permutation: all 65536 */
+    for (uint32_t i = 0; i < ALL16; i++) h[i] = (uint16_t)(i * 0x9e37u); /* a permutation: all 65536 */
     float *f = kc_fbuf(100000);
     kc_fill_interesting(f, 100000, 41);
     for (size_t k = 0; k < NINVS; k++) {
@@ -108,14 +110,14 @@ static void test_unscale(void **state) {
     }
     /* all finite, then one inf or NaN in the last lane of each tail */
     static const uint32_t bad32[] = {0x7f800000u, 0xff800000u, 0x7fc00001u};
-    static const uint16_t bad16[] = {0x7c00u, 0xfc01u, 0x7f80u, 0xff81u};   /* F16 inf, NaN; BF16 inf, NaN */
+    static const uint16_t bad16[] = {0x7c00u, 0xfc01u, 0x7f80u, 0xff81u}; /* F16 inf, NaN; BF16 inf, NaN */
     for (size_t si = 0; si < NSIZES; si++) {
         int64_t n = SIZES[si];
         float *g = kc_fbuf(n + 64);
         uint16_t *g16 = malloc((size_t)(n + 64) * 2);
         kc_fill_normal(g, n + 64, 0.0f, 100.0f, 42);
-        for (int64_t i = 0; i < n + 64; i++) g16[i] = (uint16_t)(tu_bits(g[i]) >> 16);   /* finite BF16 */
-        for (int64_t i = 0; i < n + 64; i++)   /* and finite as FP16 too */
+        for (int64_t i = 0; i < n + 64; i++) g16[i] = (uint16_t)(tu_bits(g[i]) >> 16); /* finite BF16 */
+        for (int64_t i = 0; i < n + 64; i++)                                           /* and finite as FP16 too */
             if ((g16[i] & 0x7c00u) == 0x7c00u) g16[i] ^= 0x4000u;
         for (size_t k = 0; k < 3; k++) {
             assert_false(unscale_case(AMPC_DTYPE_F32, g, n, INVS[k]));
@@ -148,9 +150,9 @@ static void sumsq_nonfinite(float *g, uint16_t *g16, int64_t n) {
     for (int e = 0; e < f32.n; e++) assert_true(f32.e[e]->fn.SUMSQ(g, n) == INFINITY);
     g[n / 2] = NAN;
     for (int e = 0; e < f32.n; e++) assert_true(isnan(f32.e[e]->fn.SUMSQ(g, n)));
-    g16[n - 1] = 0x7c00u;   /* F16 inf */
+    g16[n - 1] = 0x7c00u; /* F16 inf */
     for (int e = 0; e < f16.n; e++) assert_true(f16.e[e]->fn.SUMSQ(g16, n) == INFINITY);
-    g16[n - 1] = 0xff81u;   /* BF16 NaN */
+    g16[n - 1] = 0xff81u; /* BF16 NaN */
     for (int e = 0; e < bf16.n; e++) assert_true(isnan(bf16.e[e]->fn.SUMSQ(g16, n)));
 }
 

@@ -41,7 +41,7 @@ static void test_init_depends_on_seed_only(void **state) {
     (void)state;
     ampc_model_config c = {.kind = AMPC_MODEL_MLP, .hidden = {32, 16}, .seed = 7};
     ampc_model *a = make(c), *b = make(c);
-    ampc_tensor_normal(g_ctx, AMPC_DTYPE_F32, 1, (int64_t[]){100}, 0, 1);   /* the context RNG moves: no effect */
+    ampc_tensor_normal(g_ctx, AMPC_DTYPE_F32, 1, (int64_t[]){100}, 0, 1); /* the context RNG moves: no effect */
     c.seed = 8;
     ampc_model *d = make(c);
     size_t bytes = (size_t)ampc_model_param_count(a) * 4;
@@ -61,7 +61,8 @@ static void check_backward_reaches_all(ampc_model *m, const ampc_tensor *x, cons
     ASSERT_OK(ampc_backward(g_ctx, loss));
     for (int i = 0; i < ampc_model_num_params(m); i++) {
         ampc_tensor *g = ampc_tensor_grad(ampc_model_param(m, i));
-        if (!g || !ampc_all_finite(g)) FAILF("parameter %s has no finite gradient", ampc_tensor_name(ampc_model_param(m, i)));
+        if (!g || !ampc_all_finite(g))
+            FAILF("parameter %s has no finite gradient", ampc_tensor_name(ampc_model_param(m, i)));
     }
     ampc_ctx_step_end(g_ctx);
 }
@@ -81,11 +82,12 @@ static void test_forward_shapes_and_backward(void **state) {
     assert_int_equal(ampc_tensor_dim(ampc_model_param(cnn, find(cnn, "fc1.weight")), 1), 64 * 7 * 7);
     check_backward_reaches_all(cnn, img, labels(3, 10));
     ampc_model *mlp = make((ampc_model_config){.kind = AMPC_MODEL_MLP, .hidden = {64}});
-    img = ampc_tensor_normal(g_ctx, AMPC_DTYPE_F32, 4, (int64_t[]){5, 1, 28, 28}, 0, 1);   /* images are flattened */
+    img = ampc_tensor_normal(g_ctx, AMPC_DTYPE_F32, 4, (int64_t[]){5, 1, 28, 28}, 0, 1); /* images are flattened */
     out = ampc_model_forward(mlp, img);
     assert_true(out && ampc_tensor_dim(out, 0) == 5 && ampc_tensor_dim(out, 1) == 10);
     check_backward_reaches_all(mlp, img, labels(5, 10));
-    ampc_model *gpt = make((ampc_model_config){.kind = AMPC_MODEL_GPT, .layers = 2, .d_model = 32, .heads = 4, .context = 16});
+    ampc_model *gpt = make(
+        (ampc_model_config){.kind = AMPC_MODEL_GPT, .layers = 2, .d_model = 32, .heads = 4, .context = 16});
     int64_t ids[2 * 9];
     for (int i = 0; i < 18; i++) ids[i] = (i * 37) % 256;
     ampc_tensor *x = ampc_tensor_from_buffer(g_ctx, AMPC_DTYPE_I64, 2, (int64_t[]){2, 9}, ids, AMPC_DTYPE_I64);
@@ -101,7 +103,8 @@ static void test_forward_shapes_and_backward(void **state) {
 
 static void test_optimizer_groups_and_scopes(void **state) {
     (void)state;
-    ampc_model *gpt = make((ampc_model_config){.kind = AMPC_MODEL_GPT, .layers = 1, .d_model = 16, .heads = 2, .context = 8});
+    ampc_model *gpt = make(
+        (ampc_model_config){.kind = AMPC_MODEL_GPT, .layers = 1, .d_model = 16, .heads = 2, .context = 8});
     ampc_optim *opt;
     ASSERT_OK(ampc_optim_new(g_ctx, &(ampc_optim_params){.kind = AMPC_OPTIM_ADAMW, .weight_decay = 0.1}, &opt));
     ASSERT_OK(ampc_model_add_to_optim(gpt, opt));
@@ -117,7 +120,7 @@ static void test_optimizer_groups_and_scopes(void **state) {
     assert_null(ampc_model_forward(gpt, x));
     ASSERT_ERROR_MENTIONS("anomaly", "ampc_linear", "scope 'blocks.0.mlp.fc'", "'blocks.0.mlp.fc.weight'");
     ampc_autograd_set_detect_anomaly(g_ctx, false);
-    while (ampc_scope_path(g_ctx)[0]) ampc_scope_pop(g_ctx);   /* the failed forward left its scopes */
+    while (ampc_scope_path(g_ctx)[0]) ampc_scope_pop(g_ctx); /* the failed forward left its scopes */
     ampc_ctx_step_end(g_ctx);
     ampc_optim_free(opt);
     ampc_model_free(gpt);
@@ -126,17 +129,17 @@ static void test_optimizer_groups_and_scopes(void **state) {
 static void test_bad_configurations(void **state) {
     (void)state;
     ampc_model *m;
-    assert_int_equal(ampc_model_new(g_ctx, &(ampc_model_config){.d_model = 10, .heads = 3}, &m), AMPC_STATUS_INVALID_ARG);
+    assert_int_equal(ampc_model_new(g_ctx, &(ampc_model_config){.d_model = 10, .heads = 3}, &m),
+                     AMPC_STATUS_INVALID_ARG);
     ASSERT_ERROR_MENTIONS("ampc_model_new (gpt)", "heads must divide d_model", "d_model 10", "heads 3");
-    assert_null(strstr(ampc_last_error(), "image"));   /* only the GPT's own sizes */
+    assert_null(strstr(ampc_last_error(), "image")); /* only the GPT's own sizes */
     assert_int_equal(ampc_model_new(g_ctx, &(ampc_model_config){.kind = AMPC_MODEL_CNN, .image_size = 30}, &m),
                      AMPC_STATUS_INVALID_ARG);
     ASSERT_ERROR_MENTIONS("ampc_model_new (cnn)", "multiple of 4", "image_size 30");
     assert_null(strstr(ampc_last_error(), "heads"));
     /* sizes of another kind do not matter */
-    ASSERT_OK(ampc_model_new(g_ctx, &(ampc_model_config){.kind = AMPC_MODEL_MLP, .d_model = 10, .heads = 3,
-                                                          .hidden = {16}},
-                             &m));
+    ASSERT_OK(ampc_model_new(
+        g_ctx, &(ampc_model_config){.kind = AMPC_MODEL_MLP, .d_model = 10, .heads = 3, .hidden = {16}}, &m));
     ampc_model_free(m);
     assert_int_equal(ampc_model_new(g_ctx, &(ampc_model_config){.param_dtype = AMPC_DTYPE_I32}, &m), AMPC_STATUS_DTYPE);
     ampc_model_kind k;
@@ -146,7 +149,8 @@ static void test_bad_configurations(void **state) {
     ASSERT_ERROR_MENTIONS("unknown model 'rnn'", "gpt, mlp, cnn or simple");
     m = make((ampc_model_config){.kind = AMPC_MODEL_GPT, .layers = 1, .d_model = 8, .heads = 2, .context = 4});
     int64_t ids[5] = {0};
-    assert_null(ampc_model_forward(m, ampc_tensor_from_buffer(g_ctx, AMPC_DTYPE_I64, 2, (int64_t[]){1, 5}, ids, AMPC_DTYPE_I64)));
+    assert_null(ampc_model_forward(
+        m, ampc_tensor_from_buffer(g_ctx, AMPC_DTYPE_I64, 2, (int64_t[]){1, 5}, ids, AMPC_DTYPE_I64)));
     ASSERT_ERROR_MENTIONS("T <= context 4");
     ampc_ctx_step_end(g_ctx);
     ampc_model_free(m);
@@ -154,7 +158,8 @@ static void test_bad_configurations(void **state) {
 
 /* A small GPT memorises a periodic sequence; under BF16 autocast it learns it as well. */
 static double memorise(ampc_dtype compute) {
-    ampc_model *m = make((ampc_model_config){.kind = AMPC_MODEL_GPT, .layers = 2, .d_model = 32, .heads = 4, .context = 16, .seed = 3});
+    ampc_model *m = make(
+        (ampc_model_config){.kind = AMPC_MODEL_GPT, .layers = 2, .d_model = 32, .heads = 4, .context = 16, .seed = 3});
     ampc_optim *opt;
     ASSERT_OK(ampc_optim_new(g_ctx, &(ampc_optim_params){.kind = AMPC_OPTIM_ADAMW, .lr = 3e-3}, &opt));
     ASSERT_OK(ampc_model_add_to_optim(m, opt));
@@ -165,7 +170,8 @@ static double memorise(ampc_dtype compute) {
         ampc_tensor *x = ampc_tensor_from_buffer(g_ctx, AMPC_DTYPE_I64, 2, (int64_t[]){1, 16}, seq, AMPC_DTYPE_I64);
         ampc_tensor *y = ampc_tensor_from_buffer(g_ctx, AMPC_DTYPE_I64, 2, (int64_t[]){1, 16}, seq + 1, AMPC_DTYPE_I64);
         if (compute != AMPC_DTYPE_F32)
-            ASSERT_OK(ampc_autocast_begin(g_ctx, &(ampc_autocast_params){.dtype = compute, .enabled = true, .cache_enabled = true}));
+            ASSERT_OK(ampc_autocast_begin(
+                g_ctx, &(ampc_autocast_params){.dtype = compute, .enabled = true, .cache_enabled = true}));
         ampc_tensor *l = ampc_model_loss(m, x, y);
         if (compute != AMPC_DTYPE_F32) ASSERT_OK(ampc_autocast_end(g_ctx));
         ASSERT_OK(ampc_backward(g_ctx, l));

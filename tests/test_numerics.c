@@ -157,9 +157,11 @@ static void test_generic_codec_matches_dedicated(void **state) {
     tu_fill_interesting(x, N, 7);
     for (size_t i = 0; i < N; i++) {
         float f = tu_float(x[i]);
-        if (isnan(f) && !(x[i] & 0x400000)) continue;   /* (double)f of a signalling NaN is compiler-defined */
-        if (ampc_format_from_f64(AMPC_FORMAT_FP16, f) != ampc_f16_from_f32(f)) FAILF("FP16 generic differs at 0x%08x", x[i]);
-        if (ampc_format_from_f64(AMPC_FORMAT_BF16, f) != ampc_bf16_from_f32(f)) FAILF("BF16 generic differs at 0x%08x", x[i]);
+        if (isnan(f) && !(x[i] & 0x400000)) continue; /* (double)f of a signalling NaN is compiler-defined */
+        if (ampc_format_from_f64(AMPC_FORMAT_FP16, f) != ampc_f16_from_f32(f))
+            FAILF("FP16 generic differs at 0x%08x", x[i]);
+        if (ampc_format_from_f64(AMPC_FORMAT_BF16, f) != ampc_bf16_from_f32(f))
+            FAILF("BF16 generic differs at 0x%08x", x[i]);
         if (ampc_format_from_f64(AMPC_FORMAT_FP32, f) != x[i] && !isnan(f)) FAILF("FP32 generic changes 0x%08x", x[i]);
     }
     free(x);
@@ -171,8 +173,8 @@ static void test_fp8_values(void **state) {
     (void)state;
     /* E4M3 (OCP "fn"): max 448 = 0x7e, no infinity, overflow and inf -> NaN 0x7f, min subnormal 2^-9 */
     assert_int_equal(ampc_fp8_e4m3_from_f32(448.0f), 0x7e);
-    assert_int_equal(ampc_fp8_e4m3_from_f32(464.0f), 0x7e);   /* tie between 448 and 480: even (448) */
-    assert_int_equal(ampc_fp8_e4m3_from_f32(465.0f), 0x7f);   /* above the tie: overflow -> NaN */
+    assert_int_equal(ampc_fp8_e4m3_from_f32(464.0f), 0x7e); /* tie between 448 and 480: even (448) */
+    assert_int_equal(ampc_fp8_e4m3_from_f32(465.0f), 0x7f); /* above the tie: overflow -> NaN */
     assert_int_equal(ampc_fp8_e4m3_from_f32(INFINITY), 0x7f);
     assert_int_equal(ampc_fp8_e4m3_from_f32(-INFINITY), 0xff);
     assert_int_equal(ampc_fp8_e4m3_from_f32(0x1p-9f), 0x01);
@@ -181,7 +183,7 @@ static void test_fp8_values(void **state) {
     assert_true(ampc_fp8_e4m3_to_f32(0x7e) == 448.0f);
     assert_true(isnan(ampc_fp8_e4m3_to_f32(0x7f)) && isnan(ampc_fp8_e4m3_to_f32(0xff)));
     assert_true(signbit(ampc_fp8_e4m3_to_f32(0xff)));
-    assert_true(ampc_fp8_e4m3_to_f32(0x78) == 256.0f);        /* exponent 15 is a normal binade here */
+    assert_true(ampc_fp8_e4m3_to_f32(0x78) == 256.0f); /* exponent 15 is a normal binade here */
     /* E5M2: IEEE-like, max 57344 = 0x7b, inf 0x7c */
     assert_int_equal(ampc_fp8_e5m2_from_f32(57344.0f), 0x7b);
     assert_int_equal(ampc_fp8_e5m2_from_f32(61440.0f), 0x7c); /* tie at max + half ulp: odd max -> inf */
@@ -201,7 +203,7 @@ static void test_fp8_values(void **state) {
 static void test_tf32_round(void **state) {
     (void)state;
     assert_true(ampc_tf32_round(1.0f) == 1.0f);
-    assert_true(ampc_tf32_round(1.0f + 0x1p-11f) == 1.0f);              /* tie -> even */
+    assert_true(ampc_tf32_round(1.0f + 0x1p-11f) == 1.0f); /* tie -> even */
     assert_true(ampc_tf32_round(1.0f + 0x1p-11f + 0x1p-20f) == 1.0f + 0x1p-10f);
     assert_true(ampc_tf32_round(1.0f + 3 * 0x1p-11f) == 1.0f + 0x1p-9f); /* tie -> even (up) */
     assert_true(isinf(ampc_tf32_round(FLT_MAX)));                        /* rounds past the TF32 max */
@@ -241,8 +243,8 @@ static void test_format_table(void **state) {
         assert_int_equal(in.mantissa_bits, expect[i].m);
         if (in.max_finite != expect[i].max || in.min_normal != expect[i].min_normal ||
             in.min_subnormal != expect[i].min_sub || in.epsilon != expect[i].eps)
-            FAILF("%s: max %a min normal %a min sub %a eps %a", in.name, in.max_finite, in.min_normal,
-                  in.min_subnormal, in.epsilon);
+            FAILF("%s: max %a min normal %a min sub %a eps %a", in.name, in.max_finite, in.min_normal, in.min_subnormal,
+                  in.epsilon);
         assert_true(fabs(in.decimal_digits - (in.mantissa_bits + 1) * log10(2.0)) < 1e-12);
         assert_true(fabs(in.range_decades - log10(in.max_finite / in.min_subnormal)) < 1e-12);
     }

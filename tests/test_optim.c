@@ -46,14 +46,21 @@ static void sgd_ref(float *w, float *buf, const float *g, int t, float lr, float
 
 static void test_sgd_matches_torch(void **state) {
     (void)state;
-    static const struct { float wd, mom, damp; bool nest; } cfg[] = {{0, 0, 0, false}, {0.01f, 0.9f, 0, false},
-                                                                      {0.01f, 0.9f, 0, true}, {0, 0.5f, 0.25f, false}};
+    static const struct {
+        float wd, mom, damp;
+        bool nest;
+    } cfg[] = {{0, 0, 0, false}, {0.01f, 0.9f, 0, false}, {0.01f, 0.9f, 0, true}, {0, 0.5f, 0.25f, false}};
     for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
         ampc_tensor *p = param(AMPC_DTYPE_F32, W0, "w");
         ampc_optim *opt;
-        ASSERT_OK(ampc_optim_new(g_ctx, &(ampc_optim_params){.kind = AMPC_OPTIM_SGD, .lr = 0.1, .weight_decay = cfg[c].wd,
-                                                             .momentum = cfg[c].mom, .dampening = cfg[c].damp,
-                                                             .nesterov = cfg[c].nest}, &opt));
+        ASSERT_OK(ampc_optim_new(g_ctx,
+                                 &(ampc_optim_params){.kind = AMPC_OPTIM_SGD,
+                                                      .lr = 0.1,
+                                                      .weight_decay = cfg[c].wd,
+                                                      .momentum = cfg[c].mom,
+                                                      .dampening = cfg[c].damp,
+                                                      .nesterov = cfg[c].nest},
+                                 &opt));
         ASSERT_OK(ampc_optim_add_group(opt, "all", &p, 1, NULL));
         float w[N], buf[N] = {0}, g[N];
         memcpy(w, W0, sizeof w);
@@ -65,7 +72,7 @@ static void test_sgd_matches_torch(void **state) {
             sgd_ref(w, buf, g, t, 0.1f, cfg[c].wd, cfg[c].mom, cfg[c].damp, cfg[c].nest);
             ampc_ctx_step_end(g_ctx);
         }
-        assert_memory_equal(ampc_tensor_data(p), w, sizeof w);   /* the same F32 operations, the same bits */
+        assert_memory_equal(ampc_tensor_data(p), w, sizeof w); /* the same F32 operations, the same bits */
         assert_int_equal(ampc_optim_steps(opt), 4);
         ampc_optim_free(opt);
         ampc_tensor_free(p);
@@ -77,7 +84,8 @@ static void test_adamw_matches_closed_form(void **state) {
     const double lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.1;
     ampc_tensor *p = param(AMPC_DTYPE_F32, W0, "w");
     ampc_optim *opt;
-    ASSERT_OK(ampc_optim_new(g_ctx, &(ampc_optim_params){.kind = AMPC_OPTIM_ADAMW, .lr = lr, .weight_decay = wd}, &opt));
+    ASSERT_OK(
+        ampc_optim_new(g_ctx, &(ampc_optim_params){.kind = AMPC_OPTIM_ADAMW, .lr = lr, .weight_decay = wd}, &opt));
     ASSERT_OK(ampc_optim_add_group(opt, "all", &p, 1, NULL));
     double w[N], m[N] = {0}, v[N] = {0};
     float g[N];
@@ -87,7 +95,7 @@ static void test_adamw_matches_closed_form(void **state) {
         give_grad(p, g);
         ASSERT_OK(ampc_optim_step(opt));
         ampc_optim_zero_grad(opt);
-        for (int i = 0; i < N; i++) {   /* Loshchilov & Hutter's AdamW, in double */
+        for (int i = 0; i < N; i++) { /* Loshchilov & Hutter's AdamW, in double */
             w[i] *= 1 - lr * wd;
             m[i] = b1 * m[i] + (1 - b1) * g[i];
             v[i] = b2 * v[i] + (1 - b2) * (double)g[i] * g[i];
@@ -117,7 +125,7 @@ static void test_master_modes(void **state) {
     ASSERT_OK(ampc_optim_add_group(a, NULL, &o1, 1, NULL));
     ASSERT_OK(ampc_optim_add_group(b, NULL, &o2, 1, NULL));
     ASSERT_OK(ampc_optim_add_group(c, NULL, &half, 1, NULL));
-    assert_ptr_equal(ampc_optim_master(a, 0), o1);   /* an F32 parameter is its own master */
+    assert_ptr_equal(ampc_optim_master(a, 0), o1); /* an F32 parameter is its own master */
     assert_int_equal(ampc_tensor_dtype(ampc_optim_master(b, 0)), AMPC_DTYPE_F32);
     assert_ptr_equal(ampc_optim_master(c, 0), half);
     for (int t = 0; t < 100; t++) {
@@ -133,17 +141,18 @@ static void test_master_modes(void **state) {
     ASSERT_OK(ampc_tensor_copy_to(ampc_optim_master(b, 0), m2, AMPC_DTYPE_F32));
     ASSERT_OK(ampc_tensor_copy_to(o2, v2, AMPC_DTYPE_F32));
     ASSERT_OK(ampc_tensor_copy_to(half, v3, AMPC_DTYPE_F32));
-    assert_true(fabsf(v1[0] - 0.99f) < 1e-5f);                      /* 100 updates of 1e-4 */
-    assert_memory_equal(m2, v1, sizeof v1);                         /* the O2 master follows the F32 run exactly */
-    assert_true(v2[0] == ampc_bf16_to_f32(ampc_bf16_from_f32(m2[0])));   /* the model copy is the rounded master */
-    assert_true(v3[0] == 1.0f);                                     /* model.half(): every update rounded away */
+    assert_true(fabsf(v1[0] - 0.99f) < 1e-5f);                         /* 100 updates of 1e-4 */
+    assert_memory_equal(m2, v1, sizeof v1);                            /* the O2 master follows the F32 run exactly */
+    assert_true(v2[0] == ampc_bf16_to_f32(ampc_bf16_from_f32(m2[0]))); /* the model copy is the rounded master */
+    assert_true(v3[0] == 1.0f);                                        /* model.half(): every update rounded away */
     ampc_optim_free(a), ampc_optim_free(b), ampc_optim_free(c);
     ampc_tensor_free(o1), ampc_tensor_free(o2), ampc_tensor_free(half);
 }
 
 static void test_zero_grad_and_blocks(void **state) {
     (void)state;
-    ampc_tensor *p[3] = {param(AMPC_DTYPE_F32, W0, "a"), param(AMPC_DTYPE_F32, W0, "b"), param(AMPC_DTYPE_BF16, W0, "c")};
+    ampc_tensor *p[3] = {param(AMPC_DTYPE_F32, W0, "a"), param(AMPC_DTYPE_F32, W0, "b"),
+                         param(AMPC_DTYPE_BF16, W0, "c")};
     ampc_optim *opt;
     ASSERT_OK(ampc_optim_new(g_ctx, NULL, &opt));
     ASSERT_OK(ampc_optim_add_group(opt, "all", p, 3, NULL));
@@ -153,13 +162,13 @@ static void test_zero_grad_and_blocks(void **state) {
     assert_ptr_equal((float *)ampc_tensor_data(ampc_tensor_grad(p[0])) + N, ampc_tensor_data(ampc_tensor_grad(p[1])));
     void *slot = ampc_tensor_data(ampc_tensor_grad(p[2]));
     ampc_optim_zero_grad(opt);
-    for (int i = 0; i < 3; i++) assert_null(ampc_tensor_grad(p[i]));   /* set-to-none */
+    for (int i = 0; i < 3; i++) assert_null(ampc_tensor_grad(p[i])); /* set-to-none */
     /* a parameter without a gradient is not touched by a step */
     give_grad(p[0], g);
     ASSERT_OK(ampc_optim_step(opt));
     assert_memory_equal(ampc_tensor_data(p[1]), W0, sizeof W0);
     give_grad(p[2], g);
-    assert_ptr_equal(ampc_tensor_data(ampc_tensor_grad(p[2])), slot);   /* the storage is reused */
+    assert_ptr_equal(ampc_tensor_data(ampc_tensor_grad(p[2])), slot); /* the storage is reused */
     ampc_ctx_step_end(g_ctx);
     ampc_optim_free(opt);
     for (int i = 0; i < 3; i++) ampc_tensor_free(p[i]);
@@ -169,16 +178,18 @@ static void test_groups(void **state) {
     (void)state;
     ampc_tensor *w = param(AMPC_DTYPE_F32, W0, "w"), *b = param(AMPC_DTYPE_F32, W0, "b");
     ampc_optim *opt;
-    ASSERT_OK(ampc_optim_new(g_ctx, &(ampc_optim_params){.kind = AMPC_OPTIM_SGD, .lr = 0.5, .weight_decay = 0.1}, &opt));
+    ASSERT_OK(
+        ampc_optim_new(g_ctx, &(ampc_optim_params){.kind = AMPC_OPTIM_SGD, .lr = 0.5, .weight_decay = 0.1}, &opt));
     ASSERT_OK(ampc_optim_add_group(opt, "decay", &w, 1, NULL));
-    ASSERT_OK(ampc_optim_add_group(opt, "no_decay", &b, 1, &(ampc_param_group_params){.lr_scale = 0.5, .no_weight_decay = true}));
+    ASSERT_OK(ampc_optim_add_group(opt, "no_decay", &b, 1,
+                                   &(ampc_param_group_params){.lr_scale = 0.5, .no_weight_decay = true}));
     const float zero[N] = {0};
     give_grad(w, zero), give_grad(b, zero);
     ASSERT_OK(ampc_optim_step(opt));
     const float *wv = ampc_tensor_data(w), *bv = ampc_tensor_data(b);
     for (int i = 0; i < N; i++) {
-        assert_true(wv[i] == W0[i] + -0.5f * (0.0f + 0.1f * W0[i]));   /* decayed */
-        assert_true(bv[i] == W0[i]);                                    /* not decayed, zero gradient */
+        assert_true(wv[i] == W0[i] + -0.5f * (0.0f + 0.1f * W0[i])); /* decayed */
+        assert_true(bv[i] == W0[i]);                                 /* not decayed, zero gradient */
     }
     assert_int_equal(ampc_optim_num_params(opt), 2);
     assert_ptr_equal(ampc_optim_param(opt, 1), b);
@@ -199,7 +210,8 @@ static void test_bad_configurations(void **state) {
     assert_int_equal(ampc_optim_new(g_ctx, &(ampc_optim_params){.kind = AMPC_OPTIM_ADAMW, .beta1 = 1.0}, &opt),
                      AMPC_STATUS_INVALID_ARG);
     ASSERT_OK(ampc_optim_new(g_ctx, NULL, &opt));
-    ampc_tensor *ok = param(AMPC_DTYPE_F32, W0, "ok"), *nograd = ampc_tensor_new(g_ctx, AMPC_DTYPE_F32, 1, (int64_t[]){2});
+    ampc_tensor *ok = param(AMPC_DTYPE_F32, W0, "ok"),
+                *nograd = ampc_tensor_new(g_ctx, AMPC_DTYPE_F32, 1, (int64_t[]){2});
     ampc_tensor *arena = ampc_tensor_zeros(g_ctx, AMPC_DTYPE_F32, 1, (int64_t[]){2});
     ASSERT_OK(ampc_tensor_set_requires_grad(arena, true));
     ampc_tensor *made = ampc_exp(g_ctx, ok);

@@ -21,15 +21,22 @@ static const char *dt(ampc_dtype d) {
 
 /* The name's part before "__": ampc_k_<op>_<dtypes>, from the slot and the key alone. */
 static void expected_op(const ampci_kernel *e, char *buf, size_t size) {
-    static const char *const fixed[AMPCI_SLOT_COUNT] = {
-        [AMPCI_SLOT_GEMM_F32_BF16X1] = "gemm_f32_bf16x1", [AMPCI_SLOT_GEMM_F32_BF16X3] = "gemm_f32_bf16x3",
-        [AMPCI_SLOT_SOFTMAX] = "softmax_f32",          [AMPCI_SLOT_SOFTMAX_BW] = "softmax_bw_f32",
-        [AMPCI_SLOT_LAYERNORM] = "layernorm_f32",      [AMPCI_SLOT_LAYERNORM_BW] = "layernorm_bw_f32",
-        [AMPCI_SLOT_XENT] = "xent_f32",                [AMPCI_SLOT_XENT_BW] = "xent_bw_f32",
-        [AMPCI_SLOT_EMBEDDING_BW] = "embedding_bw_f32", [AMPCI_SLOT_COL2IM] = "col2im_f32",
-        [AMPCI_SLOT_MAXPOOL] = "maxpool_f32",          [AMPCI_SLOT_MAXPOOL_BW] = "maxpool_bw_f32",
-        [AMPCI_SLOT_ATTENTION] = "attention",          [AMPCI_SLOT_ATTENTION_BW] = "attention_bw",
-        [AMPCI_SLOT_SGD] = "sgd_f32",                  [AMPCI_SLOT_ADAMW] = "adamw_f32"};
+    static const char *const fixed[AMPCI_SLOT_COUNT] = {[AMPCI_SLOT_GEMM_F32_BF16X1] = "gemm_f32_bf16x1",
+                                                        [AMPCI_SLOT_GEMM_F32_BF16X3] = "gemm_f32_bf16x3",
+                                                        [AMPCI_SLOT_SOFTMAX] = "softmax_f32",
+                                                        [AMPCI_SLOT_SOFTMAX_BW] = "softmax_bw_f32",
+                                                        [AMPCI_SLOT_LAYERNORM] = "layernorm_f32",
+                                                        [AMPCI_SLOT_LAYERNORM_BW] = "layernorm_bw_f32",
+                                                        [AMPCI_SLOT_XENT] = "xent_f32",
+                                                        [AMPCI_SLOT_XENT_BW] = "xent_bw_f32",
+                                                        [AMPCI_SLOT_EMBEDDING_BW] = "embedding_bw_f32",
+                                                        [AMPCI_SLOT_COL2IM] = "col2im_f32",
+                                                        [AMPCI_SLOT_MAXPOOL] = "maxpool_f32",
+                                                        [AMPCI_SLOT_MAXPOOL_BW] = "maxpool_bw_f32",
+                                                        [AMPCI_SLOT_ATTENTION] = "attention",
+                                                        [AMPCI_SLOT_ATTENTION_BW] = "attention_bw",
+                                                        [AMPCI_SLOT_SGD] = "sgd_f32",
+                                                        [AMPCI_SLOT_ADAMW] = "adamw_f32"};
     switch (e->slot) {
     case AMPCI_SLOT_CONVERT: snprintf(buf, size, "ampc_k_cvt_%s%s", dt(e->dtype), dt(e->src)); return;
     case AMPCI_SLOT_GEMM: snprintf(buf, size, "ampc_k_gemm_%sf32", dt(e->dtype)); return;
@@ -193,7 +200,7 @@ static const void *field(const struct ampc_kernels *k, const ampci_kernel *e) {
 /* Every cell of the table of level l (each cell visited through its ref entry). */
 static void check_level(ampc_isa l) {
     const struct ampc_kernels *k = ampci_kernels(l);
-    ampc_isa eff = l < ampc_cpu()->chosen ? l : ampc_cpu()->chosen;   /* AMPC_ISA and the CPU lower it */
+    ampc_isa eff = l < ampc_cpu()->chosen ? l : ampc_cpu()->chosen; /* AMPC_ISA and the CPU lower it */
     assert_int_equal(k->isa, eff);
     size_t n;
     const ampci_kernel *const *all = ampci_registry(&n);
@@ -209,7 +216,7 @@ static void check_level(ampc_isa l) {
         if (!tag && got) FAILF("level %s, %s: %s chosen, expected none", ampc_isa_name(eff), cell, got->name);
         if (tag && (!got || strcmp(got->name, want) != 0))
             FAILF("level %s, %s: %s chosen, expected %s", ampc_isa_name(eff), cell, got ? got->name : "none", want);
-        const void *fn = got ? (const void *)got->fn.GEMM : NULL;   /* any member: the same pointer */
+        const void *fn = got ? (const void *)got->fn.GEMM : NULL; /* any member: the same pointer */
         if (field(k, r) != fn) FAILF("level %s, %s: the table's field is not the chosen one", ampc_isa_name(eff), cell);
         if (got) assert_true(got->level <= eff && ampci_kernel_usable(got) && got->role == AMPCI_ROLE_KERNEL);
     }
@@ -286,8 +293,10 @@ static void test_public(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_names_and_folders), cmocka_unit_test(test_one_ref_per_cell),
-        cmocka_unit_test(test_choices),           cmocka_unit_test(test_candidates),
+        cmocka_unit_test(test_names_and_folders),
+        cmocka_unit_test(test_one_ref_per_cell),
+        cmocka_unit_test(test_choices),
+        cmocka_unit_test(test_candidates),
         cmocka_unit_test(test_public),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

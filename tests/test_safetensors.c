@@ -21,7 +21,6 @@ TU_CONTEXT(11, 1)
 
 /* ---- helpers ---- */
 
-
 static bool exists(const char *p) { return access(p, F_OK) == 0; }
 
 static unsigned char *slurp(const char *path, size_t *len) {
@@ -74,8 +73,8 @@ static ampc_safetensors *serialize_parse(ampc_safetensors_writer *w) {
     return st;
 }
 
-static void check_tensor(const ampc_safetensors *st, const char *name, const char *dtype, int ndim, const int64_t *shape,
-                         const void *data, size_t bytes) {
+static void check_tensor(const ampc_safetensors *st, const char *name, const char *dtype, int ndim,
+                         const int64_t *shape, const void *data, size_t bytes) {
     const ampc_st_tensor *t = ampc_safetensors_find(st, name);
     if (!t) FAILF("tensor %s not found", name);
     assert_string_equal(t->name, name);
@@ -215,7 +214,7 @@ static void test_exact_header_text(void **state) {
     ASSERT_OK(ampc_safetensors_add(w, "step", AMPC_DTYPE_I64, 0, NULL, &step));
     ASSERT_OK(ampc_safetensors_set_metadata(w, "z", "old"));
     ASSERT_OK(ampc_safetensors_set_metadata(w, "a", "q\"\\\n\x01\xc3\xa9\x7f/"));
-    ASSERT_OK(ampc_safetensors_set_metadata(w, "z", "1"));   /* replaces */
+    ASSERT_OK(ampc_safetensors_set_metadata(w, "z", "1")); /* replaces */
     const char *json = "{\"__metadata__\":{\"a\":\"q\\\"\\\\\\n\\u0001\xc3\xa9\x7f/\",\"z\":\"1\"},"
                        "\"step\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[0,8]},"
                        "\"b\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[8,20]},"
@@ -263,8 +262,9 @@ static void test_exact_header_text(void **state) {
 static void test_parse_accepts_valid_json_forms(void **state) {
     (void)state;
     /* whitespace between tokens, fields in any order, metadata last, escaped names, surrogate pairs */
-    const char *hdr = "{ \"a\\u00e9\\ud83d\\ude00\\/\" :\n\t{ \"shape\" : [ 2 ] ,\r\n \"data_offsets\" : [ 0 , 2 ] ,"
-                      " \"dtype\" : \"I8\" } , \"__metadata__\" : { \"k\\\"\" : \"\\b\\f\\n\\r\\t\" , \"\" : \"\" } }   ";
+    const char *hdr =
+        "{ \"a\\u00e9\\ud83d\\ude00\\/\" :\n\t{ \"shape\" : [ 2 ] ,\r\n \"data_offsets\" : [ 0 , 2 ] ,"
+        " \"dtype\" : \"I8\" } , \"__metadata__\" : { \"k\\\"\" : \"\\b\\f\\n\\r\\t\" , \"\" : \"\" } }   ";
     size_t len;
     unsigned char *b = make_file(hdr, 2, &len);
     ampc_safetensors *st = parse_ok(b, len);
@@ -278,13 +278,14 @@ static void test_parse_accepts_valid_json_forms(void **state) {
     ampc_safetensors_free(st);
     free(b);
     /* every dtype of the reference list that is whole bytes */
-    static const char *const names[] = {"BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0", "F8_E4M3FNUZ",
-                                        "F8_E5M2FNUZ", "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "C64",
-                                        "F64", "I64", "U64"};
+    static const char *const names[] = {"BOOL",        "U8",  "I8",  "F8_E5M2", "F8_E4M3", "F8_E8M0", "F8_E4M3FNUZ",
+                                        "F8_E5M2FNUZ", "I16", "U16", "F16",     "BF16",    "I32",     "U32",
+                                        "F32",         "C64", "F64", "I64",     "U64"};
     static const int bits[] = {8, 8, 8, 8, 8, 8, 8, 8, 16, 16, 16, 16, 32, 32, 32, 64, 64, 64, 64};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         char h[160];
-        snprintf(h, sizeof h, "{\"t\":{\"dtype\":\"%s\",\"shape\":[3],\"data_offsets\":[0,%d]}}", names[i], 3 * bits[i] / 8);
+        snprintf(h, sizeof h, "{\"t\":{\"dtype\":\"%s\",\"shape\":[3],\"data_offsets\":[0,%d]}}", names[i],
+                 3 * bits[i] / 8);
         b = make_file(h, (size_t)(3 * bits[i] / 8), &len);
         st = parse_ok(b, len);
         assert_int_equal(ampc_safetensors_tensor(st, 0)->bits, bits[i]);
@@ -308,14 +309,15 @@ static void test_reject_header_length(void **state) {
     assert_int_equal(ampc_safetensors_parse("\0\0\0\0\0\0\0\0{}", 10, "x.safetensors", &st), AMPC_STATUS_FORMAT);
     ASSERT_ERROR_MENTIONS("x.safetensors: header length is 0");
     unsigned char b[1024] = {0};
-    b[4] = 1;   /* 2^32 */
+    b[4] = 1; /* 2^32 */
     assert_int_equal(ampc_safetensors_parse(b, sizeof b, "x.safetensors", &st), AMPC_STATUS_FORMAT);
     ASSERT_ERROR_MENTIONS("x.safetensors: not a safetensors file: header length 4294967296 exceeds the limit");
     memset(b, 0, 8);
-    b[0] = 0x00, b[1] = 0xe1, b[2] = 0xf5, b[3] = 0x05;   /* 10^8: allowed by the limit, not by the file */
+    b[0] = 0x00, b[1] = 0xe1, b[2] = 0xf5, b[3] = 0x05; /* 10^8: allowed by the limit, not by the file */
     assert_int_equal(ampc_safetensors_parse(b, sizeof b, "x.safetensors", &st), AMPC_STATUS_FORMAT);
-    ASSERT_ERROR_MENTIONS("x.safetensors: not a safetensors file: header length 100000000 exceeds the file (1024 bytes)");
-    b[8] = '{';   /* a header that starts but is cut short: a damaged safetensors file */
+    ASSERT_ERROR_MENTIONS(
+        "x.safetensors: not a safetensors file: header length 100000000 exceeds the file (1024 bytes)");
+    b[8] = '{'; /* a header that starts but is cut short: a damaged safetensors file */
     assert_int_equal(ampc_safetensors_parse(b, sizeof b, "x.safetensors", &st), AMPC_STATUS_FORMAT);
     ASSERT_ERROR_MENTIONS("x.safetensors: header length 100000000 exceeds the file (1024 bytes)");
     assert_null(strstr(ampc_last_error(), "not a safetensors file"));
@@ -355,10 +357,10 @@ static void test_reject_strings(void **state) {
     expect_reject("{\"a\x01\":1}", 0, "raw control character 0x01");
     expect_reject("{\"a\nb\":1}", 0, "raw control character 0x0a");
     expect_reject("{\"\xff\":1}", 0, "invalid UTF-8");
-    expect_reject("{\"\xc0\xaf\":1}", 0, "invalid UTF-8");          /* overlong '/' */
-    expect_reject("{\"\xed\xa0\x80\":1}", 0, "invalid UTF-8");      /* an encoded surrogate */
-    expect_reject("{\"\xf4\x90\x80\x80\":1}", 0, "invalid UTF-8");  /* past U+10FFFF */
-    expect_reject("{\"\xe2\x9c\":1}", 0, "invalid UTF-8");          /* truncated */
+    expect_reject("{\"\xc0\xaf\":1}", 0, "invalid UTF-8");         /* overlong '/' */
+    expect_reject("{\"\xed\xa0\x80\":1}", 0, "invalid UTF-8");     /* an encoded surrogate */
+    expect_reject("{\"\xf4\x90\x80\x80\":1}", 0, "invalid UTF-8"); /* past U+10FFFF */
+    expect_reject("{\"\xe2\x9c\":1}", 0, "invalid UTF-8");         /* truncated */
     expect_reject("{\"\\ud83d\":1}", 0, "high surrogate \\ud83d is not followed by a low surrogate");
     expect_reject("{\"\\ud83d\\u0041\":1}", 0, "not a low surrogate");
     expect_reject("{\"\\ude00\":1}", 0, "lone low surrogate \\ude00");
@@ -373,7 +375,8 @@ static void test_reject_strings(void **state) {
 static void test_reject_integers(void **state) {
     (void)state;
     expect_reject("{\"a\":" T("U8", "[-1]", 0, 1) "}", 1, "tensor \"a\": shape: negative numbers are not allowed");
-    expect_reject("{\"a\":" T("U8", "[1.0]", 0, 1) "}", 1, "shape: expected an integer, found a number with a fraction");
+    expect_reject("{\"a\":" T("U8", "[1.0]", 0, 1) "}", 1,
+                  "shape: expected an integer, found a number with a fraction");
     expect_reject("{\"a\":" T("U8", "[1e0]", 0, 1) "}", 1, "fraction or exponent");
     expect_reject("{\"a\":" T("U8", "[01]", 0, 1) "}", 1, "shape: integers must not have leading zeros");
     expect_reject("{\"a\":" T("U8", "[\"1\"]", 0, 1) "}", 1, "expected a non-negative integer, found a string");
@@ -396,9 +399,11 @@ static void test_reject_schema(void **state) {
     expect_reject("{\"a\":" T("F4", "[2]", 0, 1) "}", 1, "dtype F4 (4-bit, packed) is not supported");
     expect_reject("{\"a\":" T("F6_E2M3", "[4]", 0, 3) "}", 3, "F6_E2M3 (6-bit, packed) is not supported");
     expect_reject("{\"a\":" T("U8", "[1,1,1,1,1,1,1,1,1]", 0, 1) "}", 1, "shape: more dims than AMPC_ST_MAX_DIMS (8)");
-    expect_reject("{\"a\":" "{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1,2]}}", 1,
-                  "data_offsets: more than 2 values");
-    expect_reject("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1]}}", 1, "data_offsets: 1 value (expected");
+    expect_reject("{\"a\":"
+                  "{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1,2]}}",
+                  1, "data_offsets: more than 2 values");
+    expect_reject("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1]}}", 1,
+                  "data_offsets: 1 value (expected");
     expect_reject("{\"a\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[]}}", 0, "data_offsets: 0 values");
     expect_reject("{\"a\":" T("U8", "[4294967296,4294967296,4294967296]", 0, 1) "}", 1, "too many elements (overflow)");
     expect_reject("{\"a\":" T("U64", "[2147483648,2147483648]", 0, 1) "}", 1, "byte size overflows");
@@ -406,8 +411,9 @@ static void test_reject_schema(void **state) {
 
 static void test_reject_offsets(void **state) {
     (void)state;
-    expect_reject("{\"blocks.0.attn.qkv.weight\":" T("F32", "[3,4]", 0, 100) "}", 100,
-                  "tensor \"blocks.0.attn.qkv.weight\": data_offsets [0, 100] hold 100 bytes, shape [3, 4] of F32 needs 48");
+    expect_reject(
+        "{\"blocks.0.attn.qkv.weight\":" T("F32", "[3,4]", 0, 100) "}", 100,
+        "tensor \"blocks.0.attn.qkv.weight\": data_offsets [0, 100] hold 100 bytes, shape [3, 4] of F32 needs 48");
     expect_reject("{\"a\":" T("U8", "[0]", 4, 0) "}", 4, "data_offsets [4, 0] begin after they end");
     expect_reject("{\"a\":" T("U8", "[4]", 0, 4) "}", 3, "data_offsets [0, 4] run past the data buffer (3 bytes)");
     expect_reject("{\"a\":" T("U8", "[4]", 0, 4) ",\"b\":" T("U8", "[4]", 2, 6) "}", 6,
@@ -417,7 +423,8 @@ static void test_reject_offsets(void **state) {
     expect_reject("{\"a\":" T("U8", "[4]", 0, 4) ",\"b\":" T("U8", "[2]", 6, 8) "}", 8,
                   "tensor \"b\": data_offsets [6, 8] leave a gap: bytes [4, 6) of the data belong to no tensor");
     expect_reject("{\"a\":" T("U8", "[4]", 2, 6) "}", 6, "bytes [0, 2) of the data belong to no tensor");
-    expect_reject("{\"a\":" T("U8", "[4]", 0, 4) "}", 7, "the data buffer has 7 bytes but the tensors end at 4 (3 trailing bytes)");
+    expect_reject("{\"a\":" T("U8", "[4]", 0, 4) "}", 7,
+                  "the data buffer has 7 bytes but the tensors end at 4 (3 trailing bytes)");
     expect_reject("{}      ", 1, "the data buffer has 1 bytes but the tensors end at 0");
 }
 
@@ -459,7 +466,7 @@ static void test_prefixes_and_byte_flips(void **state) {
             if (s == AMPC_OK) ok++, ampc_safetensors_free(st);
             b[i] ^= (unsigned char)(1u << bit);
         }
-    assert_true(ok > 0);   /* the data bytes may change freely */
+    assert_true(ok > 0); /* the data bytes may change freely */
     free(b);
 }
 
@@ -469,8 +476,9 @@ static void test_many_tensors(void **state) {
     size_t cap = (size_t)N * 80, o = 0;
     char *h = malloc(cap);
     o += (size_t)snprintf(h, cap, "{");
-    for (int i = N - 1; i >= 0; i--)   /* reverse order: the reader sorts by offset */
-        o += (size_t)snprintf(h + o, cap - o, "%s\"layer.%d\":" T("U8", "[1]", %d, %d), i == N - 1 ? "" : ",", i, i, i + 1);
+    for (int i = N - 1; i >= 0; i--) /* reverse order: the reader sorts by offset */
+        o += (size_t)snprintf(h + o, cap - o, "%s\"layer.%d\":" T("U8", "[1]", % d, % d), i == N - 1 ? "" : ",", i, i,
+                              i + 1);
     snprintf(h + o, cap - o, "}");
     size_t len;
     unsigned char *b = make_file(h, N, &len);
@@ -504,7 +512,7 @@ static void test_write_atomic(void **state) {
     ASSERT_OK(ampc_safetensors_add(w, "a", AMPC_DTYPE_F32, SHAPE(2), a));
     ASSERT_OK(ampc_safetensors_write(w, path));
     ampc_safetensors_writer_free(w);
-    ASSERT_OK(ampc_safetensors_writer_new(&w));   /* over the existing file */
+    ASSERT_OK(ampc_safetensors_writer_new(&w)); /* over the existing file */
     ASSERT_OK(ampc_safetensors_add(w, "c", AMPC_DTYPE_F32, SHAPE(3), c));
     ASSERT_OK(ampc_safetensors_write(w, path));
     assert_false(exists(tmp));
@@ -571,7 +579,7 @@ static void test_checksum(void **state) {
     assert_int_equal(ampc_safetensors_verify_checksum(st, "other"), AMPC_STATUS_FORMAT);
     ASSERT_ERROR_MENTIONS("ok.safetensors", "no checksum \"other\"");
     ampc_safetensors_free(st);
-    ((unsigned char *)b)[len - 1] ^= 1;   /* one bit of the data */
+    ((unsigned char *)b)[len - 1] ^= 1; /* one bit of the data */
     st = parse_ok(b, len);
     assert_int_equal(ampc_safetensors_verify_checksum(st, "crc"), AMPC_STATUS_FORMAT);
     ASSERT_ERROR_MENTIONS("ok.safetensors", "checksum mismatch", "\"crc\"", want);

@@ -45,7 +45,7 @@ static void test_factories_every_dtype(void **state) {
     /* full rounds the value once, into the dtype */
     ampc_tensor *h = ampc_tensor_full(g_ctx, AMPC_DTYPE_F16, SHAPE(4), 0.1);
     assert_int_equal(((uint16_t *)ampc_tensor_data(h))[3], 0x2e66);
-    ampc_tensor *s = ampc_tensor_full(g_ctx, AMPC_DTYPE_F32, 0, NULL, 2.5);   /* a 0-dim scalar */
+    ampc_tensor *s = ampc_tensor_full(g_ctx, AMPC_DTYPE_F32, 0, NULL, 2.5); /* a 0-dim scalar */
     assert_int_equal(ampc_tensor_numel(s), 1);
     assert_true(*(float *)ampc_tensor_data(s) == 2.5f);
     ampc_tensor *e = ampc_tensor_zeros(g_ctx, AMPC_DTYPE_BF16, SHAPE(0, 4));
@@ -82,7 +82,7 @@ static void test_random_fills(void **state) {
     const uint16_t *ubf = ampc_tensor_data(ub);
     for (int i = 0; i < 1000; i++) {
         assert_true(uf[i] >= -1.0f && uf[i] < 1.0f);
-        assert_int_equal(ubf[i], ampc_bf16_from_f32(uf[i]));   /* drawn in F32, then rounded */
+        assert_int_equal(ubf[i], ampc_bf16_from_f32(uf[i])); /* drawn in F32, then rounded */
     }
     /* consecutive draws continue the sequence */
     ampc_tensor *n1 = ampc_tensor_normal(g_ctx, AMPC_DTYPE_F32, SHAPE(10), 0, 1);
@@ -100,11 +100,11 @@ static void test_reshape_view_and_copy(void **state) {
     ampc_tensor *r = ampc_tensor_reshape(t, SHAPE(6, -1));
     assert_non_null(r);
     assert_int_equal(ampc_tensor_dim(r, 1), 4);
-    assert_ptr_equal(ampc_tensor_data(r), ampc_tensor_data(t));   /* a view */
+    assert_ptr_equal(ampc_tensor_data(r), ampc_tensor_data(t)); /* a view */
     ampc_tensor_bump_version(r);
-    assert_int_equal(ampc_tensor_version(t), ampc_tensor_version(r));   /* shared counter */
+    assert_int_equal(ampc_tensor_version(t), ampc_tensor_version(r)); /* shared counter */
     /* a transposed tensor cannot be flattened without a copy: view fails, reshape copies */
-    ampc_tensor *tt = ampc_tensor_transpose(t, 0, 2);   /* [4, 3, 2] */
+    ampc_tensor *tt = ampc_tensor_transpose(t, 0, 2); /* [4, 3, 2] */
     assert_null(ampc_tensor_view(tt, SHAPE(24)));
     ASSERT_ERROR_MENTIONS("ampc_tensor_view", "[4, 3, 2] F32 (strides [1, 4, 12])", "[24]", "reshape");
     ampc_tensor *flat = ampc_tensor_reshape(tt, SHAPE(-1));
@@ -116,7 +116,7 @@ static void test_reshape_view_and_copy(void **state) {
             for (int i = 0; i < 2; i++) assert_true(v[(k * 3 + j) * 2 + i] == 100 * i + 10 * j + k);
     free(v);
     /* merging dims that are contiguous within a transposed tensor is still a view */
-    ampc_tensor *p = ampc_tensor_permute(iota3(2, 3, 4), (int[]){1, 2, 0});   /* [3, 4, 2]: dims 0,1 mergeable */
+    ampc_tensor *p = ampc_tensor_permute(iota3(2, 3, 4), (int[]){1, 2, 0}); /* [3, 4, 2]: dims 0,1 mergeable */
     ampc_tensor *m = ampc_tensor_view(p, SHAPE(12, 2));
     assert_non_null(m);
     assert_int_equal(ampc_tensor_stride(m, 0), 1);
@@ -135,7 +135,7 @@ static void test_reshape_view_and_copy(void **state) {
 static void test_transpose_permute_slice(void **state) {
     (void)state;
     ampc_tensor *t = iota3(3, 4, 5);
-    ampc_tensor *p = ampc_tensor_permute(t, (int[]){2, 0, -2});   /* [5, 3, 4] */
+    ampc_tensor *p = ampc_tensor_permute(t, (int[]){2, 0, -2}); /* [5, 3, 4] */
     double *v = read_all(p);
     for (int k = 0; k < 5; k++)
         for (int i = 0; i < 3; i++)
@@ -151,7 +151,7 @@ static void test_transpose_permute_slice(void **state) {
     static const double want[8] = {103, 104, 123, 124, 203, 204, 223, 224};
     for (int i = 0; i < 8; i++) assert_true(v[i] == want[i]);
     free(v);
-    assert_int_equal(ampc_tensor_numel(ampc_tensor_slice(t, 1, 4, 4, 1)), 0);   /* empty slice */
+    assert_int_equal(ampc_tensor_numel(ampc_tensor_slice(t, 1, 4, 4, 1)), 0); /* empty slice */
     assert_null(ampc_tensor_slice(t, 1, 3, 2, 1));
     ASSERT_ERROR_MENTIONS("ampc_tensor_slice", "[3, 4, 5] F32");
     assert_null(ampc_tensor_slice(t, 0, 0, 1, 0));
@@ -166,7 +166,7 @@ static void test_contiguous_and_cast_of_strided(void **state) {
     (void)state;
     /* large enough to be split over threads, strided in two ways */
     ampc_tensor *big = ampc_tensor_normal(g_ctx, AMPC_DTYPE_F32, SHAPE(64, 300, 7), 0, 100);
-    ampc_tensor *view = ampc_tensor_slice(ampc_tensor_transpose(big, 0, 2), 1, 1, 300, 3);   /* [7, 100, 64] */
+    ampc_tensor *view = ampc_tensor_slice(ampc_tensor_transpose(big, 0, 2), 1, 1, 300, 3); /* [7, 100, 64] */
     ampc_tensor *c = ampc_tensor_contiguous(view);
     ampc_tensor *h = ampc_tensor_cast(view, AMPC_DTYPE_F16);
     ampc_tensor *b = ampc_tensor_cast(view, AMPC_DTYPE_BF16);
@@ -184,7 +184,7 @@ static void test_contiguous_and_cast_of_strided(void **state) {
     /* and back: writing into the strided view changes exactly those elements of the base */
     ampc_tensor *base = ampc_tensor_zeros(g_ctx, AMPC_DTYPE_BF16, SHAPE(6, 8));
     uint64_t v0 = ampc_tensor_version(base);
-    ampc_tensor *cols = ampc_tensor_slice(ampc_tensor_transpose(base, 0, 1), 0, 1, 8, 2);   /* [4, 6] */
+    ampc_tensor *cols = ampc_tensor_slice(ampc_tensor_transpose(base, 0, 1), 0, 1, 8, 2); /* [4, 6] */
     float ones[24];
     for (int i = 0; i < 24; i++) ones[i] = (float)(i + 1);
     ASSERT_OK(ampc_tensor_copy_from(cols, ones, AMPC_DTYPE_F32));
@@ -218,20 +218,20 @@ static void test_lifetimes(void **state) {
     assert_true(ampc_tensor_is_owned(w));
     ASSERT_OK(ampc_tensor_fill(w, 3.0));
     ampc_tensor *v = ampc_tensor_transpose(w, 0, 1);
-    ampc_tensor_free(w);                         /* the view keeps the storage alive */
+    ampc_tensor_free(w); /* the view keeps the storage alive */
     double *x = read_all(v);
     assert_true(x[15] == 3.0);
     free(x);
     ampc_tensor *keep = ampc_tensor_detach_copy(v);
     assert_true(ampc_tensor_is_owned(keep));
-    ampc_ctx_step_end(g_ctx);                    /* the view and its reference go away here */
+    ampc_ctx_step_end(g_ctx); /* the view and its reference go away here */
     x = read_all(keep);
     assert_true(x[0] == 3.0);
     free(x);
     ampc_tensor_free(keep);
     ampc_tensor_free(NULL);
     ampc_tensor *arena = ampc_tensor_zeros(g_ctx, AMPC_DTYPE_F32, SHAPE(2));
-    ampc_tensor_free(arena);                     /* allowed, does nothing */
+    ampc_tensor_free(arena); /* allowed, does nothing */
     assert_int_equal(ampc_tensor_numel(arena), 2);
 }
 
@@ -256,11 +256,11 @@ static void test_bad_input(void **state) {
     assert_int_equal(ampc_tensor_fill(NULL, 1.0), AMPC_STATUS_INVALID_ARG);
     /* a NULL input propagates through a chain without crashing */
     ampc_clear_error();
-    ampc_tensor *chain = ampc_tensor_cast(ampc_tensor_contiguous(ampc_tensor_reshape(
-                                              ampc_tensor_zeros(g_ctx, AMPC_DTYPE_F32, SHAPE(3)), SHAPE(4))),
-                                          AMPC_DTYPE_F16);
+    ampc_tensor *chain = ampc_tensor_cast(
+        ampc_tensor_contiguous(ampc_tensor_reshape(ampc_tensor_zeros(g_ctx, AMPC_DTYPE_F32, SHAPE(3)), SHAPE(4))),
+        AMPC_DTYPE_F16);
     assert_null(chain);
-    ASSERT_ERROR_MENTIONS("ampc_tensor_reshape", "[3] F32", "[4]");   /* the first failure is kept */
+    ASSERT_ERROR_MENTIONS("ampc_tensor_reshape", "[3] F32", "[4]"); /* the first failure is kept */
     char buf[64];
     assert_string_equal(ampc_tensor_describe(t, buf, sizeof buf), "[2] F32");
     assert_string_equal(ampc_tensor_describe(NULL, buf, sizeof buf), "(null)");

@@ -17,17 +17,17 @@
 #include "ampc.h"
 
 /* Fails the current test with a formatted message. */
-#define FAILF(...)                                                                                           \
-    do {                                                                                                     \
-        print_error(__VA_ARGS__);                                                                            \
-        print_error("\n");                                                                                   \
-        fail();                                                                                              \
+#define FAILF(...)                                                                                                     \
+    do {                                                                                                               \
+        print_error(__VA_ARGS__);                                                                                      \
+        print_error("\n");                                                                                             \
+        fail();                                                                                                        \
     } while (0)
 
-#define ASSERT_OK(expr)                                                                                      \
-    do {                                                                                                     \
-        ampc_status s_ = (expr);                                                                             \
-        if (s_ != AMPC_OK) FAILF("%s -> %s: %s", #expr, ampc_status_str(s_), ampc_last_error());             \
+#define ASSERT_OK(expr)                                                                                                \
+    do {                                                                                                               \
+        ampc_status s_ = (expr);                                                                                       \
+        if (s_ != AMPC_OK) FAILF("%s -> %s: %s", #expr, ampc_status_str(s_), ampc_last_error());                       \
     } while (0)
 
 /* The last error message contains every one of the given substrings. */
@@ -36,28 +36,29 @@ static inline void assert_error_mentions(const char *const *needles, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (!strstr(msg, needles[i])) FAILF("error message \"%s\" does not mention \"%s\"", msg, needles[i]);
 }
-#define ASSERT_ERROR_MENTIONS(...)                                                                           \
-    do {                                                                                                     \
-        const char *const n_[] = {__VA_ARGS__};                                                              \
-        assert_error_mentions(n_, sizeof n_ / sizeof n_[0]);                                                 \
+#define ASSERT_ERROR_MENTIONS(...)                                                                                     \
+    do {                                                                                                               \
+        const char *const n_[] = {__VA_ARGS__};                                                                        \
+        assert_error_mentions(n_, sizeof n_ / sizeof n_[0]);                                                           \
     } while (0)
 
 /* One context per test program: TU_CONTEXT(seed, threads) defines g_ctx and cmocka group setup/teardown. */
-#define TU_CONTEXT(SEED, THREADS)                                                                            \
-    static ampc_ctx *g_ctx;                                                                                  \
-    static int setup(void **state) {                                                                         \
-        (void)state;                                                                                         \
-        return ampc_ctx_new(&(ampc_ctx_params){.seed = (SEED), .threads = (THREADS)}, &g_ctx) == AMPC_OK ? 0 : -1; \
-    }                                                                                                        \
-    static int teardown(void **state) {                                                                      \
-        (void)state;                                                                                         \
-        ampc_ctx_step_end(g_ctx);                                                                            \
-        ampc_ctx_free(g_ctx);                                                                                \
-        return 0;                                                                                            \
+#define TU_CONTEXT(SEED, THREADS)                                                                                      \
+    static ampc_ctx *g_ctx;                                                                                            \
+    static int setup(void **state) {                                                                                   \
+        (void)state;                                                                                                   \
+        return ampc_ctx_new(&(ampc_ctx_params){.seed = (SEED), .threads = (THREADS)}, &g_ctx) == AMPC_OK ? 0 : -1;     \
+    }                                                                                                                  \
+    static int teardown(void **state) {                                                                                \
+        (void)state;                                                                                                   \
+        ampc_ctx_step_end(g_ctx);                                                                                      \
+        ampc_ctx_free(g_ctx);                                                                                          \
+        return 0;                                                                                                      \
     }
 
 /* A compound-literal shape: SHAPE(2, 3) expands to the (ndim, shape) pair ops take. */
-#define SHAPE(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
+#define SHAPE(...)                                                                                                     \
+    (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]) { __VA_ARGS__ }
 
 /* An arena tensor of zeros in ctx that must exist: Z(ctx, F32, 2, 3). */
 static inline ampc_tensor *tu_zeros(ampc_ctx *ctx, ampc_dtype dt, int nd, const int64_t *shape) {
@@ -91,10 +92,10 @@ static inline uint32_t tu_round_ieee(float f, int m, int emin, int emax, int ebi
     double x = fabs((double)f);
     if (isinf(f)) return sign | inf;
     int e = x == 0 ? emin : ilogb(x);
-    if (e < emin) e = emin;                       /* subnormal: fixed quantum 2^(emin-m) */
-    double q = tu_rne(ldexp(x, m - e));           /* significand in units of the quantum, rounded */
+    if (e < emin) e = emin;             /* subnormal: fixed quantum 2^(emin-m) */
+    double q = tu_rne(ldexp(x, m - e)); /* significand in units of the quantum, rounded */
     uint32_t mag = x < ldexp(1.0, emin) ? (uint32_t)q : ((uint32_t)(e + (1 - emin) - 1) << m) + (uint32_t)q;
-    if (mag >= inf) mag = inf;                    /* carried past the largest finite value */
+    if (mag >= inf) mag = inf; /* carried past the largest finite value */
     if (e > emax) mag = inf;
     return sign | mag;
 }

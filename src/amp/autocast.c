@@ -37,31 +37,33 @@ struct ampci_autocast {
 };
 
 static const char *const op_names[AMPCI_OP_COUNT] = {
-    "linear", "matmul", "bmm", "conv2d", "attention", "softmax", "log_softmax", "layer_norm", "cross_entropy",
-    "mse_loss", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "neg", "add", "sub", "mul", "div",
-    "add_scalar", "sub_scalar", "mul_scalar", "div_scalar", "sum", "mean", "embedding", "dropout", "max_pool2d",
-    "positional_encoding", "concat"};
+    "linear",        "matmul",     "bmm", "conv2d", "attention", "softmax", "log_softmax", "layer_norm",
+    "cross_entropy", "mse_loss",   "exp", "log",    "sqrt",      "tanh",    "sigmoid",     "relu",
+    "gelu",          "neg",        "add", "sub",    "mul",       "div",     "add_scalar",  "sub_scalar",
+    "mul_scalar",    "div_scalar", "sum", "mean",   "embedding", "dropout", "max_pool2d",  "positional_encoding",
+    "concat"};
 
 static const char *const policy_names[AMPC_CAST_COUNT] = {"none", "lower", "fp32", "fp32_output", "promote", "banned"};
 
 const char *ampc_autocast_op_name(int i) { return i >= 0 && i < AMPCI_OP_COUNT ? op_names[i] : NULL; }
 const char *ampci_op_name(ampci_op op) { return op_names[op]; }
-const char *ampc_cast_policy_name(ampc_cast_policy p) {
-    return (unsigned)p < AMPC_CAST_COUNT ? policy_names[p] : "?";
-}
+const char *ampc_cast_policy_name(ampc_cast_policy p) { return (unsigned)p < AMPC_CAST_COUNT ? policy_names[p] : "?"; }
 
 /* ---- the built-in tables ---- */
 
 static void table_fill(ampc_cast_policy *pol, ampc_autocast_table table) {
-    static const ampci_op gemm[] = {AMPCI_OP_LINEAR, AMPCI_OP_MATMUL, AMPCI_OP_BMM, AMPCI_OP_CONV2D, AMPCI_OP_ATTENTION};
+    static const ampci_op gemm[] = {AMPCI_OP_LINEAR, AMPCI_OP_MATMUL, AMPCI_OP_BMM, AMPCI_OP_CONV2D,
+                                    AMPCI_OP_ATTENTION};
     for (int i = 0; i < AMPCI_OP_COUNT; i++) pol[i] = AMPC_CAST_NONE;
     for (size_t i = 0; i < sizeof gemm / sizeof gemm[0]; i++) pol[gemm[i]] = AMPC_CAST_LOWER;
     switch (table) {
     case AMPC_AUTOCAST_TABLE_TUTORIAL: {
         /* the tutorials' advice: precision-sensitive ops stay FP32, sums of mixed inputs promote */
-        static const ampci_op fp32[] = {AMPCI_OP_SOFTMAX, AMPCI_OP_LOG_SOFTMAX, AMPCI_OP_LAYER_NORM,
-                                        AMPCI_OP_CROSS_ENTROPY, AMPCI_OP_MSE_LOSS, AMPCI_OP_EXP, AMPCI_OP_LOG,
-                                        AMPCI_OP_SUM, AMPCI_OP_MEAN, AMPCI_OP_POSITIONAL_ENCODING};
+        static const ampci_op fp32[] = {AMPCI_OP_SOFTMAX,    AMPCI_OP_LOG_SOFTMAX,
+                                        AMPCI_OP_LAYER_NORM, AMPCI_OP_CROSS_ENTROPY,
+                                        AMPCI_OP_MSE_LOSS,   AMPCI_OP_EXP,
+                                        AMPCI_OP_LOG,        AMPCI_OP_SUM,
+                                        AMPCI_OP_MEAN,       AMPCI_OP_POSITIONAL_ENCODING};
         for (size_t i = 0; i < sizeof fp32 / sizeof fp32[0]; i++) pol[fp32[i]] = AMPC_CAST_FP32;
         pol[AMPCI_OP_ADD] = pol[AMPCI_OP_CONCAT] = AMPC_CAST_PROMOTE;
         break;
@@ -117,7 +119,8 @@ ampc_status ampc_autocast_begin(ampc_ctx *ctx, const ampc_autocast_params *param
     ampc_autocast_params p = params ? *params : (ampc_autocast_params){AMPC_DTYPE_BF16, true, true};
     if (p.dtype == AMPC_DTYPE_F32) p.dtype = AMPC_DTYPE_BF16;
     if (p.dtype != AMPC_DTYPE_BF16 && p.dtype != AMPC_DTYPE_F16)
-        return ampci_fail(AMPC_STATUS_DTYPE, "%s: dtype %s; autocast lowers to BF16 or F16", fn, ampc_dtype_name(p.dtype));
+        return ampci_fail(AMPC_STATUS_DTYPE, "%s: dtype %s; autocast lowers to BF16 or F16", fn,
+                          ampc_dtype_name(p.dtype));
     struct ampci_autocast *ac = state(ctx);
     if (!ac) return AMPC_STATUS_OOM;
     if (ac->depth == MAX_DEPTH)
@@ -161,13 +164,16 @@ static ampc_status unknown_op(const char *fn, const char *op) {
     size_t len = 0;
     for (int i = 0; i < AMPCI_OP_COUNT && len < sizeof list; i++)
         len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", op_names[i]);
-    return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: unknown op '%s'; expected one of: %s", fn, op ? op : "(null)", list);
+    return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: unknown op '%s'; expected one of: %s", fn, op ? op : "(null)",
+                      list);
 }
 
 ampc_status ampc_autocast_load_table(ampc_ctx *ctx, ampc_autocast_table table) {
     if (!ctx || (unsigned)table >= AMPC_AUTOCAST_TABLE_COUNT)
-        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_autocast_load_table: table %d; expected an "
-                          "ampc_autocast_table value%s", (int)table, ctx ? "" : " (and ctx is NULL)");
+        return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                          "ampc_autocast_load_table: table %d; expected an "
+                          "ampc_autocast_table value%s",
+                          (int)table, ctx ? "" : " (and ctx is NULL)");
     struct ampci_autocast *ac = state(ctx);
     if (!ac) return AMPC_STATUS_OOM;
     table_fill(ac->policy, table);
@@ -180,8 +186,10 @@ ampc_status ampc_autocast_set_policy(ampc_ctx *ctx, const char *op, ampc_cast_po
     int i = find_op(op);
     if (i < 0) return unknown_op(fn, op);
     if ((unsigned)policy >= AMPC_CAST_COUNT)
-        return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: policy %d for '%s'; expected none, lower, fp32, fp32_output, "
-                          "promote or banned", fn, (int)policy, op);
+        return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                          "%s: policy %d for '%s'; expected none, lower, fp32, fp32_output, "
+                          "promote or banned",
+                          fn, (int)policy, op);
     struct ampci_autocast *ac = state(ctx);
     if (!ac) return AMPC_STATUS_OOM;
     ac->policy[i] = policy;
@@ -203,7 +211,8 @@ ampc_status ampc_autocast_policy(const ampc_ctx *ctx, const char *op, ampc_cast_
 }
 
 ampc_status ampc_autocast_get_stats(const ampc_ctx *ctx, ampc_autocast_stats *out) {
-    if (!ctx || !out) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_autocast_get_stats: ctx and out must not be NULL");
+    if (!ctx || !out)
+        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_autocast_get_stats: ctx and out must not be NULL");
     const struct ampci_autocast *ac = ctx->autocast;
     *out = (ampc_autocast_stats){ac ? ac->casts : 0, ac ? ac->hits : 0, ac ? ac->ncache : 0};
     return AMPC_OK;
@@ -238,7 +247,7 @@ void ampci_autocast_cache_put(ampc_ctx *ctx, const ampc_tensor *t, ampc_dtype to
     if (ac->ncache == ac->cap) {
         size_t cap = ac->cap ? ac->cap * 2 : 64;
         cache_entry *n = realloc(ac->cache, cap * sizeof *n);
-        if (!n) return;   /* no room to remember it: the cast is still correct */
+        if (!n) return; /* no room to remember it: the cast is still correct */
         ac->cache = n, ac->cap = cap;
     }
     ac->cache[ac->ncache++] = (cache_entry){t, to, t->storage->version, ampc_grad_enabled(ctx), cast};
@@ -255,9 +264,10 @@ static bool promote_target(ampci_op op, const region *r, const ampc_tensor *cons
         if (in[i]->dtype == AMPC_DTYPE_F32) *to = AMPC_DTYPE_F32;
         else {
             char b[128];
-            ampci_fail(AMPC_STATUS_DTYPE, "ampc_%s: under autocast (%s region, policy promote) input %d %s mixes F16 "
-                       "and BF16; cast it first", op_names[op], ampc_dtype_name(r->dtype), i,
-                       ampc_tensor_describe(in[i], b, sizeof b));
+            ampci_fail(AMPC_STATUS_DTYPE,
+                       "ampc_%s: under autocast (%s region, policy promote) input %d %s mixes F16 "
+                       "and BF16; cast it first",
+                       op_names[op], ampc_dtype_name(r->dtype), i, ampc_tensor_describe(in[i], b, sizeof b));
             return false;
         }
     }
@@ -271,12 +281,14 @@ bool ampci_autocast_plan(const ampc_ctx *ctx, ampci_op op, const ampc_tensor *co
     if (!r || !r->enabled) return true;
     ampc_cast_policy pol = ctx->autocast->policy[op];
     ampc_dtype target;
-    int m = n;   /* the leading inputs the policy applies to */
+    int m = n; /* the leading inputs the policy applies to */
     switch (pol) {
     case AMPC_CAST_NONE: return true;
     case AMPC_CAST_BANNED:
-        ampci_fail(AMPC_STATUS_UNSUPPORTED, "ampc_%s is banned inside an autocast region (its policy is 'banned'); run "
-                   "it in an enabled = false region, or change the policy with ampc_autocast_set_policy", op_names[op]);
+        ampci_fail(AMPC_STATUS_UNSUPPORTED,
+                   "ampc_%s is banned inside an autocast region (its policy is 'banned'); run "
+                   "it in an enabled = false region, or change the policy with ampc_autocast_set_policy",
+                   op_names[op]);
         return false;
     case AMPC_CAST_LOWER: target = r->dtype; break;
     case AMPC_CAST_PROMOTE:
@@ -286,7 +298,7 @@ bool ampci_autocast_plan(const ampc_ctx *ctx, ampci_op op, const ampc_tensor *co
          * materialised F32 copy of the 16-bit input (one activation per residual add). */
         if (target == AMPC_DTYPE_F32 && op >= AMPCI_OP_ADD && op <= AMPCI_OP_DIV) m = 0;
         break;
-    case AMPC_CAST_FP32_OUTPUT:   /* only the first input, and only when it is eligible */
+    case AMPC_CAST_FP32_OUTPUT: /* only the first input, and only when it is eligible */
         m = eligible(in[0]) ? 1 : 0;
         target = AMPC_DTYPE_F32;
         break;

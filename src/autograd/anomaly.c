@@ -33,9 +33,11 @@ bool ampci_check_output(ampc_ctx *ctx, const ampc_tensor *t) {
         if (ctx->cur_in[i]) name_tensor(ctx->cur_in[i], b, sizeof b);
         len += (size_t)snprintf(ins + len, sizeof ins - len, "%s%s", i ? ", " : "", b);
     }
-    ampci_fail(AMPC_STATUS_STATE, "anomaly: ampc_%s produced %s at element %lld of its output %s (step %llu, scope '%s'); "
-               "inputs: %s", ctx->cur_op ? ctx->cur_op : "?", what_at(t, bad), (long long)bad, out,
-               (unsigned long long)ctx->step_id, ctx->scope, ins);
+    ampci_fail(AMPC_STATUS_STATE,
+               "anomaly: ampc_%s produced %s at element %lld of its output %s (step %llu, scope '%s'); "
+               "inputs: %s",
+               ctx->cur_op ? ctx->cur_op : "?", what_at(t, bad), (long long)bad, out, (unsigned long long)ctx->step_id,
+               ctx->scope, ins);
     return false;
 }
 
@@ -45,8 +47,10 @@ bool ampci_check_grad(ampc_ctx *ctx, const char *op, const ampc_tensor *input, c
     if (bad < 0) return true;
     char in[192];
     name_tensor(input, in, sizeof in);
-    ampci_fail(AMPC_STATUS_STATE, "anomaly: the backward of %s produced %s at element %lld of the gradient for %s "
-               "(step %llu)", op, what_at(g, bad), (long long)bad, in, (unsigned long long)ctx->step_id);
+    ampci_fail(AMPC_STATUS_STATE,
+               "anomaly: the backward of %s produced %s at element %lld of the gradient for %s "
+               "(step %llu)",
+               op, what_at(g, bad), (long long)bad, in, (unsigned long long)ctx->step_id);
     return false;
 }
 

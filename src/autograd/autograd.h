@@ -13,21 +13,21 @@ typedef struct ampci_node ampci_node;
  * shape and dtype) and hands each to ampci_grad_accumulate. */
 typedef ampc_status (*ampci_backward_fn)(ampci_node *n, const ampc_tensor *gout);
 
-#define AMPCI_SAVES_OUT (1u << 31)   /* saved_mask bit: backward reads the output */
+#define AMPCI_SAVES_OUT (1u << 31) /* saved_mask bit: backward reads the output */
 
 struct ampci_node {
     const char *op;
     ampci_backward_fn backward;
     ampc_ctx *ctx;
     ampc_tensor *out;
-    ampc_tensor **in;          /* nin inputs; NULL entries allowed (an absent bias) */
+    ampc_tensor **in; /* nin inputs; NULL entries allowed (an absent bias) */
     int nin;
-    unsigned saved_mask;       /* bit i: backward reads in[i] (its version is checked) */
-    uint64_t *in_version;      /* versions of the inputs when the op ran */
+    unsigned saved_mask;  /* bit i: backward reads in[i] (its version is checked) */
+    uint64_t *in_version; /* versions of the inputs when the op ran */
     uint64_t out_version;
-    ampc_tensor *grad;         /* accumulated gradient of out (never modified in place) */
-    void *saved;               /* op-specific data, `saved_size` bytes in the arena, zeroed */
-    ampci_node *prev;          /* older node on the tape */
+    ampc_tensor *grad; /* accumulated gradient of out (never modified in place) */
+    void *saved;       /* op-specific data, `saved_size` bytes in the arena, zeroed */
+    ampci_node *prev;  /* older node on the tape */
     bool marked, released;
 };
 

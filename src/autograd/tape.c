@@ -39,22 +39,28 @@ ampci_node *ampci_record(ampc_ctx *ctx, const char *op, ampc_tensor *out, const 
     for (int i = 0; i < nin; i++) {
         ins[i] = (ampc_tensor *)in[i];
         versions[i] = in[i] ? in[i]->storage->version : 0;
-        if (in[i] && in[i]->owned) ins[i]->graph_step = ctx->step_id;   /* see ampc_tensor_free */
-        if (in[i] && (saved_mask >> i & 1)) in[i]->storage->saves++;    /* see ampci_tensor_release */
+        if (in[i] && in[i]->owned) ins[i]->graph_step = ctx->step_id; /* see ampc_tensor_free */
+        if (in[i] && (saved_mask >> i & 1)) in[i]->storage->saves++;  /* see ampci_tensor_release */
     }
     if (saved_mask & AMPCI_SAVES_OUT) out->storage->saves++;
-    *n = (ampci_node){.op = op, .backward = backward, .ctx = ctx, .out = out, .in = ins, .nin = nin,
-                      .saved_mask = saved_mask, .in_version = versions, .out_version = out->storage->version,
-                      .saved = saved, .prev = ctx->tape};
+    *n = (ampci_node){.op = op,
+                      .backward = backward,
+                      .ctx = ctx,
+                      .out = out,
+                      .in = ins,
+                      .nin = nin,
+                      .saved_mask = saved_mask,
+                      .in_version = versions,
+                      .out_version = out->storage->version,
+                      .saved = saved,
+                      .prev = ctx->tape};
     ctx->tape = n;
     out->node = n;
     out->requires_grad = true;
     return n;
 }
 
-bool ampci_input_needs_grad(const ampci_node *n, int i) {
-    return i < n->nin && n->in[i] && n->in[i]->requires_grad;
-}
+bool ampci_input_needs_grad(const ampci_node *n, int i) { return i < n->nin && n->in[i] && n->in[i]->requires_grad; }
 
 /* dst (contiguous) += src (contiguous, same numel), in F32, rounded once to dst's dtype. */
 static void add_into(ampc_tensor *dst, const ampc_tensor *src) {
@@ -92,7 +98,7 @@ static ampc_status accumulate_leaf(ampc_tensor *t, const ampc_tensor *g) {
                       : t->owned   ? ampc_tensor_new(t->ctx, t->dtype, t->ndim, t->shape)
                                    : ampci_tensor_arena(fn, t->ctx, t->dtype, t->ndim, t->shape);
     if (!gr) return ampc_last_status();
-    if (!t->owned) grad_ref(gr);   /* an arena leaf's gradient lives until step end: never unreferenced */
+    if (!t->owned) grad_ref(gr); /* an arena leaf's gradient lives until step end: never unreferenced */
     ampc_convert(ampci_tensor_ptr(gr), t->dtype, ampci_tensor_ptr(g), g->dtype, (size_t)ampci_numel(t));
     gr->storage->version++;
     t->grad = gr;
@@ -111,7 +117,7 @@ ampc_status ampci_grad_accumulate(ampc_tensor *t, const ampc_tensor *g) {
         sum = g->dtype == t->dtype ? (ampc_tensor *)g : ampci_copy_as(fn, g, t->dtype);
     } else if (n->grad->storage->arena && ampc_tensor_is_contiguous(n->grad) && n->grad->offset == 0 &&
                ampci_step_exclusive(ctx, n->grad->storage->data)) {
-        add_into(n->grad, g);   /* the sum rounds once to t's dtype either way: the same bits */
+        add_into(n->grad, g); /* the sum rounds once to t's dtype either way: the same bits */
         return AMPC_OK;
     } else {
         sum = ampci_copy_as(fn, n->grad, t->dtype);
@@ -131,14 +137,17 @@ static ampc_status check_versions(const ampci_node *n) {
         const ampc_tensor *t = n->in[i];
         if (!(n->saved_mask >> i & 1) || !t || t->storage->version == n->in_version[i]) continue;
         char b[128];
-        return ampci_fail(AMPC_STATUS_STATE, "ampc_backward: input %d of %s (%s%s%s) was modified in place after the "
-                          "op ran (version %llu, saved at %llu); its gradient would be wrong", i, n->op,
-                          ampc_tensor_describe(t, b, sizeof b), t->name[0] ? ", " : "", t->name,
+        return ampci_fail(AMPC_STATUS_STATE,
+                          "ampc_backward: input %d of %s (%s%s%s) was modified in place after the "
+                          "op ran (version %llu, saved at %llu); its gradient would be wrong",
+                          i, n->op, ampc_tensor_describe(t, b, sizeof b), t->name[0] ? ", " : "", t->name,
                           (unsigned long long)t->storage->version, (unsigned long long)n->in_version[i]);
     }
     if ((n->saved_mask & AMPCI_SAVES_OUT) && n->out->storage->version != n->out_version)
-        return ampci_fail(AMPC_STATUS_STATE, "ampc_backward: the output of %s was modified in place after the op "
-                          "ran; its gradient would be wrong", n->op);
+        return ampci_fail(AMPC_STATUS_STATE,
+                          "ampc_backward: the output of %s was modified in place after the op "
+                          "ran; its gradient would be wrong",
+                          n->op);
     return AMPC_OK;
 }
 
@@ -149,8 +158,10 @@ static ampc_status mark(ampc_ctx *ctx, ampci_node *root) {
     for (ampci_node *n = ctx->tape; n; n = n->prev) {
         if (!n->marked) continue;
         if (n->released)
-            return ampci_fail(AMPC_STATUS_STATE, "ampc_backward: the graph through %s was already used by an earlier "
-                              "backward and released; run one backward per forward", n->op);
+            return ampci_fail(AMPC_STATUS_STATE,
+                              "ampc_backward: the graph through %s was already used by an earlier "
+                              "backward and released; run one backward per forward",
+                              n->op);
         for (int i = 0; i < n->nin; i++)
             if (n->in[i] && n->in[i]->node) n->in[i]->node->marked = true;
     }
@@ -175,7 +186,7 @@ static ampc_status walk(ampc_ctx *ctx) {
         ampc_tensor *g = n->grad;
         n->grad = NULL;
         n->released = true;
-        if (!g) continue;   /* reachable, but no gradient flowed into it */
+        if (!g) continue; /* reachable, but no gradient flowed into it */
         ampc_status s = check_versions(n);
         ctx->cur_backward = n->op;
         ampci_step_gen_begin(ctx);
@@ -192,18 +203,20 @@ static ampc_status walk(ampc_ctx *ctx) {
 static ampc_status backward_from(ampc_ctx *ctx, ampc_tensor *out, const ampc_tensor *seed) {
     char b[128];
     if (!out->node && !out->requires_grad)
-        return ampci_fail(AMPC_STATUS_STATE, "ampc_backward: %s does not require grad and has no graph (was it made "
+        return ampci_fail(AMPC_STATUS_STATE,
+                          "ampc_backward: %s does not require grad and has no graph (was it made "
                           "under no-grad, or from tensors that do not require grad?)",
                           ampc_tensor_describe(out, b, sizeof b));
     if (!out->node) return accumulate_leaf(out, seed);
     if (out->node->released)
-        return ampci_fail(AMPC_STATUS_STATE, "ampc_backward: the graph of %s (made by %s) was already used by an "
+        return ampci_fail(AMPC_STATUS_STATE,
+                          "ampc_backward: the graph of %s (made by %s) was already used by an "
                           "earlier backward and released; run one backward per forward",
                           ampc_tensor_describe(out, b, sizeof b), out->node->op);
     ampc_status s = mark(ctx, out->node);
     if (s == AMPC_OK) s = ampci_grad_accumulate(out, seed);
     if (s == AMPC_OK) {
-        ctx->no_grad_depth++;   /* backward records nothing */
+        ctx->no_grad_depth++; /* backward records nothing */
         s = walk(ctx);
         ctx->no_grad_depth--;
     }
@@ -217,8 +230,10 @@ ampc_status ampc_backward(ampc_ctx *ctx, ampc_tensor *loss) {
                           !loss ? " (did the forward fail? see the earlier error)" : "");
     if (ampci_numel(loss) != 1) {
         char b[128];
-        return ampci_fail(AMPC_STATUS_SHAPE, "ampc_backward: the loss %s is not a scalar; use ampc_backward_with and "
-                          "give its gradient", ampc_tensor_describe(loss, b, sizeof b));
+        return ampci_fail(AMPC_STATUS_SHAPE,
+                          "ampc_backward: the loss %s is not a scalar; use ampc_backward_with and "
+                          "give its gradient",
+                          ampc_tensor_describe(loss, b, sizeof b));
     }
     float one = 1.0f;
     ampc_tensor *seed = ampci_tensor_arena("ampc_backward", ctx, loss->dtype, loss->ndim, loss->shape);
@@ -274,6 +289,6 @@ ampc_tensor *ampc_tensor_grad(const ampc_tensor *t) { return t ? t->grad : NULL;
 
 void ampc_tensor_clear_grad(ampc_tensor *t) {
     if (!t) return;
-    if (t->grad != t->grad_slot) ampc_tensor_free(t->grad);   /* arena gradients: a no-op, freed at step end */
-    t->grad = NULL;                                            /* an optimizer's slot is kept for reuse */
+    if (t->grad != t->grad_slot) ampc_tensor_free(t->grad); /* arena gradients: a no-op, freed at step end */
+    t->grad = NULL;                                         /* an optimizer's slot is kept for reuse */
 }

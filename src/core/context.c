@@ -19,7 +19,8 @@ static void default_free(void *user, void *ptr, size_t size) {
 
 static void default_log(void *user, ampc_log_level level, const char *message) {
     (void)user;
-    if (level >= AMPC_LOG_WARN) fprintf(stderr, "ampc: %s: %s\n", level == AMPC_LOG_WARN ? "warning" : "error", message);
+    if (level >= AMPC_LOG_WARN)
+        fprintf(stderr, "ampc: %s: %s\n", level == AMPC_LOG_WARN ? "warning" : "error", message);
 }
 
 void ampci_log(const ampc_ctx *ctx, ampc_log_level level, const char *fmt, ...) {
@@ -77,8 +78,9 @@ ampc_isa ampc_ctx_isa(const ampc_ctx *ctx) { return ctx ? ctx->isa : AMPC_ISA_AU
 
 ampc_status ampc_ctx_set_threads(ampc_ctx *ctx, int n) {
     if (!ctx || n < 0)
-        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_ctx_set_threads: threads = %d; expected 0 (all CPUs) or more%s",
-                          n, ctx ? "" : " (and ctx must not be NULL)");
+        return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                          "ampc_ctx_set_threads: threads = %d; expected 0 (all CPUs) or more%s", n,
+                          ctx ? "" : " (and ctx must not be NULL)");
     int want = n ? n : ampci_online_cpus();
     if (want == ampci_pool_threads(ctx->pool)) return AMPC_OK;
     ampci_pool *np;

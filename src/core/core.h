@@ -16,9 +16,9 @@
 #define AMPCI_ALIGN 64
 
 /* Library bugs only (never user input): log and abort. */
-#define AMPCI_ASSERT(c)                                                                                     \
-    do {                                                                                                    \
-        if (!(c)) ampci_assert_fail(#c, __FILE__, __LINE__);                                                \
+#define AMPCI_ASSERT(c)                                                                                                \
+    do {                                                                                                               \
+        if (!(c)) ampci_assert_fail(#c, __FILE__, __LINE__);                                                           \
     } while (0)
 AMPCI_HIDDEN _Noreturn void ampci_assert_fail(const char *what, const char *file, int line);
 
@@ -45,23 +45,23 @@ typedef struct ampci_arena_hook {
 } ampci_arena_hook;
 
 typedef struct ampci_arena {
-    ampci_arena_chunk *chunks;      /* newest first */
+    ampci_arena_chunk *chunks; /* newest first */
     ampci_arena_hook *hooks;
     size_t initial, reserved, used, high_water;
-    size_t next_chunk;              /* size of the next first chunk: last step's high water (merging) */
+    size_t next_chunk; /* size of the next first chunk: last step's high water (merging) */
 } ampci_arena;
 
 /* ---- step heap (step_heap.c): large step buffers with early release ---- */
-#define AMPCI_HEAP_MIN ((size_t)16 << 10)   /* smaller requests go to the arena */
+#define AMPCI_HEAP_MIN ((size_t)16 << 10) /* smaller requests go to the arena */
 #define AMPCI_HEAP_CLASSES (48 * 8)
 struct ampci_heap_block;
 typedef struct ampci_heap {
-    struct ampci_heap_block *all;                         /* every block held */
-    struct ampci_heap_block *free[AMPCI_HEAP_CLASSES];    /* per size class */
-    struct ampci_heap_block *gen;                         /* the open generation's blocks */
+    struct ampci_heap_block *all;                      /* every block held */
+    struct ampci_heap_block *free[AMPCI_HEAP_CLASSES]; /* per size class */
+    struct ampci_heap_block *gen;                      /* the open generation's blocks */
     uint64_t gen_id;
     bool gen_open;
-    size_t reserved, used, high_water;                    /* bytes incl. headers */
+    size_t reserved, used, high_water; /* bytes incl. headers */
 } ampci_heap;
 
 /* ---- thread pool ---- */
@@ -85,11 +85,9 @@ AMPCI_HIDDEN int ampci_online_cpus(void);
  * AMPCI_ROW_BODY writes the void-pointer adapter ampc_parallel_for needs, so no body casts its argument
  * and no op keeps a trampoline of its own. `chunk` is the chunk's index, for bodies that write one
  * partial result per chunk (summed afterwards in chunk order). */
-#define AMPCI_ROW_BODY(name, T, a, r0, r1, chunk)                                                         \
-    static void name##_typed(const T *a, int64_t r0, int64_t r1, int64_t chunk);                            \
-    static void name(void *arg_, int64_t r0_, int64_t r1_, int64_t chunk_) {                               \
-        name##_typed(arg_, r0_, r1_, chunk_);                                                               \
-    }                                                                                                       \
+#define AMPCI_ROW_BODY(name, T, a, r0, r1, chunk)                                                                      \
+    static void name##_typed(const T *a, int64_t r0, int64_t r1, int64_t chunk);                                       \
+    static void name(void *arg_, int64_t r0_, int64_t r1_, int64_t chunk_) { name##_typed(arg_, r0_, r1_, chunk_); }   \
     static void name##_typed(const T *a, int64_t r0, int64_t r1, __attribute__((unused)) int64_t chunk)
 
 /* Elements per chunk that pay for handing a chunk to a thread: element-wise maps take this many, row
@@ -106,7 +104,7 @@ static inline int64_t ampci_row_grain(int64_t cols) {
 AMPCI_HIDDEN void ampci_parallel_rows(ampc_ctx *ctx, int64_t rows, int64_t cols, ampc_parallel_fn body,
                                       const void *args);
 
-#define AMPCI_FRAME_MAX_MADE 256   /* a tensor made when the list is full is simply not released early */
+#define AMPCI_FRAME_MAX_MADE 256 /* a tensor made when the list is full is simply not released early */
 
 struct ampc_kernels;
 struct ampci_node;
@@ -126,8 +124,8 @@ struct ampc_ctx {
     ampc_rng rng;
     ampc_log_fn log;
     void *log_user;
-    uint64_t step_id;                      /* counts ampc_ctx_step_end calls, from 1 */
-    char scope[256];                       /* the module path ampc_scope_push builds: "blocks.3.attn" */
+    uint64_t step_id; /* counts ampc_ctx_step_end calls, from 1 */
+    char scope[256];  /* the module path ampc_scope_push builds: "blocks.3.attn" */
     int scope_len[16], scope_depth;
     /* ---- kernels: the table of this context's level and the FP32 matmul precision (the global setting
      * in [0], then scoped overrides) ---- */
@@ -187,8 +185,8 @@ AMPCI_HIDDEN bool ampci_step_exclusive(const ampc_ctx *ctx, void *p);
  * references. Generations do not nest (the autograd walk opens one per node). */
 AMPCI_HIDDEN void ampci_step_gen_begin(ampc_ctx *ctx);
 AMPCI_HIDDEN void ampci_step_gen_sweep(ampc_ctx *ctx);
-AMPCI_HIDDEN void ampci_heap_reset(ampc_ctx *ctx);     /* step end: every block back to the free lists */
-AMPCI_HIDDEN void ampci_heap_release(ampc_ctx *ctx);   /* context end */
+AMPCI_HIDDEN void ampci_heap_reset(ampc_ctx *ctx);   /* step end: every block back to the free lists */
+AMPCI_HIDDEN void ampci_heap_release(ampc_ctx *ctx); /* context end */
 
 /* Elements [begin, end) of the fill ampc_rng_uniform/normal(rng, ...) would make, without advancing
  * rng: out[0] is element `begin`. Lets a fill be split over threads with identical bits. */
@@ -201,8 +199,6 @@ AMPCI_HIDDEN void ampci_log(const ampc_ctx *ctx, ampc_log_level level, const cha
     __attribute__((format(printf, 3, 4)));
 
 /* Overflow-checked size arithmetic: false when a*b would not fit. */
-static inline bool ampci_mul_size(size_t a, size_t b, size_t *out) {
-    return !__builtin_mul_overflow(a, b, out);
-}
+static inline bool ampci_mul_size(size_t a, size_t b, size_t *out) { return !__builtin_mul_overflow(a, b, out); }
 
 #endif

@@ -29,19 +29,27 @@
 #define ARCH_REQ_XCOMP_PERM 0x1023
 #define XFEATURE_XTILEDATA 18
 
-#define XCR0_YMM (1u << 1 | 1u << 2)                  /* SSE + AVX state */
+#define XCR0_YMM (1u << 1 | 1u << 2)                      /* SSE + AVX state */
 #define XCR0_ZMM (XCR0_YMM | 1u << 5 | 1u << 6 | 1u << 7) /* + opmask, ZMM_Hi256, Hi16_ZMM */
-#define XCR0_TILE (1u << 17 | 1u << 18)               /* XTILECFG + XTILEDATA */
+#define XCR0_TILE (1u << 17 | 1u << 18)                   /* XTILECFG + XTILEDATA */
 
 static const char *const feature_names[AMPC_CPU_FEATURE_COUNT] = {
-    [AMPC_CPU_SSE42] = "sse4_2",           [AMPC_CPU_AVX] = "avx",
-    [AMPC_CPU_AVX2] = "avx2",              [AMPC_CPU_FMA] = "fma",
-    [AMPC_CPU_F16C] = "f16c",              [AMPC_CPU_AVX512F] = "avx512f",
-    [AMPC_CPU_AVX512BW] = "avx512bw",      [AMPC_CPU_AVX512VL] = "avx512vl",
-    [AMPC_CPU_AVX512DQ] = "avx512dq",      [AMPC_CPU_AVX512_BF16] = "avx512_bf16",
-    [AMPC_CPU_AVX512_FP16] = "avx512_fp16", [AMPC_CPU_AVX512_VNNI] = "avx512_vnni",
-    [AMPC_CPU_AMX_TILE] = "amx_tile",      [AMPC_CPU_AMX_BF16] = "amx_bf16",
-    [AMPC_CPU_AMX_INT8] = "amx_int8",      [AMPC_CPU_AMX_FP16] = "amx_fp16",
+    [AMPC_CPU_SSE42] = "sse4_2",
+    [AMPC_CPU_AVX] = "avx",
+    [AMPC_CPU_AVX2] = "avx2",
+    [AMPC_CPU_FMA] = "fma",
+    [AMPC_CPU_F16C] = "f16c",
+    [AMPC_CPU_AVX512F] = "avx512f",
+    [AMPC_CPU_AVX512BW] = "avx512bw",
+    [AMPC_CPU_AVX512VL] = "avx512vl",
+    [AMPC_CPU_AVX512DQ] = "avx512dq",
+    [AMPC_CPU_AVX512_BF16] = "avx512_bf16",
+    [AMPC_CPU_AVX512_FP16] = "avx512_fp16",
+    [AMPC_CPU_AVX512_VNNI] = "avx512_vnni",
+    [AMPC_CPU_AMX_TILE] = "amx_tile",
+    [AMPC_CPU_AMX_BF16] = "amx_bf16",
+    [AMPC_CPU_AMX_INT8] = "amx_int8",
+    [AMPC_CPU_AMX_FP16] = "amx_fp16",
 };
 
 static const char *const isa_names[AMPC_ISA_COUNT] = {"auto", "ref", "avx2", "avx512", "amx"};
@@ -94,7 +102,7 @@ static void read_strings(ampc_cpu_info *ci) {
         memcpy(ci->brand + 16 * i, r, 16);
     }
     ci->brand[48] = '\0';
-    char *s = ci->brand;   /* brand strings are space-padded on both sides */
+    char *s = ci->brand; /* brand strings are space-padded on both sides */
     while (*s == ' ') s++;
     memmove(ci->brand, s, strlen(s) + 1);
     for (size_t n = strlen(ci->brand); n && ci->brand[n - 1] == ' ';) ci->brand[--n] = '\0';
@@ -104,9 +112,9 @@ static void read_features(ampc_cpu_info *ci, bool *osxsave) {
     unsigned r1[4], r7[4], r71[4];
     unsigned maxleaf = __get_cpuid_max(0, NULL);
     cpuid(1, 0, r1);
-    cpuid(7, 0, r7);   /* zeros when leaf 7 is beyond the maximum */
+    cpuid(7, 0, r7); /* zeros when leaf 7 is beyond the maximum */
     r71[0] = 0;
-    if (maxleaf >= 7 && r7[0] >= 1) cpuid(7, 1, r71);   /* r7[0]: highest leaf-7 subleaf */
+    if (maxleaf >= 7 && r7[0] >= 1) cpuid(7, 1, r71); /* r7[0]: highest leaf-7 subleaf */
     bool *f = ci->cpuid;
     f[AMPC_CPU_SSE42] = r1[2] >> 20 & 1;
     f[AMPC_CPU_FMA] = r1[2] >> 12 & 1;
@@ -173,8 +181,7 @@ static ampc_isa best_level(const ampc_cpu_info *ci) {
     if (isa == AMPC_ISA_AVX2 && usable(ci, AMPC_CPU_AVX512F) && usable(ci, AMPC_CPU_AVX512BW) &&
         usable(ci, AMPC_CPU_AVX512VL) && usable(ci, AMPC_CPU_AVX512DQ))
         isa = AMPC_ISA_AVX512;
-    if (isa == AMPC_ISA_AVX512 && usable(ci, AMPC_CPU_AMX_TILE) && usable(ci, AMPC_CPU_AMX_BF16))
-        isa = AMPC_ISA_AMX;
+    if (isa == AMPC_ISA_AVX512 && usable(ci, AMPC_CPU_AMX_TILE) && usable(ci, AMPC_CPU_AMX_BF16)) isa = AMPC_ISA_AMX;
     return isa;
 }
 
@@ -186,7 +193,7 @@ static void apply_env_cap(ampc_cpu_info *ci) {
     snprintf(ci->isa_env, sizeof ci->isa_env, "%s", env);
     int cap = find_isa(env);
     if (cap < 0) {
-        ci->isa_env_valid = false;   /* reported by `ampc info` and ampc_ctx_new's log; not fatal here */
+        ci->isa_env_valid = false; /* reported by `ampc info` and ampc_ctx_new's log; not fatal here */
         return;
     }
     if (cap != AMPC_ISA_AUTO && (ampc_isa)cap < ci->chosen) ci->chosen = (ampc_isa)cap;
@@ -217,6 +224,4 @@ const ampc_cpu_info *ampc_cpu(void) {
     return &g_cpu;
 }
 
-bool ampc_cpu_has(ampc_cpu_feature f) {
-    return (unsigned)f < AMPC_CPU_FEATURE_COUNT && ampc_cpu()->os_enabled[f];
-}
+bool ampc_cpu_has(ampc_cpu_feature f) { return (unsigned)f < AMPC_CPU_FEATURE_COUNT && ampc_cpu()->os_enabled[f]; }

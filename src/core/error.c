@@ -64,8 +64,7 @@ void *ampci_fail_null(ampc_status s, const char *fmt, ...) {
 }
 
 void *ampci_null_input(const char *fn, const char *what) {
-    if (tl_status == AMPC_OK)
-        ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: %s is NULL", fn, what);
+    if (tl_status == AMPC_OK) ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: %s is NULL", fn, what);
     return NULL;
 }
 

@@ -20,8 +20,7 @@ void *ampci_alloc(ampc_ctx *ctx, size_t size, const char *what) {
     if (!p) return ampci_fail_null(AMPC_STATUS_OOM, "%s: out of memory allocating %zu bytes", what, size);
     size_t live = atomic_fetch_add(&ctx->live, padded) + padded;
     size_t peak = atomic_load(&ctx->peak);
-    while (live > peak && !atomic_compare_exchange_weak(&ctx->peak, &peak, live)) {
-    }
+    while (live > peak && !atomic_compare_exchange_weak(&ctx->peak, &peak, live)) {}
     atomic_fetch_add(&ctx->allocations, 1);
     return p;
 }
@@ -35,7 +34,7 @@ void ampci_free(ampc_ctx *ctx, void *p, size_t size) {
 
 ampc_status ampc_memory_stats(const ampc_ctx *ctx, ampc_memory_usage *out) {
     if (!ctx || !out) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_memory_stats: ctx and out must not be NULL");
-    ampc_ctx *c = (ampc_ctx *)ctx;   /* atomics are read-only here */
+    ampc_ctx *c = (ampc_ctx *)ctx; /* atomics are read-only here */
     out->live_bytes = atomic_load(&c->live);
     out->peak_bytes = atomic_load(&c->peak);
     out->allocations = atomic_load(&c->allocations);
@@ -85,8 +84,9 @@ void *ampci_arena_alloc(ampc_ctx *ctx, size_t size, const char *what) {
         if (c && c->size * 2 > want) want = c->size * 2;
         if (want < need + AMPCI_ALIGN) want = need + AMPCI_ALIGN;
         ampci_arena_chunk *n = chunk_new(ctx, want);
-        if (!n) return ampci_fail_null(AMPC_STATUS_OOM, "%s: out of memory growing the step arena by %zu bytes",
-                                       what, want);
+        if (!n)
+            return ampci_fail_null(AMPC_STATUS_OOM, "%s: out of memory growing the step arena by %zu bytes", what,
+                                   want);
         n->next = c;
         a->chunks = c = n;
     }

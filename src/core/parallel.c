@@ -19,20 +19,20 @@
 #define CPU_RELAX() ((void)0)
 #endif
 
-#define SPIN_ROUNDS 20000   /* about 50-100 us of pause instructions */
+#define SPIN_ROUNDS 20000 /* about 50-100 us of pause instructions */
 #include <stdlib.h>
 #include <unistd.h>
 
 struct ampci_pool {
-    int threads;               /* including the calling thread */
-    pthread_t *workers;        /* threads - 1 of them */
+    int threads;        /* including the calling thread */
+    pthread_t *workers; /* threads - 1 of them */
     pthread_mutex_t mu;
     pthread_cond_t cv_work, cv_done;
-    pthread_mutex_t run_lock;  /* one job at a time per pool */
+    pthread_mutex_t run_lock; /* one job at a time per pool */
     atomic_uint_fast64_t generation;
     bool stop;
-    atomic_int finished;       /* workers done with the current generation */
-    int sleepers;              /* workers blocked on cv_work (under mu) */
+    atomic_int finished; /* workers done with the current generation */
+    int sleepers;        /* workers blocked on cv_work (under mu) */
     /* the current job */
     ampc_parallel_fn fn;
     void *arg;
@@ -97,7 +97,7 @@ static void *worker_main(void *vp) {
         if (p->stop) break;
         take_chunks(p);
         if (atomic_fetch_add(&p->finished, 1) + 1 == p->threads - 1) {
-            pthread_mutex_lock(&p->mu);   /* the caller may be blocked waiting for this */
+            pthread_mutex_lock(&p->mu); /* the caller may be blocked waiting for this */
             pthread_cond_signal(&p->cv_done);
             pthread_mutex_unlock(&p->mu);
         }
@@ -122,10 +122,10 @@ ampc_status ampci_pool_new(int threads, ampci_pool **out) {
         }
         for (int i = 0; i < threads - 1; i++) {
             if (pthread_create(&p->workers[i], NULL, worker_main, p) != 0) {
-                p->threads = i + 1;   /* only these exist; free joins them */
+                p->threads = i + 1; /* only these exist; free joins them */
                 ampci_pool_free(p);
-                return ampci_fail(AMPC_STATUS_UNSUPPORTED, "ampc_ctx_new: could not start thread %d of %d",
-                                  i + 2, threads);
+                return ampci_fail(AMPC_STATUS_UNSUPPORTED, "ampc_ctx_new: could not start thread %d of %d", i + 2,
+                                  threads);
             }
         }
     }
@@ -137,7 +137,7 @@ void ampci_pool_free(ampci_pool *p) {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
     p->stop = true;
-    atomic_fetch_add(&p->generation, 1);   /* wakes spinning workers too */
+    atomic_fetch_add(&p->generation, 1); /* wakes spinning workers too */
     pthread_cond_broadcast(&p->cv_work);
     pthread_mutex_unlock(&p->mu);
     for (int i = 0; i < p->threads - 1 && p->workers; i++) pthread_join(p->workers[i], NULL);
@@ -173,7 +173,7 @@ void ampci_pool_run(ampci_pool *p, int64_t n, int64_t grain, ampc_parallel_fn fn
     atomic_store(&p->next, 0);
     atomic_store(&p->finished, 0);
     pthread_mutex_lock(&p->mu);
-    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);   /* publishes the job fields */
+    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release); /* publishes the job fields */
     if (p->sleepers) pthread_cond_broadcast(&p->cv_work);
     pthread_mutex_unlock(&p->mu);
 
@@ -195,5 +195,5 @@ void ampc_parallel_for(ampc_ctx *ctx, int64_t n, int64_t grain, ampc_parallel_fn
 }
 
 void ampci_parallel_rows(ampc_ctx *ctx, int64_t rows, int64_t cols, ampc_parallel_fn body, const void *args) {
-    ampc_parallel_for(ctx, rows, ampci_row_grain(cols), body, (void *)args);   /* bodies read args as const */
+    ampc_parallel_for(ctx, rows, ampci_row_grain(cols), body, (void *)args); /* bodies read args as const */
 }

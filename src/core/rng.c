@@ -48,7 +48,7 @@ void ampci_rng_uniform_range(const ampc_rng *rng, float *out, int64_t begin, int
         ampc_rng_block(rng->seed, rng->stream, rng->counter + (uint64_t)k / 4, w);
         for (int64_t j = k % 4; j < 4 && k < end; j++, k++) {
             float v = lo + span * unit_f32(w[j]);
-            out[k - begin] = v < hi ? v : lo;   /* lo + span*u can round up to hi; keep [lo, hi) */
+            out[k - begin] = v < hi ? v : lo; /* lo + span*u can round up to hi; keep [lo, hi) */
         }
     }
 }

@@ -10,8 +10,10 @@ ampc_status ampc_scope_push(ampc_ctx *ctx, const char *name) {
     size_t len = strlen(ctx->scope), add = strlen(name) + (len ? 1 : 0);
     int max_depth = (int)(sizeof ctx->scope_len / sizeof ctx->scope_len[0]);
     if (ctx->scope_depth == max_depth || len + add >= sizeof ctx->scope)
-        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_scope_push: scope '%s' + '%s' is deeper than %d levels or "
-                          "longer than %zu characters", ctx->scope, name, max_depth, sizeof ctx->scope - 1);
+        return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                          "ampc_scope_push: scope '%s' + '%s' is deeper than %d levels or "
+                          "longer than %zu characters",
+                          ctx->scope, name, max_depth, sizeof ctx->scope - 1);
     ctx->scope_len[ctx->scope_depth++] = (int)len;
     snprintf(ctx->scope + len, sizeof ctx->scope - len, "%s%s", len ? "." : "", name);
     return AMPC_OK;

@@ -10,15 +10,15 @@
 
 #include <string.h>
 
-#define HEAP_MAGIC 0x68656170706d6121ull   /* "!ampheap" */
+#define HEAP_MAGIC 0x68656170706d6121ull /* "!ampheap" */
 
 typedef struct ampci_heap_block {
     uint64_t magic;
-    struct ampci_heap_block *self;       /* == this block: with magic, tells heap memory from arena memory */
-    struct ampci_heap_block *next_all;   /* every block the heap holds */
-    struct ampci_heap_block *next;       /* the free list, or the open generation's list */
-    size_t bytes;                        /* usable bytes after the header */
-    uint64_t gen_id;                     /* the generation whose list holds it; 0: none */
+    struct ampci_heap_block *self;     /* == this block: with magic, tells heap memory from arena memory */
+    struct ampci_heap_block *next_all; /* every block the heap holds */
+    struct ampci_heap_block *next;     /* the free list, or the open generation's list */
+    size_t bytes;                      /* usable bytes after the header */
+    uint64_t gen_id;                   /* the generation whose list holds it; 0: none */
     int cls;
     int refs;
     bool live, transient;
@@ -31,9 +31,9 @@ static void *data_of(ampci_heap_block *b) { return (unsigned char *)b + HEADER_B
 
 /* The class of a request: 8 classes per power of two from AMPCI_HEAP_MIN up. *bytes is rounded up. */
 static int size_class(size_t *bytes) {
-    int e = 63 - __builtin_clzll((unsigned long long)*bytes);   /* 2^e <= bytes < 2^(e+1) */
+    int e = 63 - __builtin_clzll((unsigned long long)*bytes); /* 2^e <= bytes < 2^(e+1) */
     size_t step = (size_t)1 << (e - 3);
-    size_t sub = (*bytes + step - 1) / step;                      /* 8..16 */
+    size_t sub = (*bytes + step - 1) / step; /* 8..16 */
     *bytes = sub * step;
     return e * 8 + (int)(sub - 8);
 }
@@ -159,4 +159,3 @@ void ampci_heap_release(ampc_ctx *ctx) {
     }
     memset(&ctx->heap, 0, sizeof ctx->heap);
 }
-

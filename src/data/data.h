@@ -28,14 +28,13 @@ typedef struct ampci_idx {
     int ndim;
     uint32_t dims[AMPC_MAX_DIMS];
     const uint8_t *data;
-    size_t bytes;          /* product of the dims = bytes of data */
+    size_t bytes; /* product of the dims = bytes of data */
 } ampci_idx;
 
 /* Reads a whole file, gzip or plain, into a malloc'd buffer (*buf, *len; free() it). The buffer grows
  * geometrically with what was actually read, so a lying header or size field cannot make it allocate
  * much more than the data; more than max bytes fails. fn names the public call in messages. */
-AMPCI_HIDDEN ampc_status ampci_read_file(const char *fn, const char *path, size_t max, uint8_t **buf,
-                                         size_t *len);
+AMPCI_HIDDEN ampc_status ampci_read_file(const char *fn, const char *path, size_t max, uint8_t **buf, size_t *len);
 /* Validates an IDX image (type 0x08 only, 1..4 dims, data size = product of the dims exactly) and fills
  * out; FORMAT with a message naming `path` otherwise. Never reads outside buf[0, len). */
 AMPCI_HIDDEN ampc_status ampci_idx_parse(const char *fn, const char *path, const uint8_t *buf, size_t len,
@@ -47,8 +46,8 @@ AMPCI_HIDDEN ampc_status ampci_idx_parse(const char *fn, const char *path, const
  * otherwise, and the outputs are untouched. The Fashion-MNIST reader calls it after reading the files
  * (ampci_read_file), and the fuzzer calls it on raw bytes. */
 AMPCI_HIDDEN ampc_status ampci_fashion_parse_split(const char *fn, const char *ipath, const uint8_t *ibuf, size_t ilen,
-                                                   const char *lpath, const uint8_t *lbuf, size_t llen,
-                                                   int64_t *count, const uint8_t **pixels, const uint8_t **labels);
+                                                   const char *lpath, const uint8_t *lbuf, size_t llen, int64_t *count,
+                                                   const uint8_t **pixels, const uint8_t **labels);
 /* Opens the Fashion-MNIST files of dir into ds (kind, task, counts, buffers; not the name). */
 AMPCI_HIDDEN ampc_status ampci_fashion_open(const char *fn, const char *dir, ampc_dataset *ds);
 /* Fills a char-LM data set from path (NULL: the built-in corpus) and splits it by val_fraction (already

@@ -36,8 +36,10 @@ static char *make_name(const ampc_dataset_params *p) {
 
 static ampc_status check_params(const char *fn, const ampc_dataset_params *p) {
     if ((unsigned)p->kind >= AMPC_DATA_KIND_COUNT)
-        return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: kind %d is not an ampc_data_kind (builtin, fashion-mnist, "
-                          "text)", fn, (int)p->kind);
+        return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                          "%s: kind %d is not an ampc_data_kind (builtin, fashion-mnist, "
+                          "text)",
+                          fn, (int)p->kind);
     if (p->kind == AMPC_DATA_TEXT && (!p->path || !p->path[0]))
         return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: a text data set needs a file (path is %s)", fn,
                           p->path ? "empty" : "NULL");
@@ -59,9 +61,9 @@ ampc_status ampc_dataset_open(const ampc_dataset_params *params, ampc_dataset **
         free(ds);
         return ampci_fail(AMPC_STATUS_OOM, "%s: out of memory", fn);
     }
-    s = p.kind == AMPC_DATA_FASHION_MNIST ? ampci_fashion_open(fn, p.path, ds)
-                                          : ampci_text_open(fn, p.kind == AMPC_DATA_TEXT ? p.path : NULL,
-                                                            p.val_fraction, ds);
+    s = p.kind == AMPC_DATA_FASHION_MNIST
+            ? ampci_fashion_open(fn, p.path, ds)
+            : ampci_text_open(fn, p.kind == AMPC_DATA_TEXT ? p.path : NULL, p.val_fraction, ds);
     if (s != AMPC_OK) {
         ampc_dataset_free(ds);
         return s;
@@ -89,7 +91,7 @@ ampc_status ampc_dataset_get_info(const ampc_dataset *ds, ampc_dataset_info *out
         for (int s = 0; s < AMPC_SPLIT_COUNT; s++) out->split_size[s] = ds->count[s];
     } else {
         out->num_classes = 256;
-        out->input_ndim = 1;   /* input_shape[0] = 0: T, chosen by the loader */
+        out->input_ndim = 1; /* input_shape[0] = 0: T, chosen by the loader */
         out->split_size[AMPC_SPLIT_TRAIN] = (int64_t)ds->split_at;
         out->split_size[AMPC_SPLIT_EVAL] = (int64_t)(ds->len - ds->split_at);
     }
@@ -114,8 +116,10 @@ ampc_status ampc_dataset_parse(const char *spec, ampc_dataset_params *out) {
     } else if (strncmp(spec, tx, sizeof tx - 1) == 0 && spec[sizeof tx - 1]) {
         out->kind = AMPC_DATA_TEXT, out->path = spec + sizeof tx - 1;
     } else {
-        return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: unknown data set '%s'; expected builtin, fashion-mnist, "
-                          "fashion-mnist:DIR or text:FILE", fn, spec);
+        return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                          "%s: unknown data set '%s'; expected builtin, fashion-mnist, "
+                          "fashion-mnist:DIR or text:FILE",
+                          fn, spec);
     }
     return AMPC_OK;
 }

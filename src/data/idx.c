@@ -68,14 +68,14 @@ static ampc_status read_all(const char *fn, const char *path, gzFile g, size_t m
         n += (size_t)r;
     }
     if (n > max)
-        return ampci_fail(AMPC_STATUS_FORMAT, "%s: %s is larger than the limit of %zu bytes (uncompressed)", fn,
-                          path, max);
+        return ampci_fail(AMPC_STATUS_FORMAT, "%s: %s is larger than the limit of %zu bytes (uncompressed)", fn, path,
+                          max);
     /* A gzip stream cut short reads as end of data with a pending "unexpected end of file". */
     int err = Z_OK;
     const char *msg = gzerror(g, &err);
     if (err != Z_OK && err != Z_STREAM_END)
-        return ampci_fail(AMPC_STATUS_FORMAT, "%s: %s: truncated or corrupt gzip data after %zu bytes: %s", fn, path,
-                          n, msg);
+        return ampci_fail(AMPC_STATUS_FORMAT, "%s: %s: truncated or corrupt gzip data after %zu bytes: %s", fn, path, n,
+                          msg);
     *len = n;
     return AMPC_OK;
 }
@@ -117,19 +117,23 @@ ampc_status ampci_idx_parse(const char *fn, const char *path, const uint8_t *buf
         return ampci_fail(AMPC_STATUS_FORMAT, "%s: %s is truncated: %zu bytes, an IDX header needs at least 4", fn,
                           path, len);
     if (buf[0] != 0 || buf[1] != 0)
-        return ampci_fail(AMPC_STATUS_FORMAT, "%s: %s is not an IDX file: bad magic %02x%02x%02x%02x (expected 0000 "
-                          "then type and ndim, e.g. 00000803)", fn, path, buf[0], buf[1], buf[2], buf[3]);
+        return ampci_fail(AMPC_STATUS_FORMAT,
+                          "%s: %s is not an IDX file: bad magic %02x%02x%02x%02x (expected 0000 "
+                          "then type and ndim, e.g. 00000803)",
+                          fn, path, buf[0], buf[1], buf[2], buf[3]);
     if (buf[2] != 0x08)
-        return ampci_fail(AMPC_STATUS_FORMAT, "%s: %s has IDX element type 0x%02x (%s); expected 0x08 (unsigned "
-                          "byte)", fn, path, buf[2], idx_type_name(buf[2]));
+        return ampci_fail(AMPC_STATUS_FORMAT,
+                          "%s: %s has IDX element type 0x%02x (%s); expected 0x08 (unsigned "
+                          "byte)",
+                          fn, path, buf[2], idx_type_name(buf[2]));
     int ndim = buf[3];
     if (ndim < 1 || ndim > AMPC_MAX_DIMS)
         return ampci_fail(AMPC_STATUS_FORMAT, "%s: %s has an IDX ndim of %d; expected 1 to %d", fn, path, ndim,
                           AMPC_MAX_DIMS);
     size_t hdr = 4 + 4 * (size_t)ndim;
     if (len < hdr)
-        return ampci_fail(AMPC_STATUS_FORMAT, "%s: %s is truncated: %zu bytes, its IDX header of %d dims needs %zu",
-                          fn, path, len, ndim, hdr);
+        return ampci_fail(AMPC_STATUS_FORMAT, "%s: %s is truncated: %zu bytes, its IDX header of %d dims needs %zu", fn,
+                          path, len, ndim, hdr);
     uint64_t need = 1;
     bool overflow = false;
     for (int i = 0; i < ndim; i++) {
@@ -142,12 +146,16 @@ ampc_status ampci_idx_parse(const char *fn, const char *path, const uint8_t *buf
     dims_str(d, sizeof d, out->dims, ndim);
     size_t have = len - hdr;
     if (overflow || need > have)
-        return ampci_fail(AMPC_STATUS_FORMAT, "%s: %s is truncated: its dims %s need %s%llu data bytes, the file has "
-                          "%zu", fn, path, d, overflow ? "more than " : "",
-                          (unsigned long long)(overflow ? UINT64_MAX : need), have);
+        return ampci_fail(AMPC_STATUS_FORMAT,
+                          "%s: %s is truncated: its dims %s need %s%llu data bytes, the file has "
+                          "%zu",
+                          fn, path, d, overflow ? "more than " : "", (unsigned long long)(overflow ? UINT64_MAX : need),
+                          have);
     if (need < have)
-        return ampci_fail(AMPC_STATUS_FORMAT, "%s: %s has %zu data bytes but its dims %s account for %llu (trailing "
-                          "data: not an IDX file, or wrong dims)", fn, path, have, d, (unsigned long long)need);
+        return ampci_fail(AMPC_STATUS_FORMAT,
+                          "%s: %s has %zu data bytes but its dims %s account for %llu (trailing "
+                          "data: not an IDX file, or wrong dims)",
+                          fn, path, have, d, (unsigned long long)need);
     out->ndim = ndim;
     out->data = buf + hdr;
     out->bytes = (size_t)need;
@@ -170,10 +178,11 @@ static ampc_status read_named(const char *fn, const char *dir, const char *name,
     if (access(path, F_OK) != 0) {
         snprintf(path, psize, "%s/%s", dir, name);
         if (access(path, F_OK) != 0)
-            return ampci_fail(AMPC_STATUS_IO, "%s: Fashion-MNIST: cannot find %s/%s.gz (nor %s): install it with "
+            return ampci_fail(AMPC_STATUS_IO,
+                              "%s: Fashion-MNIST: cannot find %s/%s.gz (nor %s): install it with "
                               "`apt-get install dataset-fashion-mnist` (files in %s), or give the directory that "
-                              "holds the files (--data fashion-mnist:DIR)", fn, dir, name, path,
-                              AMPC_FASHION_MNIST_DIR);
+                              "holds the files (--data fashion-mnist:DIR)",
+                              fn, dir, name, path, AMPC_FASHION_MNIST_DIR);
     }
     return ampci_read_file(fn, path, AMPC_DATA_MAX_BYTES, buf, len);
 }
@@ -228,10 +237,11 @@ ampc_status ampci_fashion_open(const char *fn, const char *dir, ampc_dataset *ds
     struct stat st;
     int err = stat(dir, &st) != 0 ? errno : 0;
     if (err || !S_ISDIR(st.st_mode))
-        return ampci_fail(AMPC_STATUS_IO, "%s: Fashion-MNIST: cannot use directory %s (%s): install the data with "
+        return ampci_fail(AMPC_STATUS_IO,
+                          "%s: Fashion-MNIST: cannot use directory %s (%s): install the data with "
                           "`apt-get install dataset-fashion-mnist` (files in %s), or give the directory that holds "
-                          "train-images-idx3-ubyte.gz and the other three files (--data fashion-mnist:DIR)", fn, dir,
-                          err ? strerror(err) : "not a directory", AMPC_FASHION_MNIST_DIR);
+                          "train-images-idx3-ubyte.gz and the other three files (--data fashion-mnist:DIR)",
+                          fn, dir, err ? strerror(err) : "not a directory", AMPC_FASHION_MNIST_DIR);
     ds->kind = AMPC_DATA_FASHION_MNIST;
     ds->task = AMPC_TASK_IMAGE_CLASSIFICATION;
     for (int s = 0; s < AMPC_SPLIT_COUNT; s++) {

@@ -13,13 +13,13 @@
 struct ampc_loader {
     ampc_ctx *ctx;
     const ampc_dataset *ds;
-    ampc_loader_params p;      /* defaults filled in */
-    int64_t n;                 /* samples per epoch */
-    uint32_t *perm;            /* the order of epoch perm_epoch (shuffle only) */
-    int64_t perm_epoch;        /* -1: perm not made yet */
+    ampc_loader_params p; /* defaults filled in */
+    int64_t n;            /* samples per epoch */
+    uint32_t *perm;       /* the order of epoch perm_epoch (shuffle only) */
+    int64_t perm_epoch;   /* -1: perm not made yet */
     ampc_loader_cursor cur;
-    const uint8_t *text;       /* char LM: the split's bytes */
-    float lut[256];            /* images: pixel byte -> normalised F32 */
+    const uint8_t *text; /* char LM: the split's bytes */
+    float lut[256];      /* images: pixel byte -> normalised F32 */
 };
 
 static ampc_status check_params(const char *fn, const ampc_dataset *ds, const ampc_loader_params *p) {
@@ -32,8 +32,10 @@ static ampc_status check_params(const char *fn, const ampc_dataset *ds, const am
     if (text && p->context < 1)
         return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: context %lld must be >= 1", fn, (long long)p->context);
     if (!text && p->context != 0)
-        return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: context %lld given for the image data set %s; it applies to "
-                          "text only (leave it 0)", fn, (long long)p->context, ds->name);
+        return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                          "%s: context %lld given for the image data set %s; it applies to "
+                          "text only (leave it 0)",
+                          fn, (long long)p->context, ds->name);
     return AMPC_OK;
 }
 
@@ -47,17 +49,19 @@ static ampc_status count_samples(const char *fn, ampc_loader *ld) {
         ld->text = ampc_dataset_text(ds, ld->p.split, &len);
         int64_t T = ld->p.context;
         if ((uint64_t)len < (uint64_t)T + 1)
-            return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: the %s split of %s has %zu bytes, too short for one window "
-                              "of context %lld + 1 = %lld bytes", fn, split, ds->name, len, (long long)T,
-                              (long long)T + 1);
+            return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                              "%s: the %s split of %s has %zu bytes, too short for one window "
+                              "of context %lld + 1 = %lld bytes",
+                              fn, split, ds->name, len, (long long)T, (long long)T + 1);
         ld->n = (int64_t)((len - 1) / (uint64_t)T);
     } else {
         ld->n = ds->count[ld->p.split];
     }
     if (ld->p.drop_last && ld->n < ld->p.batch)
-        return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: the %s split of %s has %lld samples, fewer than one batch of "
-                          "%lld (drop_last would leave nothing)", fn, split, ds->name, (long long)ld->n,
-                          (long long)ld->p.batch);
+        return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                          "%s: the %s split of %s has %lld samples, fewer than one batch of "
+                          "%lld (drop_last would leave nothing)",
+                          fn, split, ds->name, (long long)ld->n, (long long)ld->p.batch);
     return AMPC_OK;
 }
 
@@ -122,7 +126,7 @@ static int64_t sample_at(ampc_loader *ld, int64_t pos) {
 /* Rows [begin, end) of a batch: x and y of the samples idx names. */
 typedef struct batch_rows {
     const ampc_loader *ld;
-    const int64_t *idx;     /* sample index of each batch row */
+    const int64_t *idx; /* sample index of each batch row */
     void *x;
     int64_t *y;
 } batch_rows;
@@ -184,7 +188,7 @@ ampc_status ampc_loader_next(ampc_loader *ld, ampc_tensor **x, ampc_tensor **y, 
             if (end) *end = true;
             return AMPC_OK;
         }
-        B = rows_left(ld);   /* >= 1: n >= 1, and n >= batch with drop_last */
+        B = rows_left(ld); /* >= 1: n >= 1, and n >= batch with drop_last */
     }
     int64_t *idx = ampci_arena_alloc(ld->ctx, (size_t)B * sizeof *idx, fn);
     if (!idx) return ampc_last_status();
@@ -208,9 +212,10 @@ ampc_status ampc_loader_set_cursor(ampc_loader *ld, const ampc_loader_cursor *c)
     static const char fn[] = "ampc_loader_set_cursor";
     if (!ld || !c) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: ld and cursor must not be NULL", fn);
     if (c->epoch < 0 || c->position < 0 || c->position > ld->n)
-        return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: cursor {epoch %lld, position %lld} is out of range; expected "
-                          "epoch >= 0 and position in [0, %lld]", fn, (long long)c->epoch, (long long)c->position,
-                          (long long)ld->n);
+        return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                          "%s: cursor {epoch %lld, position %lld} is out of range; expected "
+                          "epoch >= 0 and position in [0, %lld]",
+                          fn, (long long)c->epoch, (long long)c->position, (long long)ld->n);
     ld->cur = *c;
     return AMPC_OK;
 }

@@ -21,9 +21,10 @@ ampc_status ampci_text_open(const char *fn, const char *path, double val_fractio
         return ampci_fail(AMPC_STATUS_FORMAT, "%s: %s is empty; a text data set needs at least 2 bytes", fn, what);
     size_t val = val_bytes(ds->len, val_fraction);
     if (val == 0 || val >= ds->len)
-        return ampci_fail(AMPC_STATUS_FORMAT, "%s: %s is too short: %zu bytes with val_fraction %g leave %zu "
-                          "training and %zu validation bytes; both splits need at least 1", fn, what, ds->len,
-                          val_fraction, ds->len - (val < ds->len ? val : ds->len), val);
+        return ampci_fail(AMPC_STATUS_FORMAT,
+                          "%s: %s is too short: %zu bytes with val_fraction %g leave %zu "
+                          "training and %zu validation bytes; both splits need at least 1",
+                          fn, what, ds->len, val_fraction, ds->len - (val < ds->len ? val : ds->len), val);
     ds->split_at = ds->len - val;
     return AMPC_OK;
 }

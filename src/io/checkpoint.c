@@ -26,23 +26,40 @@ typedef struct field {
     size_t off;
 } field;
 
-#define MF(k, t, m) {"ampc.model." k, t, offsetof(ampc_model_config, m)}
+#define MF(k, t, m)                                                                                                    \
+    { "ampc.model." k, t, offsetof(ampc_model_config, m) }
 static const field model_fields[] = {
-    MF("kind", F_KIND, kind),         MF("param_dtype", F_DTYPE, param_dtype), MF("seed", F_U64, seed),
-    MF("layers", F_INT, layers),      MF("d_model", F_INT, d_model),           MF("heads", F_INT, heads),
-    MF("context", F_INT, context),    MF("vocab", F_INT, vocab),               MF("dropout", F_DOUBLE, dropout),
-    MF("in_features", F_INT, in_features), MF("hidden", F_HIDDEN, hidden),     MF("in_channels", F_INT, in_channels),
-    MF("image_size", F_INT, image_size), MF("classes", F_INT, classes),
+    MF("kind", F_KIND, kind),
+    MF("param_dtype", F_DTYPE, param_dtype),
+    MF("seed", F_U64, seed),
+    MF("layers", F_INT, layers),
+    MF("d_model", F_INT, d_model),
+    MF("heads", F_INT, heads),
+    MF("context", F_INT, context),
+    MF("vocab", F_INT, vocab),
+    MF("dropout", F_DOUBLE, dropout),
+    MF("in_features", F_INT, in_features),
+    MF("hidden", F_HIDDEN, hidden),
+    MF("in_channels", F_INT, in_channels),
+    MF("image_size", F_INT, image_size),
+    MF("classes", F_INT, classes),
 };
 
-#define SF(k, t, m) {"ampc.scaler." k, t, offsetof(ampc_grad_scaler_state, m)}
+#define SF(k, t, m)                                                                                                    \
+    { "ampc.scaler." k, t, offsetof(ampc_grad_scaler_state, m) }
 static const field scaler_fields[] = {
-    SF("enabled", F_BOOL, config.enabled),           SF("scale", F_DOUBLE, scale),
-    SF("growth_tracker", F_I64, growth_tracker),     SF("hysteresis_tracker", F_I64, hysteresis_tracker),
-    SF("steps", F_I64, steps),                       SF("skipped_steps", F_I64, skipped_steps),
-    SF("init_scale", F_DOUBLE, config.init_scale),   SF("growth_factor", F_DOUBLE, config.growth_factor),
-    SF("backoff_factor", F_DOUBLE, config.backoff_factor), SF("growth_interval", F_I64, config.growth_interval),
-    SF("min_scale", F_DOUBLE, config.min_scale),     SF("max_scale", F_DOUBLE, config.max_scale),
+    SF("enabled", F_BOOL, config.enabled),
+    SF("scale", F_DOUBLE, scale),
+    SF("growth_tracker", F_I64, growth_tracker),
+    SF("hysteresis_tracker", F_I64, hysteresis_tracker),
+    SF("steps", F_I64, steps),
+    SF("skipped_steps", F_I64, skipped_steps),
+    SF("init_scale", F_DOUBLE, config.init_scale),
+    SF("growth_factor", F_DOUBLE, config.growth_factor),
+    SF("backoff_factor", F_DOUBLE, config.backoff_factor),
+    SF("growth_interval", F_I64, config.growth_interval),
+    SF("min_scale", F_DOUBLE, config.min_scale),
+    SF("max_scale", F_DOUBLE, config.max_scale),
     SF("hysteresis", F_INT, config.hysteresis),
 };
 
@@ -54,12 +71,21 @@ typedef struct optim_rec {
     int64_t steps;
     int master;
 } optim_rec;
-#define OF(k, t, m) {"ampc.optim." k, t, offsetof(optim_rec, m)}
+#define OF(k, t, m)                                                                                                    \
+    { "ampc.optim." k, t, offsetof(optim_rec, m) }
 static const field optim_fields[] = {
-    OF("kind", F_OPTIM, kind),   OF("lr", F_DOUBLE, lr),             OF("steps", F_I64, steps),
-    OF("base_lr", F_DOUBLE, base_lr), OF("weight_decay", F_DOUBLE, weight_decay), OF("momentum", F_DOUBLE, momentum),
-    OF("dampening", F_DOUBLE, dampening), OF("nesterov", F_BOOL, nesterov), OF("beta1", F_DOUBLE, beta1),
-    OF("beta2", F_DOUBLE, beta2), OF("eps", F_DOUBLE, eps),          OF("master", F_INT, master),
+    OF("kind", F_OPTIM, kind),
+    OF("lr", F_DOUBLE, lr),
+    OF("steps", F_I64, steps),
+    OF("base_lr", F_DOUBLE, base_lr),
+    OF("weight_decay", F_DOUBLE, weight_decay),
+    OF("momentum", F_DOUBLE, momentum),
+    OF("dampening", F_DOUBLE, dampening),
+    OF("nesterov", F_BOOL, nesterov),
+    OF("beta1", F_DOUBLE, beta1),
+    OF("beta2", F_DOUBLE, beta2),
+    OF("eps", F_DOUBLE, eps),
+    OF("master", F_INT, master),
 };
 
 /* Step, RNG and data cursor. */
@@ -68,7 +94,8 @@ typedef struct misc_rec {
     uint64_t rng_seed, rng_stream, rng_counter;
     int64_t epoch, position, samples;
 } misc_rec;
-#define XF(k, t, m) {"ampc." k, t, offsetof(misc_rec, m)}
+#define XF(k, t, m)                                                                                                    \
+    { "ampc." k, t, offsetof(misc_rec, m) }
 static const field step_fields[] = {XF("step", F_I64, step)};
 static const field rng_fields[] = {XF("rng.seed", F_U64, rng_seed), XF("rng.stream", F_U64, rng_stream),
                                    XF("rng.counter", F_U64, rng_counter)};
@@ -83,7 +110,7 @@ static void format_field(const field *f, const void *base, char *buf, size_t siz
     case F_INT: snprintf(buf, size, "%d", *(const int *)p); break;
     case F_I64: snprintf(buf, size, "%" PRId64, *(const int64_t *)p); break;
     case F_U64: snprintf(buf, size, "%" PRIu64, *(const uint64_t *)p); break;
-    case F_DOUBLE: {   /* the shortest of 15..17 digits that reads back exactly */
+    case F_DOUBLE: { /* the shortest of 15..17 digits that reads back exactly */
         double d = *(const double *)p;
         for (int digits = 15; digits <= 17; digits++)
             if (snprintf(buf, size, "%.*g", digits, d) > 0 && strtod(buf, NULL) == d) break;
@@ -167,9 +194,15 @@ static bool parse_value(const field *f, const char *v, void *base) {
 }
 
 static const char *expected(ftype t) {
-    static const char *const e[] = {"a 32-bit integer", "a 64-bit integer", "an unsigned 64-bit integer", "a number",
-                                    "true or false", "a dtype name (F32, BF16, F16, ...)", "gpt, mlp, cnn or simple",
-                                    "sgd or adamw", "comma-separated positive widths"};
+    static const char *const e[] = {"a 32-bit integer",
+                                    "a 64-bit integer",
+                                    "an unsigned 64-bit integer",
+                                    "a number",
+                                    "true or false",
+                                    "a dtype name (F32, BF16, F16, ...)",
+                                    "gpt, mlp, cnn or simple",
+                                    "sgd or adamw",
+                                    "comma-separated positive widths"};
     return e[t];
 }
 
@@ -180,8 +213,8 @@ static ampc_status parse_fields(const ampc_safetensors *ck, const field *fs, int
         if (!v)
             return ampci_fail(AMPC_STATUS_FORMAT, "%s: metadata %s is missing", ampc_safetensors_name(ck), fs[i].key);
         if (!parse_value(&fs[i], v, base))
-            return ampci_fail(AMPC_STATUS_FORMAT, "%s: metadata %s is \"%.64s\"; expected %s", ampc_safetensors_name(ck),
-                              fs[i].key, v, expected(fs[i].type));
+            return ampci_fail(AMPC_STATUS_FORMAT, "%s: metadata %s is \"%.64s\"; expected %s",
+                              ampc_safetensors_name(ck), fs[i].key, v, expected(fs[i].type));
     }
     return AMPC_OK;
 }
@@ -198,9 +231,18 @@ static ampc_status put_fields(ampc_safetensors_writer *w, const field *fs, int n
 
 static optim_rec optim_record(const ampc_optim *o) {
     const ampc_optim_params *c = ampci_optim_config(o);
-    return (optim_rec){.kind = c->kind, .lr = ampc_optim_lr(o), .base_lr = c->lr, .weight_decay = c->weight_decay,
-                       .momentum = c->momentum, .dampening = c->dampening, .beta1 = c->beta1, .beta2 = c->beta2,
-                       .eps = c->eps, .nesterov = c->nesterov, .steps = ampc_optim_steps(o), .master = (int)c->master};
+    return (optim_rec){.kind = c->kind,
+                       .lr = ampc_optim_lr(o),
+                       .base_lr = c->lr,
+                       .weight_decay = c->weight_decay,
+                       .momentum = c->momentum,
+                       .dampening = c->dampening,
+                       .beta1 = c->beta1,
+                       .beta2 = c->beta2,
+                       .eps = c->eps,
+                       .nesterov = c->nesterov,
+                       .steps = ampc_optim_steps(o),
+                       .master = (int)c->master};
 }
 
 static int tensor_shape(const ampc_tensor *t, int64_t *shape) {
@@ -249,8 +291,8 @@ static ampc_status add_header(ampc_safetensors_writer *w, const ampc_checkpoint_
     static const char fn[] = "ampc_checkpoint_save";
     char v[16];
     snprintf(v, sizeof v, "%d", AMPC_CHECKPOINT_VERSION);
-    const char *kv[] = {"format", "pt", "ampc.format", AMPC_CHECKPOINT_FORMAT, "ampc.format_version", v,
-                        "ampc.version", ampc_version()};
+    const char *kv[] = {"format", "pt",           "ampc.format", AMPC_CHECKPOINT_FORMAT, "ampc.format_version",
+                        v,        "ampc.version", ampc_version()};
     for (int i = 0; i < 8; i += 2) {
         ampc_status s = ampc_safetensors_set_metadata(w, kv[i], kv[i + 1]);
         if (s != AMPC_OK) return s;
@@ -258,7 +300,8 @@ static ampc_status add_header(ampc_safetensors_writer *w, const ampc_checkpoint_
     for (int i = 0; i < st->n_extra; i++) {
         const char *k = st->extra[2 * i], *val = st->extra[2 * i + 1];
         if (!k || !val || !strncmp(k, "ampc.", 5) || !strcmp(k, "format"))
-            return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: extra metadata key \"%s\" is reserved or NULL", fn, k ? k : "(null)");
+            return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: extra metadata key \"%s\" is reserved or NULL", fn,
+                              k ? k : "(null)");
         ampc_status s = ampc_safetensors_set_metadata(w, k, val);
         if (s != AMPC_OK) return s;
     }
@@ -267,8 +310,10 @@ static ampc_status add_header(ampc_safetensors_writer *w, const ampc_checkpoint_
 
 ampc_status ampc_checkpoint_save(const char *path, const ampc_checkpoint_state *st) {
     if (!path || !st || !st->model || (st->n_extra > 0 && !st->extra) || st->n_extra < 0 || st->step < 0)
-        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_checkpoint_save: path, state and state->model must be set "
-                          "(extra %d entries, step %lld)", st ? st->n_extra : 0, st ? (long long)st->step : 0);
+        return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                          "ampc_checkpoint_save: path, state and state->model must be set "
+                          "(extra %d entries, step %lld)",
+                          st ? st->n_extra : 0, st ? (long long)st->step : 0);
     ampc_safetensors_writer *w;
     ampc_status s = ampc_safetensors_writer_new(&w);
     for (int i = 0, n = ampc_model_num_params(st->model); i < n && s == AMPC_OK; i++) {
@@ -286,7 +331,8 @@ ampc_status ampc_checkpoint_save(const char *path, const ampc_checkpoint_state *
 /* ---- open ---- */
 
 ampc_status ampc_checkpoint_open(const char *path, ampc_safetensors **out) {
-    if (!path || !out) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_checkpoint_open: path and out must not be NULL");
+    if (!path || !out)
+        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_checkpoint_open: path and out must not be NULL");
     *out = NULL;
     ampc_safetensors *ck;
     ampc_status s = ampc_safetensors_read(path, &ck);
@@ -295,17 +341,17 @@ ampc_status ampc_checkpoint_open(const char *path, ampc_safetensors **out) {
     const char *ver = ampc_safetensors_metadata(ck, "ampc.format_version");
     int64_t v = 0;
     if (!fmt || strcmp(fmt, AMPC_CHECKPOINT_FORMAT))
-        s = ampci_fail(AMPC_STATUS_FORMAT, "%s: not an ampc checkpoint (metadata ampc.format is %s%s%s; a safetensors "
-                       "file with %d tensors)", path, fmt ? "\"" : "", fmt ? fmt : "missing", fmt ? "\"" : "",
-                       ampc_safetensors_count(ck));
+        s = ampci_fail(AMPC_STATUS_FORMAT,
+                       "%s: not an ampc checkpoint (metadata ampc.format is %s%s%s; a safetensors "
+                       "file with %d tensors)",
+                       path, fmt ? "\"" : "", fmt ? fmt : "missing", fmt ? "\"" : "", ampc_safetensors_count(ck));
     else if (!ver || !parse_i64(ver, 1, INT32_MAX, &v))
         s = ampci_fail(AMPC_STATUS_FORMAT, "%s: metadata ampc.format_version is %s; expected a positive integer", path,
                        ver ? ver : "missing");
     else if (v != AMPC_CHECKPOINT_VERSION)
         s = ampci_fail(AMPC_STATUS_FORMAT, "%s: checkpoint format version %lld; this ampc (%s) reads version %d", path,
                        (long long)v, ampc_version(), AMPC_CHECKPOINT_VERSION);
-    else
-        s = ampc_safetensors_verify_checksum(ck, CRC_KEY);
+    else s = ampc_safetensors_verify_checksum(ck, CRC_KEY);
     if (s != AMPC_OK) {
         ampc_safetensors_free(ck);
         return s;
@@ -326,22 +372,23 @@ ampc_status ampc_checkpoint_model_config(const ampc_safetensors *ck, ampc_model_
 
 typedef struct copy_op {
     const ampc_st_tensor *src;
-    ampc_tensor *dst_t;   /* a tensor destination (version counters move) ... */
-    void *dst;            /* ... or raw F32/I64 memory */
+    ampc_tensor *dst_t; /* a tensor destination (version counters move) ... */
+    void *dst;          /* ... or raw F32/I64 memory */
 } copy_op;
 
 typedef struct plan {
     const ampc_safetensors *ck;
     copy_op *ops;
     int n, cap;
-    bool *used;           /* per file tensor */
+    bool *used; /* per file tensor */
 } plan;
 
 static const char *ck_name(const plan *pl) { return ampc_safetensors_name(pl->ck); }
 
 static void shape_str(char *buf, size_t size, int nd, const int64_t *shape) {
     size_t n = (size_t)snprintf(buf, size, "[");
-    for (int d = 0; d < nd && n < size; d++) n += (size_t)snprintf(buf + n, size - n, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    for (int d = 0; d < nd && n < size; d++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%lld", d ? ", " : "", (long long)shape[d]);
     if (n < size) snprintf(buf + n, size - n, "]");
 }
 
@@ -350,15 +397,19 @@ static ampc_status plan_add(plan *pl, const char *name, ampc_dtype dt, int nd, c
                             void *dst) {
     const ampc_st_tensor *t = ampc_safetensors_find(pl->ck, name);
     if (!t)
-        return ampci_fail(AMPC_STATUS_FORMAT, "%s: tensor \"%s\" is missing (the checkpoint was saved from another "
-                          "model or optimizer)", ck_name(pl), name);
+        return ampci_fail(AMPC_STATUS_FORMAT,
+                          "%s: tensor \"%s\" is missing (the checkpoint was saved from another "
+                          "model or optimizer)",
+                          ck_name(pl), name);
     bool same = t->dtype == dt && t->ndim == nd;
     for (int d = 0; same && d < nd; d++) same = t->shape[d] == shape[d];
     if (!same) {
         char want[96], have[96];
         shape_str(want, sizeof want, nd, shape), shape_str(have, sizeof have, t->ndim, t->shape);
-        return ampci_fail(t->dtype == dt ? AMPC_STATUS_SHAPE : AMPC_STATUS_DTYPE, "%s: tensor \"%s\" is %s %s; this run "
-                          "expects %s %s", ck_name(pl), name, t->dtype_name, have, ampc_dtype_name(dt), want);
+        return ampci_fail(t->dtype == dt ? AMPC_STATUS_SHAPE : AMPC_STATUS_DTYPE,
+                          "%s: tensor \"%s\" is %s %s; this run "
+                          "expects %s %s",
+                          ck_name(pl), name, t->dtype_name, have, ampc_dtype_name(dt), want);
     }
     if (pl->n == pl->cap) {
         int cap = pl->cap ? 2 * pl->cap : 64;
@@ -390,8 +441,8 @@ static ampc_status check_model(const plan *pl, const ampc_model *m) {
         char a[160], b[160];
         format_field(&model_fields[i], &saved, a, sizeof a), format_field(&model_fields[i], &have, b, sizeof b);
         if (strcmp(a, b))
-            s = ampci_fail(AMPC_STATUS_SHAPE, "%s: checkpoint for another model: %s is %s, this model has %s", ck_name(pl),
-                           model_fields[i].key, a, b);
+            s = ampci_fail(AMPC_STATUS_SHAPE, "%s: checkpoint for another model: %s is %s, this model has %s",
+                           ck_name(pl), model_fields[i].key, a, b);
     }
     return s;
 }
@@ -424,28 +475,32 @@ static ampc_status check_optim(const plan *pl, const ampc_optim *opt, optim_rec 
 }
 
 /* The scaler, RNG and data cursor records (those the caller restores); checked, nothing applied. */
-static ampc_status check_scalars(const plan *pl, const ampc_checkpoint_state *st, misc_rec *x, ampc_grad_scaler_state *gs,
-                                 bool *load_scaler) {
+static ampc_status check_scalars(const plan *pl, const ampc_checkpoint_state *st, misc_rec *x,
+                                 ampc_grad_scaler_state *gs, bool *load_scaler) {
     ampc_status s = parse_fields(pl->ck, step_fields, NF(step_fields), x);
     if (s == AMPC_OK && x->step < 0)
         s = ampci_fail(AMPC_STATUS_FORMAT, "%s: metadata ampc.step is %lld", ck_name(pl), (long long)x->step);
     *load_scaler = false;
     if (s == AMPC_OK && st->scaler && ampc_grad_scaler_enabled(st->scaler)) {
         if (!ampc_safetensors_metadata(pl->ck, "ampc.scaler.enabled"))
-            s = ampci_fail(AMPC_STATUS_FORMAT, "%s: no GradScaler state (metadata ampc.scaler.*), but this run scales "
-                           "the loss", ck_name(pl));
+            s = ampci_fail(AMPC_STATUS_FORMAT,
+                           "%s: no GradScaler state (metadata ampc.scaler.*), but this run scales "
+                           "the loss",
+                           ck_name(pl));
         else if ((s = parse_fields(pl->ck, scaler_fields, NF(scaler_fields), gs)) == AMPC_OK)
-            *load_scaler = gs->config.enabled;   /* a disabled scaler's state leaves a fresh one as it is */
+            *load_scaler = gs->config.enabled; /* a disabled scaler's state leaves a fresh one as it is */
     }
     if (s == AMPC_OK && st->rng) s = parse_fields(pl->ck, rng_fields, NF(rng_fields), x);
     if (s == AMPC_OK && st->loader && (s = parse_fields(pl->ck, data_fields, NF(data_fields), x)) == AMPC_OK) {
         int64_t n = ampc_loader_num_samples(st->loader);
         if (x->samples != n)
-            s = ampci_fail(AMPC_STATUS_FORMAT, "%s: the data cursor is for %lld samples per epoch; this loader has %lld "
-                           "(another data set, context or batch size)", ck_name(pl), (long long)x->samples, (long long)n);
+            s = ampci_fail(AMPC_STATUS_FORMAT,
+                           "%s: the data cursor is for %lld samples per epoch; this loader has %lld "
+                           "(another data set, context or batch size)",
+                           ck_name(pl), (long long)x->samples, (long long)n);
         else if (x->epoch < 0 || x->position < 0 || x->position > n)
-            s = ampci_fail(AMPC_STATUS_FORMAT, "%s: data cursor epoch %lld, position %lld is outside [0, %lld]", ck_name(pl),
-                           (long long)x->epoch, (long long)x->position, (long long)n);
+            s = ampci_fail(AMPC_STATUS_FORMAT, "%s: data cursor epoch %lld, position %lld is outside [0, %lld]",
+                           ck_name(pl), (long long)x->epoch, (long long)x->position, (long long)n);
     }
     return s;
 }
@@ -456,7 +511,8 @@ static ampc_status make_plan(plan *pl, const ampc_checkpoint_state *st, optim_re
         ampc_tensor *p = ampc_model_param(st->model, i);
         s = plan_tensor(pl, ampc_tensor_name(p), p);
     }
-    if (s == AMPC_OK && st->optim && (s = check_optim(pl, st->optim, rec)) == AMPC_OK) s = ampci_optim_each_state(st->optim, plan_entry, pl);
+    if (s == AMPC_OK && st->optim && (s = check_optim(pl, st->optim, rec)) == AMPC_OK)
+        s = ampci_optim_each_state(st->optim, plan_entry, pl);
     if (s == AMPC_OK) s = check_leftovers(pl, st->optim != NULL);
     return s;
 }
@@ -464,14 +520,15 @@ static ampc_status make_plan(plan *pl, const ampc_checkpoint_state *st, optim_re
 static void apply(const plan *pl) {
     for (int i = 0; i < pl->n; i++) {
         const copy_op *o = &pl->ops[i];
-        if (o->dst_t) ampc_tensor_copy_from(o->dst_t, o->src->data, o->src->dtype);   /* moves the version */
+        if (o->dst_t) ampc_tensor_copy_from(o->dst_t, o->src->data, o->src->dtype); /* moves the version */
         else memcpy(o->dst, o->src->data, (size_t)(o->src->end - o->src->begin));
     }
 }
 
 ampc_status ampc_checkpoint_restore(const ampc_safetensors *ck, ampc_checkpoint_state *st) {
     if (!ck || !st || !st->model)
-        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_checkpoint_restore: checkpoint, state and state->model must be set");
+        return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                          "ampc_checkpoint_restore: checkpoint, state and state->model must be set");
     plan pl = {.ck = ck, .used = calloc((size_t)ampc_safetensors_count(ck) + 1, sizeof(bool))};
     if (!pl.used) return ampci_fail(AMPC_STATUS_OOM, "ampc_checkpoint_restore: out of memory");
     optim_rec rec = {0};
@@ -481,7 +538,7 @@ ampc_status ampc_checkpoint_restore(const ampc_safetensors *ck, ampc_checkpoint_
     ampc_status s = make_plan(&pl, st, &rec);
     if (s == AMPC_OK) s = check_scalars(&pl, st, &x, &gs, &load_scaler);
     /* The scaler checks its own state as it loads; it goes last among the fallible steps. */
-    if (s == AMPC_OK && load_scaler && ampc_grad_scaler_state_load(st->scaler, &gs) != AMPC_OK)   /* a bad file */
+    if (s == AMPC_OK && load_scaler && ampc_grad_scaler_state_load(st->scaler, &gs) != AMPC_OK) /* a bad file */
         s = ampci_fail(AMPC_STATUS_FORMAT, "%s: GradScaler state: %s", ck_name(&pl), ampc_last_error());
     if (s == AMPC_OK) {
         apply(&pl);

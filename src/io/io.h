@@ -15,10 +15,10 @@
 #define AMPCI_JSON_MAX_INT ((uint64_t)1 << 53)
 
 typedef struct ampci_json {
-    const char *file;                  /* the file's name, for messages */
-    const char *ctx;                   /* the tensor being parsed (decoded name), NULL at the top level */
+    const char *file; /* the file's name, for messages */
+    const char *ctx;  /* the tensor being parsed (decoded name), NULL at the top level */
     const unsigned char *begin, *p, *end;
-    char *pool;                        /* decoded strings, NUL-terminated, back to back */
+    char *pool; /* decoded strings, NUL-terminated, back to back */
     size_t pool_len, pool_cap;
 } ampci_json;
 

@@ -25,17 +25,33 @@
 typedef struct st_dtype {
     const char *name;
     int bits;
-    ampc_dtype dt;   /* AMPC_DTYPE_COUNT: ampc does not compute in it */
+    ampc_dtype dt; /* AMPC_DTYPE_COUNT: ampc does not compute in it */
 } st_dtype;
 
 #define NODT AMPC_DTYPE_COUNT
 static const st_dtype st_dtypes[] = {
-    {"BOOL", 8, NODT},        {"F4", 4, NODT},           {"F6_E2M3", 6, NODT},     {"F6_E3M2", 6, NODT},
-    {"U8", 8, AMPC_DTYPE_U8}, {"I8", 8, NODT},           {"F8_E5M2", 8, NODT},     {"F8_E4M3", 8, NODT},
-    {"F8_E8M0", 8, NODT},     {"F8_E4M3FNUZ", 8, NODT},  {"F8_E5M2FNUZ", 8, NODT}, {"I16", 16, NODT},
-    {"U16", 16, NODT},        {"F16", 16, AMPC_DTYPE_F16}, {"BF16", 16, AMPC_DTYPE_BF16},
-    {"I32", 32, AMPC_DTYPE_I32}, {"U32", 32, NODT},      {"F32", 32, AMPC_DTYPE_F32}, {"C64", 64, NODT},
-    {"F64", 64, AMPC_DTYPE_F64}, {"I64", 64, AMPC_DTYPE_I64}, {"U64", 64, NODT},
+    {"BOOL", 8, NODT},
+    {"F4", 4, NODT},
+    {"F6_E2M3", 6, NODT},
+    {"F6_E3M2", 6, NODT},
+    {"U8", 8, AMPC_DTYPE_U8},
+    {"I8", 8, NODT},
+    {"F8_E5M2", 8, NODT},
+    {"F8_E4M3", 8, NODT},
+    {"F8_E8M0", 8, NODT},
+    {"F8_E4M3FNUZ", 8, NODT},
+    {"F8_E5M2FNUZ", 8, NODT},
+    {"I16", 16, NODT},
+    {"U16", 16, NODT},
+    {"F16", 16, AMPC_DTYPE_F16},
+    {"BF16", 16, AMPC_DTYPE_BF16},
+    {"I32", 32, AMPC_DTYPE_I32},
+    {"U32", 32, NODT},
+    {"F32", 32, AMPC_DTYPE_F32},
+    {"C64", 64, NODT},
+    {"F64", 64, AMPC_DTYPE_F64},
+    {"I64", 64, AMPC_DTYPE_I64},
+    {"U64", 64, NODT},
 };
 #define N_DTYPES ((int)(sizeof st_dtypes / sizeof st_dtypes[0]))
 
@@ -82,22 +98,20 @@ typedef struct st_pair {
 
 struct ampc_safetensors {
     char *name;
-    unsigned char *buf;          /* the whole file, 64-byte aligned */
+    unsigned char *buf; /* the whole file, 64-byte aligned */
     size_t len;
-    const unsigned char *data;   /* the data buffer: buf + 8 + N */
+    const unsigned char *data; /* the data buffer: buf + 8 + N */
     size_t data_len;
-    char *pool;                  /* decoded header strings */
-    ampc_st_tensor *t;           /* in offset order */
+    char *pool;        /* decoded header strings */
+    ampc_st_tensor *t; /* in offset order */
     int n, cap;
-    st_key *by_name;             /* names sorted, for find and the duplicate check */
-    st_pair *meta;               /* in file order */
+    st_key *by_name; /* names sorted, for find and the duplicate check */
+    st_pair *meta;   /* in file order */
     int nmeta, meta_cap;
     st_key *meta_sorted;
 };
 
-static int cmp_key(const void *a, const void *b) {
-    return strcmp(((const st_key *)a)->key, ((const st_key *)b)->key);
-}
+static int cmp_key(const void *a, const void *b) { return strcmp(((const st_key *)a)->key, ((const st_key *)b)->key); }
 
 static int cmp_offsets(const void *pa, const void *pb) {
     const ampc_st_tensor *a = pa, *b = pb;
@@ -113,8 +127,7 @@ typedef struct parser {
 } parser;
 
 /* "[a, b, ...]" of at most max integers; too_many is the problem when there are more. */
-static ampc_status parse_uints(ampci_json *j, const char *what, uint64_t *out, int max, int *n,
-                               const char *too_many) {
+static ampc_status parse_uints(ampci_json *j, const char *what, uint64_t *out, int max, int *n, const char *too_many) {
     *n = 0;
     ampc_status s = ampci_json_expect(j, '[', what);
     if (s != AMPC_OK || ampci_json_accept(j, ']')) return s;
@@ -141,8 +154,8 @@ static ampc_status check_entry(const parser *ps, ampc_st_tensor *t, const char *
                           ampci_msg_name(dn, sizeof dn, dtype));
     }
     if (d->bits % 8)
-        return ampci_fail(AMPC_STATUS_FORMAT, "%s: tensor \"%s\": dtype %s (%d-bit, packed) is not supported",
-                          st->name, nm, d->name, d->bits);
+        return ampci_fail(AMPC_STATUS_FORMAT, "%s: tensor \"%s\": dtype %s (%d-bit, packed) is not supported", st->name,
+                          nm, d->name, d->bits);
     t->dtype_name = d->name, t->dtype = d->dt, t->bits = d->bits;
     shape_str(sh, sizeof sh, t->ndim, t->shape);
     int64_t numel = 1, bytes;
@@ -155,15 +168,19 @@ static ampc_status check_entry(const parser *ps, ampc_st_tensor *t, const char *
                           st->name, nm, sh, d->name);
     t->numel = numel;
     if (t->begin > t->end)
-        return ampci_fail(AMPC_STATUS_FORMAT, "%s: tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64
-                          "] begin after they end", st->name, nm, t->begin, t->end);
+        return ampci_fail(AMPC_STATUS_FORMAT,
+                          "%s: tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64 "] begin after they end", st->name,
+                          nm, t->begin, t->end);
     if (t->end - t->begin != (uint64_t)bytes)
-        return ampci_fail(AMPC_STATUS_FORMAT, "%s: tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64
-                          "] hold %" PRIu64 " bytes, shape %s of %s needs %" PRId64, st->name, nm, t->begin,
-                          t->end, t->end - t->begin, sh, d->name, bytes);
+        return ampci_fail(AMPC_STATUS_FORMAT,
+                          "%s: tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64 "] hold %" PRIu64
+                          " bytes, shape %s of %s needs %" PRId64,
+                          st->name, nm, t->begin, t->end, t->end - t->begin, sh, d->name, bytes);
     if (t->end > st->data_len)
-        return ampci_fail(AMPC_STATUS_FORMAT, "%s: tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64
-                          "] run past the data buffer (%zu bytes)", st->name, nm, t->begin, t->end, st->data_len);
+        return ampci_fail(AMPC_STATUS_FORMAT,
+                          "%s: tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64
+                          "] run past the data buffer (%zu bytes)",
+                          st->name, nm, t->begin, t->end, st->data_len);
     t->data = st->data + t->begin;
     return AMPC_OK;
 }
@@ -173,12 +190,16 @@ enum { F_DTYPE = 1, F_SHAPE = 2, F_OFFSETS = 4 };
 /* One field of a tensor entry ("key": already read), recorded in *seen. */
 static ampc_status parse_field(parser *ps, ampc_st_tensor *t, const char *key, unsigned *seen, const char **dtype) {
     ampci_json *j = &ps->j;
-    unsigned f = !strcmp(key, "dtype") ? F_DTYPE : !strcmp(key, "shape") ? F_SHAPE
-               : !strcmp(key, "data_offsets") ? F_OFFSETS : 0;
+    unsigned f = !strcmp(key, "dtype")          ? F_DTYPE
+                 : !strcmp(key, "shape")        ? F_SHAPE
+                 : !strcmp(key, "data_offsets") ? F_OFFSETS
+                                                : 0;
     char kn[112];
     if (!f)
-        return ampci_json_fail(j, "fields", "unknown field \"%s\" (a tensor has exactly \"dtype\", \"shape\" and "
-                               "\"data_offsets\")", ampci_msg_name(kn, sizeof kn, key));
+        return ampci_json_fail(j, "fields",
+                               "unknown field \"%s\" (a tensor has exactly \"dtype\", \"shape\" and "
+                               "\"data_offsets\")",
+                               ampci_msg_name(kn, sizeof kn, key));
     if (*seen & f) return ampci_json_fail(j, "fields", "duplicate field \"%s\"", key);
     *seen |= f;
     if (f == F_DTYPE) return ampci_json_string(j, "dtype", dtype);
@@ -223,8 +244,10 @@ static ampc_status parse_entry(parser *ps, const char *name) {
             if (ampci_json_accept(j, '}')) break;
             return ampci_json_fail(j, "entry", "expected ',' or '}', found %s", ampci_json_found(j, b, sizeof b));
         }
-    const char *missing = !(seen & F_DTYPE) ? "dtype" : !(seen & F_SHAPE) ? "shape"
-                        : !(seen & F_OFFSETS) ? "data_offsets" : NULL;
+    const char *missing = !(seen & F_DTYPE)     ? "dtype"
+                          : !(seen & F_SHAPE)   ? "shape"
+                          : !(seen & F_OFFSETS) ? "data_offsets"
+                                                : NULL;
     if (missing) return ampci_json_fail(j, "entry", "missing field \"%s\"", missing);
     j->ctx = NULL;
     if ((s = check_entry(ps, t, dtype)) != AMPC_OK) return s;
@@ -253,8 +276,7 @@ static ampc_status parse_metadata(parser *ps) {
             return ampci_json_fail(j, "__metadata__", "value of \"%s\" must be a string, found %s",
                                    ampci_msg_name(kn, sizeof kn, key), ampci_json_found(j, b, sizeof b));
         if ((s = ampci_json_string(j, "__metadata__ value", &value)) != AMPC_OK) return s;
-        if ((s = grow((void **)&st->meta, &st->meta_cap, st->nmeta, sizeof *st->meta, st->name)) != AMPC_OK)
-            return s;
+        if ((s = grow((void **)&st->meta, &st->meta_cap, st->nmeta, sizeof *st->meta, st->name)) != AMPC_OK) return s;
         st->meta[st->nmeta++] = (st_pair){key, value};
         if (ampci_json_accept(j, ',')) continue;
         if (ampci_json_accept(j, '}')) return AMPC_OK;
@@ -316,26 +338,31 @@ static ampc_status check_tiling(const ampc_safetensors *st) {
     for (int i = 0; i < st->n; i++) {
         const ampc_st_tensor *t = &st->t[i];
         if (t->begin < at)
-            return ampci_fail(AMPC_STATUS_FORMAT, "%s: tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64
-                              "] overlap tensor \"%s\" [%" PRIu64 ", %" PRIu64 "]", st->name,
-                              ampci_msg_name(a, sizeof a, t->name), t->begin, t->end,
+            return ampci_fail(AMPC_STATUS_FORMAT,
+                              "%s: tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64
+                              "] overlap tensor \"%s\" [%" PRIu64 ", %" PRIu64 "]",
+                              st->name, ampci_msg_name(a, sizeof a, t->name), t->begin, t->end,
                               ampci_msg_name(b, sizeof b, st->t[i - 1].name), st->t[i - 1].begin, st->t[i - 1].end);
         if (t->begin > at)
-            return ampci_fail(AMPC_STATUS_FORMAT, "%s: tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64
-                              "] leave a gap: bytes [%" PRIu64 ", %" PRIu64 ") of the data belong to no tensor",
+            return ampci_fail(AMPC_STATUS_FORMAT,
+                              "%s: tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64 "] leave a gap: bytes [%" PRIu64
+                              ", %" PRIu64 ") of the data belong to no tensor",
                               st->name, ampci_msg_name(a, sizeof a, t->name), t->begin, t->end, at, t->begin);
         at = t->end;
     }
     if (at != st->data_len)
-        return ampci_fail(AMPC_STATUS_FORMAT, "%s: the data buffer has %zu bytes but the tensors end at %" PRIu64
-                          " (%zu trailing bytes)", st->name, st->data_len, at, st->data_len - (size_t)at);
+        return ampci_fail(AMPC_STATUS_FORMAT,
+                          "%s: the data buffer has %zu bytes but the tensors end at %" PRIu64 " (%zu trailing bytes)",
+                          st->name, st->data_len, at, st->data_len - (size_t)at);
     return AMPC_OK;
 }
 
 static ampc_status parse_all(ampc_safetensors *st) {
     if (st->len < 8)
-        return ampci_fail(AMPC_STATUS_FORMAT, "%s: %zu bytes is too short for a safetensors file (the header "
-                          "length alone takes 8)", st->name, st->len);
+        return ampci_fail(AMPC_STATUS_FORMAT,
+                          "%s: %zu bytes is too short for a safetensors file (the header "
+                          "length alone takes 8)",
+                          st->name, st->len);
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = n << 8 | st->buf[i];
     if (n == 0) return ampci_fail(AMPC_STATUS_FORMAT, "%s: header length is 0", st->name);
@@ -343,21 +370,21 @@ static ampc_status parse_all(ampc_safetensors *st) {
      * safetensors file but another kind of file (text gives lengths like 7.5e18): say that first. */
     const char *other = st->len > 8 && st->buf[8] == '{' ? "" : "not a safetensors file: ";
     if (n > AMPC_ST_MAX_HEADER)
-        return ampci_fail(AMPC_STATUS_FORMAT, "%s: %sheader length %" PRIu64 " exceeds the limit of %u bytes",
-                          st->name, other, n, AMPC_ST_MAX_HEADER);
+        return ampci_fail(AMPC_STATUS_FORMAT, "%s: %sheader length %" PRIu64 " exceeds the limit of %u bytes", st->name,
+                          other, n, AMPC_ST_MAX_HEADER);
     if (n > st->len - 8)
-        return ampci_fail(AMPC_STATUS_FORMAT, "%s: %sheader length %" PRIu64 " exceeds the file (%zu bytes)",
-                          st->name, other, n, st->len);
+        return ampci_fail(AMPC_STATUS_FORMAT, "%s: %sheader length %" PRIu64 " exceeds the file (%zu bytes)", st->name,
+                          other, n, st->len);
     st->data = st->buf + 8 + n;
     st->data_len = st->len - 8 - (size_t)n;
     st->pool = malloc((size_t)n + 1);
-    if (!st->pool) return ampci_fail(AMPC_STATUS_OOM, "%s: out of memory for the header (%" PRIu64 " bytes)",
-                                     st->name, n);
+    if (!st->pool)
+        return ampci_fail(AMPC_STATUS_OOM, "%s: out of memory for the header (%" PRIu64 " bytes)", st->name, n);
     parser ps = {.st = st};
     ampci_json_init(&ps.j, st->name, st->buf + 8, (size_t)n, st->pool, (size_t)n + 1);
     ampc_status s = parse_header(&ps);
     if (s != AMPC_OK) return s;
-    if (st->n > 1) qsort(st->t, (size_t)st->n, sizeof *st->t, cmp_offsets);   /* st->t is NULL when empty */
+    if (st->n > 1) qsort(st->t, (size_t)st->n, sizeof *st->t, cmp_offsets); /* st->t is NULL when empty */
     if ((s = index_names(st)) != AMPC_OK) return s;
     return check_tiling(st);
 }
@@ -404,7 +431,8 @@ static ampc_status read_exactly(int fd, const char *path, unsigned char *buf, si
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) return ampci_fail(AMPC_STATUS_IO, "%s: read failed: %s", path, strerror(errno));
         if (r == 0)
-            return ampci_fail(AMPC_STATUS_IO, "%s: the file shrank while being read (%zu of %zu bytes)", path, got, len);
+            return ampci_fail(AMPC_STATUS_IO, "%s: the file shrank while being read (%zu of %zu bytes)", path, got,
+                              len);
         got += (size_t)r;
     }
     return AMPC_OK;
@@ -490,7 +518,7 @@ uint32_t ampci_crc32(uint32_t crc, const void *p, size_t n) {
     const unsigned char *b = p;
     uLong c = crc;
     while (n) {
-        uInt k = n > ((size_t)1 << 30) ? (uInt)1 << 30 : (uInt)n;   /* zlib takes uInt lengths */
+        uInt k = n > ((size_t)1 << 30) ? (uInt)1 << 30 : (uInt)n; /* zlib takes uInt lengths */
         c = crc32(c, b, k);
         b += k, n -= k;
     }
@@ -506,8 +534,9 @@ ampc_status ampc_safetensors_verify_checksum(const ampc_safetensors *st, const c
         return ampci_fail(AMPC_STATUS_FORMAT, "%s: __metadata__ has no checksum \"%s\" (the data's CRC-32 is %s)",
                           st->name, ampci_msg_name(kn, sizeof kn, key), want);
     if (strcmp(have, want))
-        return ampci_fail(AMPC_STATUS_FORMAT, "%s: checksum mismatch: __metadata__ \"%s\" is \"%s\", the data's "
-                          "CRC-32 is \"%s\"", st->name, ampci_msg_name(kn, sizeof kn, key),
-                          ampci_msg_name(vn, sizeof vn, have), want);
+        return ampci_fail(AMPC_STATUS_FORMAT,
+                          "%s: checksum mismatch: __metadata__ \"%s\" is \"%s\", the data's "
+                          "CRC-32 is \"%s\"",
+                          st->name, ampci_msg_name(kn, sizeof kn, key), ampci_msg_name(vn, sizeof vn, have), want);
     return AMPC_OK;
 }

@@ -32,7 +32,7 @@ typedef struct w_meta {
 struct ampc_safetensors_writer {
     w_tensor *t;
     int n, cap;
-    int *slots;          /* open-addressing hash of the names: index + 1, 0 = empty; size a power of 2 */
+    int *slots; /* open-addressing hash of the names: index + 1, 0 = empty; size a power of 2 */
     size_t nslots;
     w_meta *m;
     int nm, mcap;
@@ -59,7 +59,7 @@ void ampc_safetensors_writer_free(ampc_safetensors_writer *w) {
 /* ---- the name set ---- */
 
 static uint64_t hash_name(const char *s) {
-    uint64_t h = 1469598103934665603ull;   /* FNV-1a */
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
     return h;
 }
@@ -92,8 +92,8 @@ static ampc_status grow_slots(ampc_safetensors_writer *w) {
 
 static ampc_status check_name(const ampc_safetensors_writer *w, const char *name) {
     char nm[112];
-    if (!name || !name[0]) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_safetensors_add: the name is %s",
-                                             name ? "empty" : "NULL");
+    if (!name || !name[0])
+        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_safetensors_add: the name is %s", name ? "empty" : "NULL");
     if (!ampci_utf8_valid(name))
         return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_safetensors_add: name \"%s\" is not valid UTF-8",
                           ampci_msg_name(nm, sizeof nm, name));
@@ -112,13 +112,16 @@ static bool byte_size(const char *name, ampc_dtype dt, int ndim, const int64_t *
     if ((unsigned)dt >= AMPC_DTYPE_COUNT)
         return ampci_fail(AMPC_STATUS_DTYPE, "ampc_safetensors_add: \"%s\": invalid dtype %d", nm, (int)dt), false;
     if (ndim < 0 || ndim > AMPC_ST_MAX_DIMS || (ndim && !shape))
-        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_safetensors_add: \"%s\": ndim %d (need 0..%d and a shape)",
-                          nm, ndim, AMPC_ST_MAX_DIMS), false;
+        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_safetensors_add: \"%s\": ndim %d (need 0..%d and a shape)", nm,
+                          ndim, AMPC_ST_MAX_DIMS),
+               false;
     uint64_t n = ampc_dtype_size(dt);
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0 || (uint64_t)shape[i] > AMPCI_JSON_MAX_INT)
-            return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_safetensors_add: \"%s\": extent %" PRId64
-                              " of dim %d is out of range [0, 2^53]", nm, shape[i], i), false;
+            return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                              "ampc_safetensors_add: \"%s\": extent %" PRId64 " of dim %d is out of range [0, 2^53]",
+                              nm, shape[i], i),
+                   false;
         if (__builtin_mul_overflow(n, (uint64_t)shape[i], &n) || n > AMPCI_JSON_MAX_INT)
             return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_safetensors_add: \"%s\": byte size exceeds 2^53", nm),
                    false;
@@ -135,8 +138,7 @@ ampc_status ampc_safetensors_add(ampc_safetensors_writer *w, const char *name, a
     if (s != AMPC_OK) return s;
     uint64_t bytes;
     if (!byte_size(name, dtype, ndim, shape, &bytes)) return ampc_last_status();
-    if (bytes && !data)
-        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_safetensors_add: \"%s\": data is NULL", name);
+    if (bytes && !data) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_safetensors_add: \"%s\": data is NULL", name);
     if (w->n == w->cap) {
         int nc = w->cap ? w->cap * 2 : 16;
         w_tensor *t = realloc(w->t, (size_t)nc * sizeof *t);
@@ -154,13 +156,15 @@ ampc_status ampc_safetensors_add(ampc_safetensors_writer *w, const char *name, a
 }
 
 ampc_status ampc_safetensors_add_tensor(ampc_safetensors_writer *w, const char *name, const ampc_tensor *t) {
-    if (!t) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_safetensors_add_tensor: tensor \"%s\" is NULL",
-                              name ? name : "(null)");
+    if (!t)
+        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_safetensors_add_tensor: tensor \"%s\" is NULL",
+                          name ? name : "(null)");
     char d[128];
     if (!ampc_tensor_is_contiguous(t))
-        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_safetensors_add_tensor: tensor \"%s\" (%s) is not "
-                          "contiguous; make a contiguous copy first", name ? name : "(null)",
-                          ampc_tensor_describe(t, d, sizeof d));
+        return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                          "ampc_safetensors_add_tensor: tensor \"%s\" (%s) is not "
+                          "contiguous; make a contiguous copy first",
+                          name ? name : "(null)", ampc_tensor_describe(t, d, sizeof d));
     int64_t shape[AMPC_MAX_DIMS];
     int nd = ampc_tensor_ndim(t);
     for (int i = 0; i < nd; i++) shape[i] = ampc_tensor_dim(t, i);
@@ -284,7 +288,7 @@ static void put_metadata(const ampc_safetensors_writer *w, sbuf *h, uint32_t crc
     char hex[16];
     w_meta ck = {w->checksum_key, hex};
     snprintf(hex, sizeof hex, "%08" PRIx32, crc);
-    if (w->checksum_key) ms[n++] = &ck;   /* the computed value wins over one set by hand */
+    if (w->checksum_key) ms[n++] = &ck; /* the computed value wins over one set by hand */
     qsort(ms, (size_t)n, sizeof *ms, cmp_meta);
     if (n) sb_cstr(h, "\"__metadata__\":{");
     for (int i = 0; i < n; i++) {
@@ -305,8 +309,8 @@ static void put_entry(sbuf *h, const w_tensor *t, uint64_t begin) {
     sb_cstr(h, "\",\"shape\":[");
     for (int d = 0; d < t->ndim; d++)
         sb_put(h, num, (size_t)snprintf(num, sizeof num, d ? ",%" PRId64 : "%" PRId64, t->shape[d]));
-    sb_put(h, num, (size_t)snprintf(num, sizeof num, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", begin,
-                                   begin + t->bytes));
+    sb_put(h, num,
+           (size_t)snprintf(num, sizeof num, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", begin, begin + t->bytes));
 }
 
 static ampc_status make_plan(const ampc_safetensors_writer *w, const char *fn, plan *p) {
@@ -332,8 +336,10 @@ static ampc_status make_plan(const ampc_safetensors_writer *w, const char *fn, p
     while (p->h.len % 8) sb_put(&p->h, " ", 1);
     if (p->h.oom) return ampci_fail(AMPC_STATUS_OOM, "%s: out of memory for the header", fn);
     if (p->total > AMPCI_JSON_MAX_INT || p->h.len > AMPC_ST_MAX_HEADER)
-        return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: %" PRIu64 " data bytes and a %zu-byte header exceed the "
-                          "format's limits (2^53, %u)", fn, p->total, p->h.len, AMPC_ST_MAX_HEADER);
+        return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                          "%s: %" PRIu64 " data bytes and a %zu-byte header exceed the "
+                          "format's limits (2^53, %u)",
+                          fn, p->total, p->h.len, AMPC_ST_MAX_HEADER);
     return AMPC_OK;
 }
 
@@ -404,8 +410,10 @@ static ampc_status sync_dir(const char *path) {
     int err = errno;
     if (fd >= 0) close(fd);
     ampc_status s = ok ? AMPC_OK
-                       : ampci_fail(AMPC_STATUS_IO, "ampc_safetensors_write: %s was written, but syncing its "
-                                    "directory %s failed: %s", path, dir, strerror(err));
+                       : ampci_fail(AMPC_STATUS_IO,
+                                    "ampc_safetensors_write: %s was written, but syncing its "
+                                    "directory %s failed: %s",
+                                    path, dir, strerror(err));
     free(dir);
     return s;
 }

@@ -38,7 +38,8 @@ const char *ampci_json_found(const ampci_json *j, char *buf, size_t size) {
     case '{': return "an object";
     case '[': return "an array";
     case '"': return "a string";
-    case 't': case 'f': return "a boolean";
+    case 't':
+    case 'f': return "a boolean";
     case 'n': return "null";
     case '-': return "a negative number";
     default: break;
@@ -73,16 +74,16 @@ int ampci_utf8_len(const unsigned char *s, size_t n) {
     unsigned c = s[0];
     if (c < 0x80) return 1;
     int len;
-    unsigned lo = 0x80, hi = 0xbf;   /* the allowed range of the second byte */
+    unsigned lo = 0x80, hi = 0xbf; /* the allowed range of the second byte */
     if (c >= 0xc2 && c <= 0xdf) len = 2;
     else if (c >= 0xe0 && c <= 0xef) {
         len = 3;
-        if (c == 0xe0) lo = 0xa0;        /* overlong */
-        else if (c == 0xed) hi = 0x9f;   /* UTF-16 surrogates */
+        if (c == 0xe0) lo = 0xa0;      /* overlong */
+        else if (c == 0xed) hi = 0x9f; /* UTF-16 surrogates */
     } else if (c >= 0xf0 && c <= 0xf4) {
         len = 4;
-        if (c == 0xf0) lo = 0x90;        /* overlong */
-        else if (c == 0xf4) hi = 0x8f;   /* past U+10FFFF */
+        if (c == 0xf0) lo = 0x90;      /* overlong */
+        else if (c == 0xf4) hi = 0x8f; /* past U+10FFFF */
     } else return 0;
     if ((size_t)len > n || s[1] < lo || s[1] > hi) return 0;
     for (int i = 2; i < len; i++)
@@ -102,12 +103,12 @@ bool ampci_utf8_valid(const char *s) {
 }
 
 const char *ampci_msg_name(char *buf, size_t size, const char *s) {
-    size_t o = 0, limit = size > 96 ? 80 : size / 2;   /* leaves room for one escape, "..." and the NUL */
+    size_t o = 0, limit = size > 96 ? 80 : size / 2; /* leaves room for one escape, "..." and the NUL */
     const unsigned char *u = (const unsigned char *)s;
     while (*u && o < limit) {
         int n = ampci_utf8_len(u, strnlen((const char *)u, 4));
         if (n == 1 && *u >= 0x20 && *u != 0x7f) buf[o++] = (char)*u;
-        else if (n > 1) memcpy(buf + o, u, (size_t)n), o += (size_t)n;   /* whole characters only */
+        else if (n > 1) memcpy(buf + o, u, (size_t)n), o += (size_t)n; /* whole characters only */
         else o += (size_t)snprintf(buf + o, size - o, "\\x%02x", *u), n = 1;
         u += n;
     }
@@ -161,13 +162,15 @@ static unsigned long unicode_escape(ampci_json *j, const char *what) {
     if (hi < 0xd800 || hi > 0xdbff) return (unsigned long)hi;
     if (j->end - j->p < 2 || j->p[0] != '\\' || j->p[1] != 'u')
         return ampci_json_fail(j, what, "high surrogate \\u%04lx is not followed by a low surrogate",
-                               (unsigned long)hi), 0;
+                               (unsigned long)hi),
+               0;
     j->p += 2;
     long lo = hex4(j);
     if (lo < 0) return ampci_json_fail(j, what, "\\u must be followed by 4 hex digits"), 0;
     if (lo < 0xdc00 || lo > 0xdfff)
         return ampci_json_fail(j, what, "high surrogate \\u%04lx is followed by \\u%04lx, not a low surrogate",
-                               (unsigned long)hi, (unsigned long)lo), 0;
+                               (unsigned long)hi, (unsigned long)lo),
+               0;
     return 0x10000 + (((unsigned long)hi - 0xd800) << 10) + ((unsigned long)lo - 0xdc00);
 }
 
@@ -244,7 +247,7 @@ ampc_status ampci_json_uint(ampci_json *j, const char *what, uint64_t *out) {
     uint64_t v = 0;
     bool big = false;
     for (; j->p < j->end && *j->p >= '0' && *j->p <= '9'; j->p++) {
-        if (v > AMPCI_JSON_MAX_INT) big = true;   /* keep scanning for the message; v stays bounded */
+        if (v > AMPCI_JSON_MAX_INT) big = true; /* keep scanning for the message; v stays bounded */
         else v = v * 10 + (uint64_t)(*j->p - '0');
     }
     if (j->p < j->end && (*j->p == '.' || *j->p == 'e' || *j->p == 'E'))

@@ -9,7 +9,7 @@
 #include <pthread.h>
 
 #define MAX_KERNELS 256
-#define MAX_CANDIDATES 16   /* per cell; the registry test keeps every cell well below */
+#define MAX_CANDIDATES 16 /* per cell; the registry test keeps every cell well below */
 
 static const ampci_kernel *g_all[MAX_KERNELS];
 static bool g_usable[MAX_KERNELS];

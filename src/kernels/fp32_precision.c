@@ -23,14 +23,15 @@ ampc_status ampc_fp32_precision_parse(const char *name, ampc_fp32_precision *out
 static bool valid(const char *fn, const ampc_ctx *ctx, ampc_fp32_precision p) {
     if (!ctx) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: ctx is NULL", fn), false;
     if ((unsigned)p >= AMPC_FP32_PRECISION_COUNT)
-        return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: precision %d; expected AMPC_FP32_HIGHEST, _HIGH or _MEDIUM",
-                          fn, (int)p), false;
+        return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: precision %d; expected AMPC_FP32_HIGHEST, _HIGH or _MEDIUM", fn,
+                          (int)p),
+               false;
     return true;
 }
 
 ampc_status ampc_ctx_set_fp32_matmul_precision(ampc_ctx *ctx, ampc_fp32_precision p) {
     if (!valid("ampc_ctx_set_fp32_matmul_precision", ctx, p)) return ampc_last_status();
-    ctx->fp32_prec[ctx->fp32_depth] = (int)p;   /* inside an override: until its pop, as torch's flags() */
+    ctx->fp32_prec[ctx->fp32_depth] = (int)p; /* inside an override: until its pop, as torch's flags() */
     return AMPC_OK;
 }
 

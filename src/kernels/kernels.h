@@ -23,8 +23,16 @@ typedef ampci_cvt_kernel *ampc_k_cvt_fn;
 /* ---- compute kernels: F32 in and out unless said otherwise; the op layer converts dtypes ---- */
 
 typedef enum ampci_unary {
-    AMPCI_UNARY_NEG = 0, AMPCI_UNARY_EXP, AMPCI_UNARY_LOG, AMPCI_UNARY_SQRT, AMPCI_UNARY_TANH,
-    AMPCI_UNARY_SIGMOID, AMPCI_UNARY_RELU, AMPCI_UNARY_GELU_ERF, AMPCI_UNARY_GELU_TANH, AMPCI_UNARY_COUNT
+    AMPCI_UNARY_NEG = 0,
+    AMPCI_UNARY_EXP,
+    AMPCI_UNARY_LOG,
+    AMPCI_UNARY_SQRT,
+    AMPCI_UNARY_TANH,
+    AMPCI_UNARY_SIGMOID,
+    AMPCI_UNARY_RELU,
+    AMPCI_UNARY_GELU_ERF,
+    AMPCI_UNARY_GELU_TANH,
+    AMPCI_UNARY_COUNT
 } ampci_unary;
 /* y: (n), x: (n) */
 typedef void ampci_unary_kernel(float *y, const float *x, int64_t n);
@@ -33,8 +41,13 @@ typedef ampci_unary_kernel *ampc_k_unary_fn;
 typedef void ampci_unary_bw_kernel(float *gx, const float *gy, const float *x, const float *y, int64_t n);
 typedef ampci_unary_bw_kernel *ampc_k_unary_bw_fn;
 
-typedef enum ampci_binary { AMPCI_BINARY_ADD = 0, AMPCI_BINARY_SUB, AMPCI_BINARY_MUL, AMPCI_BINARY_DIV,
-                            AMPCI_BINARY_COUNT } ampci_binary;
+typedef enum ampci_binary {
+    AMPCI_BINARY_ADD = 0,
+    AMPCI_BINARY_SUB,
+    AMPCI_BINARY_MUL,
+    AMPCI_BINARY_DIV,
+    AMPCI_BINARY_COUNT
+} ampci_binary;
 /* z: (n) = x op y, all (n) */
 typedef void ampci_binary_kernel(float *z, const float *x, const float *y, int64_t n);
 typedef ampci_binary_kernel *ampc_k_binary_fn;
@@ -64,13 +77,12 @@ typedef ampci_gemm_kernel *ampc_k_gemm_fn;
 typedef void ampci_softmax_kernel(float *y, const float *x, int64_t rows, int64_t cols, bool log);
 typedef ampci_softmax_kernel *ampc_k_softmax_fn;
 /* gx = J^T gy from the saved output y (softmax or log_softmax values). */
-typedef void ampci_softmax_bw_kernel(float *gx, const float *gy, const float *y, int64_t rows, int64_t cols,
-                                     bool log);
+typedef void ampci_softmax_bw_kernel(float *gx, const float *gy, const float *y, int64_t rows, int64_t cols, bool log);
 typedef ampci_softmax_bw_kernel *ampc_k_softmax_bw_fn;
 /* Layer norm over rows of length cols: y = (x - mean) * rstd * w + b (w, b may be NULL); mean and rstd
  * (rows) are saved for the backward. */
-typedef void ampci_layernorm_kernel(float *y, float *mean, float *rstd, const float *x, const float *w,
-                                    const float *b, int64_t rows, int64_t cols, float eps);
+typedef void ampci_layernorm_kernel(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b,
+                                    int64_t rows, int64_t cols, float eps);
 typedef ampci_layernorm_kernel *ampc_k_layernorm_fn;
 /* gx (rows, cols); gw, gb (cols) are written (not accumulated) when non-NULL. */
 typedef void ampci_layernorm_bw_kernel(float *gx, float *gw, float *gb, const float *gy, const float *x,
@@ -131,7 +143,7 @@ typedef struct ampci_attn {
     ampc_dtype dt;
     const void *q, *k, *v;
     bool causal;
-    double scale;   /* 1 / sqrt(D) */
+    double scale; /* 1 / sqrt(D) */
 } ampci_attn;
 /* o (BH, Tq, Dv) F32; stats (BH, Tq, 2) F32, when non-NULL, receives per query row what the backward
  * needs to rebuild the probabilities (the ref kernel: the row max of the scaled scores and 1 / sum exp).
@@ -141,8 +153,8 @@ typedef ampc_status ampci_attention_kernel(ampc_ctx *ctx, const ampci_attn *a, f
 typedef ampci_attention_kernel *ampc_k_attention_fn;
 /* gq, gk, gv (F32, the shapes of q, k, v; each may be NULL: not wanted) from go (BH, Tq, Dv) of dtype dt
  * and the forward's stats. */
-typedef ampc_status ampci_attention_bw_kernel(ampc_ctx *ctx, const ampci_attn *a, const float *stats,
-                                              const void *go, float *gq, float *gk, float *gv);
+typedef ampc_status ampci_attention_bw_kernel(ampc_ctx *ctx, const ampci_attn *a, const float *stats, const void *go,
+                                              float *gq, float *gk, float *gv);
 typedef ampci_attention_bw_kernel *ampc_k_attention_bw_fn;
 
 /* ---- optimizer and scaler kernels (src/optim, src/amp/grad_scaler.c; kernels/ref/optim_ref.c) ---- */
@@ -158,13 +170,12 @@ typedef ampci_sgd_kernel *ampc_k_sgd_fn;
 /* One AdamW step (torch.optim.AdamW, single-tensor path) in F32: w *= decay; m = lerp(m, g, 1 - beta1);
  * v = beta2 v + (1 - beta2) g^2; w -= step_size m / (sqrt(v) / bias2_sqrt + eps). */
 typedef struct ampci_adamw_args {
-    float decay;          /* 1 - lr * weight_decay */
+    float decay; /* 1 - lr * weight_decay */
     float beta1, beta2, eps;
-    float step_size;      /* lr / (1 - beta1^t) */
-    float bias2_sqrt;     /* sqrt(1 - beta2^t) */
+    float step_size;  /* lr / (1 - beta1^t) */
+    float bias2_sqrt; /* sqrt(1 - beta2^t) */
 } ampci_adamw_args;
-typedef void ampci_adamw_kernel(float *w, const float *g, float *m, float *v, int64_t n,
-                                const ampci_adamw_args *a);
+typedef void ampci_adamw_kernel(float *w, const float *g, float *m, float *v, int64_t n, const ampci_adamw_args *a);
 typedef ampci_adamw_kernel *ampc_k_adamw_fn;
 /* Multiplies n gradient values (of the slot's dtype, in place) by inv unless inv == 1 and returns whether
  * any value was non-finite before the multiplication (PyTorch's _amp_foreach_non_finite_check_and_unscale_:
@@ -181,11 +192,30 @@ typedef ampci_sumsq_kernel *ampc_k_sumsq_fn;
  * key. Keys: CONVERT (dtype = dst, src); GEMM, IM2COL, UNSCALE, SUMSQ: dtype (the operands'); UNARY,
  * UNARY_BW: op (ampci_unary); BINARY: op (ampci_binary); the other slots have one cell (key 0). */
 typedef enum ampci_slot {
-    AMPCI_SLOT_CONVERT = 0, AMPCI_SLOT_GEMM, AMPCI_SLOT_GEMM_F32_BF16X1, AMPCI_SLOT_GEMM_F32_BF16X3,
-    AMPCI_SLOT_UNARY, AMPCI_SLOT_UNARY_BW, AMPCI_SLOT_BINARY, AMPCI_SLOT_SOFTMAX, AMPCI_SLOT_SOFTMAX_BW,
-    AMPCI_SLOT_LAYERNORM, AMPCI_SLOT_LAYERNORM_BW, AMPCI_SLOT_XENT, AMPCI_SLOT_XENT_BW, AMPCI_SLOT_EMBEDDING_BW,
-    AMPCI_SLOT_IM2COL, AMPCI_SLOT_COL2IM, AMPCI_SLOT_MAXPOOL, AMPCI_SLOT_MAXPOOL_BW, AMPCI_SLOT_ATTENTION,
-    AMPCI_SLOT_ATTENTION_BW, AMPCI_SLOT_SGD, AMPCI_SLOT_ADAMW, AMPCI_SLOT_UNSCALE, AMPCI_SLOT_SUMSQ,
+    AMPCI_SLOT_CONVERT = 0,
+    AMPCI_SLOT_GEMM,
+    AMPCI_SLOT_GEMM_F32_BF16X1,
+    AMPCI_SLOT_GEMM_F32_BF16X3,
+    AMPCI_SLOT_UNARY,
+    AMPCI_SLOT_UNARY_BW,
+    AMPCI_SLOT_BINARY,
+    AMPCI_SLOT_SOFTMAX,
+    AMPCI_SLOT_SOFTMAX_BW,
+    AMPCI_SLOT_LAYERNORM,
+    AMPCI_SLOT_LAYERNORM_BW,
+    AMPCI_SLOT_XENT,
+    AMPCI_SLOT_XENT_BW,
+    AMPCI_SLOT_EMBEDDING_BW,
+    AMPCI_SLOT_IM2COL,
+    AMPCI_SLOT_COL2IM,
+    AMPCI_SLOT_MAXPOOL,
+    AMPCI_SLOT_MAXPOOL_BW,
+    AMPCI_SLOT_ATTENTION,
+    AMPCI_SLOT_ATTENTION_BW,
+    AMPCI_SLOT_SGD,
+    AMPCI_SLOT_ADAMW,
+    AMPCI_SLOT_UNSCALE,
+    AMPCI_SLOT_SUMSQ,
     AMPCI_SLOT_COUNT
 } ampci_slot;
 /* Keys run over [0, AMPCI_KEY_COUNT): a conversion's is dst * AMPC_DTYPE_COUNT + src. */
@@ -197,10 +227,10 @@ AMPCI_HIDDEN ampci_key_kind ampci_slot_key_kind(ampci_slot slot);
 /* What dispatch may do with an entry. Oracles and emulations are compared against and timed, never run by
  * the library's ops. */
 typedef enum ampci_role {
-    AMPCI_ROLE_KERNEL = 0,   /* a candidate: dispatch may choose it */
-    AMPCI_ROLE_ORACLE,       /* the ref entry of a cell whose ref level runs nothing (the split F32 GEMMs: at
+    AMPCI_ROLE_KERNEL = 0, /* a candidate: dispatch may choose it */
+    AMPCI_ROLE_ORACLE,     /* the ref entry of a cell whose ref level runs nothing (the split F32 GEMMs: at
                                 the ref level F32 GEMMs stay F32): the reference the faster entries match */
-    AMPCI_ROLE_EMULATION,    /* a level's source run on an emulation of its instructions (tests/test_amx.c
+    AMPCI_ROLE_EMULATION,  /* a level's source run on an emulation of its instructions (tests/test_amx.c
                                 builds kernels/amx/gemm_amx.c so; not in the library's registry) */
 } ampci_role;
 
@@ -237,13 +267,13 @@ typedef union ampci_kernel_fn {
 /* One registered kernel. */
 typedef struct ampci_kernel {
     ampci_slot slot;
-    ampc_dtype dtype;     /* key of CONVERT (the dst), GEMM, IM2COL, UNSCALE, SUMSQ; F32 elsewhere */
-    ampc_dtype src;       /* key of CONVERT; elsewhere equal to dtype */
-    int op;               /* key of UNARY, UNARY_BW (ampci_unary), BINARY (ampci_binary); 0 elsewhere */
-    const char *name;     /* the function's identifier */
-    ampc_isa level;       /* its folder's: the lowest table (and AMPC_ISA cap) that may run it */
-    uint32_t needs;       /* CPU features it needs beyond its level's (AMPCI_FEAT bits) */
-    uint32_t slow_with;   /* the rule passes it over on CPUs whose CPUID reports one of these (a speed
+    ampc_dtype dtype;   /* key of CONVERT (the dst), GEMM, IM2COL, UNSCALE, SUMSQ; F32 elsewhere */
+    ampc_dtype src;     /* key of CONVERT; elsewhere equal to dtype */
+    int op;             /* key of UNARY, UNARY_BW (ampci_unary), BINARY (ampci_binary); 0 elsewhere */
+    const char *name;   /* the function's identifier */
+    ampc_isa level;     /* its folder's: the lowest table (and AMPC_ISA cap) that may run it */
+    uint32_t needs;     /* CPU features it needs beyond its level's (AMPCI_FEAT bits) */
+    uint32_t slow_with; /* the rule passes it over on CPUs whose CPUID reports one of these (a speed
                              judgement, not correctness: tests and benches still run it) */
     ampci_role role;
     ampci_kernel_fn fn;
@@ -253,36 +283,42 @@ typedef struct ampci_kernel {
  * The short forms take the level from AMPCI_FOLDER_LEVEL, which each table file defines. */
 #define AMPCI_STR_(x) #x
 #define AMPCI_STR(x) AMPCI_STR_(x)
-#define AMPCI_ENTRY(SLOT, DT, SRC, OP, FN, LEVEL, NEEDS, SLOW_WITH, ROLE)                                     \
-    {.slot = AMPCI_SLOT_##SLOT, .dtype = DT, .src = SRC, .op = OP, .name = AMPCI_STR(FN), .level = LEVEL,      \
-     .needs = NEEDS, .slow_with = SLOW_WITH, .role = ROLE, .fn = {.SLOT = FN}}
+#define AMPCI_ENTRY(SLOT, DT, SRC, OP, FN, LEVEL, NEEDS, SLOW_WITH, ROLE)                                              \
+    {                                                                                                                  \
+        .slot = AMPCI_SLOT_##SLOT, .dtype = DT, .src = SRC, .op = OP, .name = AMPCI_STR(FN), .level = LEVEL,           \
+        .needs = NEEDS, .slow_with = SLOW_WITH, .role = ROLE, .fn = {                                                  \
+            .SLOT = FN                                                                                                 \
+        }                                                                                                              \
+    }
 /* a one-cell slot */
-#define AMPCI_K(SLOT, FN)                                                                                      \
+#define AMPCI_K(SLOT, FN)                                                                                              \
     AMPCI_ENTRY(SLOT, AMPC_DTYPE_F32, AMPC_DTYPE_F32, 0, FN, AMPCI_FOLDER_LEVEL, 0, 0, AMPCI_ROLE_KERNEL)
 /* a slot keyed by dtype (DT: F32, F16, BF16) */
-#define AMPCI_K_DT(SLOT, DT, FN)                                                                               \
+#define AMPCI_K_DT(SLOT, DT, FN)                                                                                       \
     AMPCI_ENTRY(SLOT, AMPC_DTYPE_##DT, AMPC_DTYPE_##DT, 0, FN, AMPCI_FOLDER_LEVEL, 0, 0, AMPCI_ROLE_KERNEL)
 /* a slot keyed by op (OP: an ampci_unary or ampci_binary constant) */
-#define AMPCI_K_OP(SLOT, OP, FN)                                                                               \
+#define AMPCI_K_OP(SLOT, OP, FN)                                                                                       \
     AMPCI_ENTRY(SLOT, AMPC_DTYPE_F32, AMPC_DTYPE_F32, OP, FN, AMPCI_FOLDER_LEVEL, 0, 0, AMPCI_ROLE_KERNEL)
 /* a conversion, src to dst */
-#define AMPCI_K_CVT(DST, SRC, FN, NEEDS)                                                                       \
+#define AMPCI_K_CVT(DST, SRC, FN, NEEDS)                                                                               \
     AMPCI_ENTRY(CONVERT, AMPC_DTYPE_##DST, AMPC_DTYPE_##SRC, 0, FN, AMPCI_FOLDER_LEVEL, NEEDS, 0, AMPCI_ROLE_KERNEL)
 
 /* The unary and binary ops as X(OP, op, ISA): the enum constant's suffix and the op's part of kernel
  * names, for folders that implement a whole family (ISA is passed through to X). */
-#define AMPCI_UNARY_OPS(X, ISA)                                                                                \
-    X(NEG, neg, ISA) X(EXP, exp, ISA) X(LOG, log, ISA) X(SQRT, sqrt, ISA) X(TANH, tanh, ISA)                   \
+/* clang-format off */
+#define AMPCI_UNARY_OPS(X, ISA)                                                                                        \
+    X(NEG, neg, ISA) X(EXP, exp, ISA) X(LOG, log, ISA) X(SQRT, sqrt, ISA) X(TANH, tanh, ISA)                           \
     X(SIGMOID, sigmoid, ISA) X(RELU, relu, ISA) X(GELU_ERF, gelu_erf, ISA) X(GELU_TANH, gelu_tanh, ISA)
+/* clang-format on */
 #define AMPCI_BINARY_OPS(X, ISA) X(ADD, add, ISA) X(SUB, sub, ISA) X(MUL, mul, ISA) X(DIV, div, ISA)
 /* Their declarations (ampc_k_exp_f32__<ISA>, ampc_k_exp_bw_f32__<ISA>, ampc_k_add_f32__<ISA>) and entries. */
-#define AMPCI_DECLARE_UNARY(OP, op, ISA)                                                                      \
-    AMPCI_HIDDEN ampci_unary_kernel ampc_k_##op##_f32__##ISA;                                                  \
+#define AMPCI_DECLARE_UNARY(OP, op, ISA)                                                                               \
+    AMPCI_HIDDEN ampci_unary_kernel ampc_k_##op##_f32__##ISA;                                                          \
     AMPCI_HIDDEN ampci_unary_bw_kernel ampc_k_##op##_bw_f32__##ISA;
 #define AMPCI_DECLARE_BINARY(OP, op, ISA) AMPCI_HIDDEN ampci_binary_kernel ampc_k_##op##_f32__##ISA;
-#define AMPCI_K_UNARY(OP, op, ISA)                                                                            \
-    AMPCI_K_OP(UNARY, AMPCI_UNARY_##OP, ampc_k_##op##_f32__##ISA),                                             \
-    AMPCI_K_OP(UNARY_BW, AMPCI_UNARY_##OP, ampc_k_##op##_bw_f32__##ISA),
+#define AMPCI_K_UNARY(OP, op, ISA)                                                                                     \
+    AMPCI_K_OP(UNARY, AMPCI_UNARY_##OP, ampc_k_##op##_f32__##ISA),                                                     \
+        AMPCI_K_OP(UNARY_BW, AMPCI_UNARY_##OP, ampc_k_##op##_bw_f32__##ISA),
 #define AMPCI_K_BINARY(OP, op, ISA) AMPCI_K_OP(BINARY, AMPCI_BINARY_##OP, ampc_k_##op##_f32__##ISA),
 
 /* The folder tables, in the order dispatch reads them (kernels/<isa>/: kernels_ref.c, convert_avx2.c,
@@ -319,12 +355,12 @@ AMPCI_HIDDEN const char *ampci_cell_name(ampci_slot slot, int key);
 
 struct ampc_kernels {
     ampc_isa isa;
-    const ampci_kernel *chosen[AMPCI_SLOT_COUNT][AMPCI_KEY_COUNT];   /* per cell; NULL: none (see below) */
-    ampc_k_cvt_fn cvt[AMPC_DTYPE_COUNT][AMPC_DTYPE_COUNT];   /* [dst][src]; NULL: generic path */
+    const ampci_kernel *chosen[AMPCI_SLOT_COUNT][AMPCI_KEY_COUNT]; /* per cell; NULL: none (see below) */
+    ampc_k_cvt_fn cvt[AMPC_DTYPE_COUNT][AMPC_DTYPE_COUNT];         /* [dst][src]; NULL: generic path */
     ampc_k_unary_fn unary[AMPCI_UNARY_COUNT];
     ampc_k_unary_bw_fn unary_bw[AMPCI_UNARY_COUNT];
     ampc_k_binary_fn binary[AMPCI_BINARY_COUNT];
-    ampc_k_gemm_fn gemm[AMPC_DTYPE_COUNT];                   /* by the dtype of a and b: F32, F16, BF16 */
+    ampc_k_gemm_fn gemm[AMPC_DTYPE_COUNT]; /* by the dtype of a and b: F32, F16, BF16 */
     /* F32 GEMMs allowed to run on BF16 hardware (ampc_ctx_set_fp32_matmul_precision): x1 = one BF16 pass
      * (HIGH... MEDIUM), x3 = a*b as ahi*bhi + ahi*blo + alo*bhi with a = ahi + alo split exactly into BF16
      * parts (HIGH). NULL where that would not be faster than the F32 slot: the op layer then runs F32. */
@@ -338,7 +374,7 @@ struct ampc_kernels {
     ampc_k_xent_bw_fn xent_bw;
     ampc_k_embedding_bw_fn embedding_bw;
     /* ---- conv family (ops/conv.c, attention.c) ---- */
-    ampc_k_im2col_fn im2col[AMPC_DTYPE_COUNT];   /* by the dtype of x and col: F32, F16, BF16 */
+    ampc_k_im2col_fn im2col[AMPC_DTYPE_COUNT]; /* by the dtype of x and col: F32, F16, BF16 */
     ampc_k_col2im_fn col2im;
     ampc_k_maxpool_fn maxpool;
     ampc_k_maxpool_bw_fn maxpool_bw;
@@ -347,7 +383,7 @@ struct ampc_kernels {
     /* ---- optimizer and scaler ---- */
     ampc_k_sgd_fn sgd;
     ampc_k_adamw_fn adamw;
-    ampc_k_unscale_fn unscale[AMPC_DTYPE_COUNT];   /* F32, F16, BF16 */
+    ampc_k_unscale_fn unscale[AMPC_DTYPE_COUNT]; /* F32, F16, BF16 */
     ampc_k_sumsq_fn sumsq[AMPC_DTYPE_COUNT];
 };
 

@@ -41,9 +41,7 @@ static const char *const g_slot_names[AMPCI_SLOT_COUNT] = {
 static const char *const g_unary_names[AMPCI_UNARY_COUNT] = {AMPCI_UNARY_OPS(OP_NAME, _)};
 static const char *const g_binary_names[AMPCI_BINARY_COUNT] = {AMPCI_BINARY_OPS(OP_NAME, _)};
 
-const char *ampci_slot_name(ampci_slot slot) {
-    return slot >= 0 && slot < AMPCI_SLOT_COUNT ? g_slot_names[slot] : "?";
-}
+const char *ampci_slot_name(ampci_slot slot) { return slot >= 0 && slot < AMPCI_SLOT_COUNT ? g_slot_names[slot] : "?"; }
 
 /* The cells that hold at least one entry, in (slot, key) order, with their names. */
 typedef struct cell {
@@ -133,8 +131,11 @@ bool ampc_kernel_describe(int i, ampc_kernel_desc *out) {
     if (i < 0 || (size_t)i >= n || !out) return false;
     const ampci_kernel *e = all[i];
     int key = ampci_kernel_key(e);
-    *out = (ampc_kernel_desc){.name = e->name, .slot = ampci_cell_name(e->slot, key), .level = e->level,
-                              .needs = e->needs, .usable = ampci_kernel_usable(e),
+    *out = (ampc_kernel_desc){.name = e->name,
+                              .slot = ampci_cell_name(e->slot, key),
+                              .level = e->level,
+                              .needs = e->needs,
+                              .usable = ampci_kernel_usable(e),
                               .candidate = e->role == AMPCI_ROLE_KERNEL,
                               .chosen = ampci_kernels(AMPC_ISA_AUTO)->chosen[e->slot][key] == e};
     return true;

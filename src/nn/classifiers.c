@@ -54,7 +54,7 @@ ampc_tensor *ampci_simple_forward(ampc_model *m, const ampc_tensor *x) {
 
 ampc_tensor *ampci_mlp_forward(ampc_model *m, const ampc_tensor *x) {
     x = ampci_model_input(m, x);
-    if (x && ampc_tensor_ndim(x) > 2)   /* images: flatten (B, C, H, W) to (B, C*H*W) */
+    if (x && ampc_tensor_ndim(x) > 2) /* images: flatten (B, C, H, W) to (B, C*H*W) */
         x = ampc_tensor_reshape(x, 2, (int64_t[]){ampc_tensor_dim(x, 0), -1});
     ampc_tensor *h = (ampc_tensor *)x;
     int layers = m->n / 2;

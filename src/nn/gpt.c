@@ -9,7 +9,7 @@
 /* Parameter indices, in declaration order. */
 enum { WTE = 0, WPE, BLOCKS };
 enum { LN1_W = 0, LN1_B, QKV_W, QKV_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, FC2_W, FC2_B, PER_BLOCK };
-#define LNF_W(L) (BLOCKS + (L) * PER_BLOCK)
+#define LNF_W(L) (BLOCKS + (L)*PER_BLOCK)
 
 ampc_status ampci_gpt_declare(ampc_model *m) {
     const ampc_model_config *c = &m->cfg;
@@ -31,7 +31,8 @@ ampc_status ampci_gpt_declare(ampc_model *m) {
         ampci_model_declare(m, AMPCI_INIT_ZEROS, 0, true, 1, (int64_t[]){D}, "blocks.%d.ln2.bias", l);
         ampci_model_declare(m, AMPCI_INIT_NORMAL, std, false, 2, (int64_t[]){4 * D, D}, "blocks.%d.mlp.fc.weight", l);
         ampci_model_declare(m, AMPCI_INIT_ZEROS, 0, true, 1, (int64_t[]){4 * D}, "blocks.%d.mlp.fc.bias", l);
-        ampci_model_declare(m, AMPCI_INIT_NORMAL, resid, false, 2, (int64_t[]){D, 4 * D}, "blocks.%d.mlp.proj.weight", l);
+        ampci_model_declare(m, AMPCI_INIT_NORMAL, resid, false, 2, (int64_t[]){D, 4 * D}, "blocks.%d.mlp.proj.weight",
+                            l);
         ampci_model_declare(m, AMPCI_INIT_ZEROS, 0, true, 1, (int64_t[]){D}, "blocks.%d.mlp.proj.bias", l);
     }
     ampci_model_declare(m, AMPCI_INIT_ONES, 0, true, 1, (int64_t[]){D}, "ln_f.weight");
@@ -73,8 +74,8 @@ static ampc_tensor *attn(ampc_model *m, int p, const ampc_tensor *h) {
     if (ampc_scope_push(ctx, "attn") != AMPC_OK) return NULL;
     ampci_frame f = ampci_frame_begin(ctx);
     ampc_tensor *qkv = ampci_model_linear(m, "qkv", h, p + QKV_W, true);
-    ampc_tensor *o =
-        ampci_frame_keep(&f, ampc_attention(ctx, heads(m, qkv, 0), heads(m, qkv, 1), heads(m, qkv, 2), true));
+    ampc_tensor *o = ampci_frame_keep(&f,
+                                      ampc_attention(ctx, heads(m, qkv, 0), heads(m, qkv, 1), heads(m, qkv, 2), true));
     ampc_tensor *y = ampci_model_linear(m, "proj", ampci_frame_keep(&f, merge_heads(m, o)), p + PROJ_W, true);
     ampc_scope_pop(ctx);
     return ampci_frame_end(&f, dropout(m, y));
@@ -85,8 +86,8 @@ static ampc_tensor *mlp(ampc_model *m, int p, const ampc_tensor *h) {
     ampc_ctx *ctx = m->ctx;
     if (ampc_scope_push(ctx, "mlp") != AMPC_OK) return NULL;
     ampci_frame f = ampci_frame_begin(ctx);
-    ampc_tensor *a =
-        ampci_frame_keep(&f, ampc_gelu(ctx, ampci_model_linear(m, "fc", h, p + FC_W, true), AMPC_GELU_TANH));
+    ampc_tensor *a = ampci_frame_keep(&f,
+                                      ampc_gelu(ctx, ampci_model_linear(m, "fc", h, p + FC_W, true), AMPC_GELU_TANH));
     ampc_tensor *y = ampci_model_linear(m, "proj", a, p + FC2_W, true);
     ampc_scope_pop(ctx);
     return ampci_frame_end(&f, dropout(m, y));
@@ -97,8 +98,7 @@ typedef ampc_tensor *(*sublayer_fn)(ampc_model *m, int p, const ampc_tensor *h);
 /* x + f(ln(x)) for the sublayer f of block l, whose LayerNorm has its weight at `ln_w` in the block. ln(x)
  * goes once f is done, f's output once the sum is made: the points where PyTorch's reference counts let
  * them go, so memory is what the ops saved for the backward. */
-static ampc_tensor *residual(ampc_model *m, int l, sublayer_fn f, const char *ln_name, int ln_w,
-                             const ampc_tensor *x) {
+static ampc_tensor *residual(ampc_model *m, int l, sublayer_fn f, const char *ln_name, int ln_w, const ampc_tensor *x) {
     ampc_ctx *ctx = m->ctx;
     char name[24];
     snprintf(name, sizeof name, "blocks.%d", l);
@@ -123,24 +123,27 @@ ampc_tensor *ampci_gpt_forward(ampc_model *m, const ampc_tensor *ids) {
     ampc_ctx *ctx = m->ctx;
     if (ampc_tensor_ndim(ids) != 2 || ampc_tensor_dim(ids, 1) > m->cfg.context || ampc_tensor_dim(ids, 1) < 1) {
         char b[128];
-        return ampci_fail_null(AMPC_STATUS_SHAPE, "ampc_model_forward (gpt): ids %s; expected (B, T) token ids with "
-                               "1 <= T <= context %d", ampc_tensor_describe(ids, b, sizeof b), m->cfg.context);
+        return ampci_fail_null(AMPC_STATUS_SHAPE,
+                               "ampc_model_forward (gpt): ids %s; expected (B, T) token ids with "
+                               "1 <= T <= context %d",
+                               ampc_tensor_describe(ids, b, sizeof b), m->cfg.context);
     }
     int64_t T = ampc_tensor_dim(ids, 1);
     int64_t pos[4096];
     int64_t *positions = T <= 4096 ? pos : NULL;
-    if (!positions) return ampci_fail_null(AMPC_STATUS_SHAPE, "ampc_model_forward (gpt): T = %lld exceeds 4096", (long long)T);
+    if (!positions)
+        return ampci_fail_null(AMPC_STATUS_SHAPE, "ampc_model_forward (gpt): T = %lld exceeds 4096", (long long)T);
     for (int64_t t = 0; t < T; t++) positions[t] = t;
     ampc_tensor *pt = ampc_tensor_from_buffer(ctx, AMPC_DTYPE_I64, 1, (int64_t[]){T}, positions, AMPC_DTYPE_I64);
     /* Each intermediate is let go after its last use (the frames of ops/frame.h), so memory held for the
      * backward is what the ops saved, as with PyTorch's reference counting. */
     ampci_frame f = ampci_frame_begin(ctx);
-    ampc_tensor *x = ampci_frame_keep(&f, ampc_add(ctx, ampc_embedding(ctx, m->params[WTE], ids),
-                                                   ampc_embedding(ctx, m->params[WPE], pt)));
+    ampc_tensor *x = ampci_frame_keep(
+        &f, ampc_add(ctx, ampc_embedding(ctx, m->params[WTE], ids), ampc_embedding(ctx, m->params[WPE], pt)));
     x = dropout(m, x);
     for (int l = 0; l < m->cfg.layers && x; l++) {
-        x = ampci_frame_keep(&f, residual(m, l, attn, "ln1", LN1_W, x));   /* x = x + attn(ln1(x)) */
-        x = ampci_frame_keep(&f, residual(m, l, mlp, "ln2", LN2_W, x));    /* x = x + mlp(ln2(x)) */
+        x = ampci_frame_keep(&f, residual(m, l, attn, "ln1", LN1_W, x)); /* x = x + attn(ln1(x)) */
+        x = ampci_frame_keep(&f, residual(m, l, mlp, "ln2", LN2_W, x));  /* x = x + mlp(ln2(x)) */
     }
     ampc_tensor *h = ampci_frame_keep(&f, ln(m, "ln_f", x, LNF_W(m->cfg.layers)));
     return ampci_frame_end(&f, lm_head(m, h));

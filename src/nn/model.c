@@ -22,7 +22,8 @@ ampc_status ampc_model_kind_parse(const char *name, ampc_model_kind *out) {
             *out = (ampc_model_kind)i;
             return AMPC_OK;
         }
-    return ampci_fail(AMPC_STATUS_INVALID_ARG, "unknown model '%s': expected gpt, mlp, cnn or simple", name ? name : "(null)");
+    return ampci_fail(AMPC_STATUS_INVALID_ARG, "unknown model '%s': expected gpt, mlp, cnn or simple",
+                      name ? name : "(null)");
 }
 
 int ampci_model_declare(ampc_model *m, ampci_init init, double a, bool no_decay, int ndim, const int64_t *shape,
@@ -63,8 +64,10 @@ ampc_status ampci_model_build(ampc_model *m) {
     }
     m->block = ampc_tensor_new(m->ctx, m->cfg.param_dtype, 1, (int64_t[]){total});
     float *buf = m->block ? malloc((size_t)(total ? total : 1) * sizeof *buf) : NULL;
-    if (!buf) return m->block ? ampci_fail(AMPC_STATUS_OOM, "ampc_model_new: out of memory initialising %lld weights",
-                                           (long long)total) : ampc_last_status();
+    if (!buf)
+        return m->block ? ampci_fail(AMPC_STATUS_OOM, "ampc_model_new: out of memory initialising %lld weights",
+                                     (long long)total)
+                        : ampc_last_status();
     int64_t at = 0;
     ampc_status s = AMPC_OK;
     for (int i = 0; i < m->n && s == AMPC_OK; i++) {
@@ -113,11 +116,12 @@ static ampc_status check_sizes(const char *fn, const ampc_model_config *c) {
         break;
     case AMPC_MODEL_CNN:
         if (c->in_channels < 1 || c->classes < 2) bad = "sizes must be positive (classes >= 2)";
-        else if (c->image_size < 4 || c->image_size % 4) bad = "image_size must be a positive multiple of 4 (two 2x2 pools)";
+        else if (c->image_size < 4 || c->image_size % 4)
+            bad = "image_size must be a positive multiple of 4 (two 2x2 pools)";
         snprintf(vals, sizeof vals, "in_channels %d, image_size %d, classes %d", c->in_channels, c->image_size,
                  c->classes);
         break;
-    default: break;   /* simple: fixed sizes */
+    default: break; /* simple: fixed sizes */
     }
     if (!bad) return AMPC_OK;
     return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s (%s): %s (%s)", fn, kind, bad, vals);
@@ -148,7 +152,7 @@ ampc_status ampc_model_new(ampc_ctx *ctx, const ampc_model_config *config, ampc_
     ampc_status s = check_config(&m->cfg);
     if (s == AMPC_OK) {
         static ampc_status (*const declare[AMPC_MODEL_COUNT])(ampc_model *) = {ampci_gpt_declare, ampci_mlp_declare,
-                                                                              ampci_cnn_declare, ampci_simple_declare};
+                                                                               ampci_cnn_declare, ampci_simple_declare};
         s = declare[m->cfg.kind](m);
     }
     if (s == AMPC_OK) s = ampci_model_build(m);
@@ -178,7 +182,8 @@ int64_t ampc_model_param_count(const ampc_model *m) { return m ? ampc_tensor_num
 /* ---- forward and loss ---- */
 
 const ampc_tensor *ampci_model_input(ampc_model *m, const ampc_tensor *x) {
-    if (m->cfg.param_dtype == AMPC_DTYPE_F32 || !ampc_dtype_is_float(x->dtype) || x->dtype == m->cfg.param_dtype) return x;
+    if (m->cfg.param_dtype == AMPC_DTYPE_F32 || !ampc_dtype_is_float(x->dtype) || x->dtype == m->cfg.param_dtype)
+        return x;
     return ampc_tensor_cast(x, m->cfg.param_dtype);
 }
 
@@ -207,7 +212,7 @@ ampc_tensor *ampc_model_loss(ampc_model *m, const ampc_tensor *input, const ampc
         const ampc_tensor *t = target->dtype == logits->dtype ? target : ampc_tensor_cast(target, logits->dtype);
         return ampc_mse_loss(m->ctx, logits, t);
     }
-    if (m->cfg.kind == AMPC_MODEL_GPT) {   /* (B, T, V) against (B, T): flatten the positions */
+    if (m->cfg.kind == AMPC_MODEL_GPT) { /* (B, T, V) against (B, T): flatten the positions */
         int64_t v = ampc_tensor_dim(logits, -1);
         ampc_tensor *flat = ampc_tensor_reshape(logits, 2, (int64_t[]){-1, v});
         ampc_tensor *tflat = ampc_tensor_reshape(target, 1, (int64_t[]){-1});
@@ -217,7 +222,8 @@ ampc_tensor *ampc_model_loss(ampc_model *m, const ampc_tensor *input, const ampc
 }
 
 ampc_status ampc_model_add_to_optim(ampc_model *m, ampc_optim *opt) {
-    if (!m || !opt) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_model_add_to_optim: model and optimizer must not be NULL");
+    if (!m || !opt)
+        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_model_add_to_optim: model and optimizer must not be NULL");
     ampc_tensor *decay[AMPCI_MAX_PARAMS], *no_decay[AMPCI_MAX_PARAMS];
     int nd = 0, nn = 0;
     for (int i = 0; i < m->n; i++) {
@@ -225,6 +231,7 @@ ampc_status ampc_model_add_to_optim(ampc_model *m, ampc_optim *opt) {
         else decay[nd++] = m->params[i];
     }
     ampc_status s = ampc_optim_add_group(opt, "decay", decay, nd, NULL);
-    if (s == AMPC_OK) s = ampc_optim_add_group(opt, "no_decay", no_decay, nn, &(ampc_param_group_params){.no_weight_decay = true});
+    if (s == AMPC_OK)
+        s = ampc_optim_add_group(opt, "no_decay", no_decay, nn, &(ampc_param_group_params){.no_weight_decay = true});
     return s;
 }

@@ -11,8 +11,8 @@
 #include <stdio.h>
 
 typedef enum ampci_init {
-    AMPCI_INIT_FAN_IN = 0,   /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's Linear/Conv2d default */
-    AMPCI_INIT_NORMAL,       /* N(0, a^2) */
+    AMPCI_INIT_FAN_IN = 0, /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's Linear/Conv2d default */
+    AMPCI_INIT_NORMAL,     /* N(0, a^2) */
     AMPCI_INIT_ZEROS,
     AMPCI_INIT_ONES,
 } ampci_init;
@@ -22,7 +22,7 @@ typedef struct ampci_param_spec {
     int ndim;
     int64_t shape[AMPC_MAX_DIMS];
     ampci_init init;
-    double a;                /* fan_in for FAN_IN, std for NORMAL */
+    double a; /* fan_in for FAN_IN, std for NORMAL */
     bool no_decay;
 } ampci_param_spec;
 
@@ -32,7 +32,7 @@ struct ampc_model {
     ampc_ctx *ctx;
     ampc_model_config cfg;
     bool training;
-    ampc_tensor *block;                    /* every parameter, contiguous */
+    ampc_tensor *block; /* every parameter, contiguous */
     ampc_tensor *params[AMPCI_MAX_PARAMS];
     ampci_param_spec specs[AMPCI_MAX_PARAMS];
     int n;

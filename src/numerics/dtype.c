@@ -35,8 +35,8 @@ ampc_status ampc_dtype_parse(const char *name, ampc_dtype *out) {
             return AMPC_OK;
         }
     }
-    return ampci_fail(AMPC_STATUS_INVALID_ARG,
-                      "unknown dtype '%s': expected one of f32, f16, bf16, f64, i32, i64, u8", name);
+    return ampci_fail(AMPC_STATUS_INVALID_ARG, "unknown dtype '%s': expected one of f32, f16, bf16, f64, i32, i64, u8",
+                      name);
 }
 
 uint16_t ampc_f16_from_f32(float x) { return ampci_f16_from_f32_bits(ampci_f32_bits(x)); }

@@ -17,16 +17,13 @@ typedef struct fmt_def {
     const char *name;
     int e, m, bias;
     bool has_inf;
-    int shift;   /* left shift of the right-aligned pattern in storage (TF32 lives in FP32's layout) */
+    int shift; /* left shift of the right-aligned pattern in storage (TF32 lives in FP32's layout) */
 } fmt_def;
 
 static const fmt_def defs[AMPC_FORMAT_COUNT] = {
-    [AMPC_FORMAT_FP32] = {"FP32", 8, 23, 127, true, 0},
-    [AMPC_FORMAT_TF32] = {"TF32", 8, 10, 127, true, 13},
-    [AMPC_FORMAT_BF16] = {"BF16", 8, 7, 127, true, 0},
-    [AMPC_FORMAT_FP16] = {"FP16", 5, 10, 15, true, 0},
-    [AMPC_FORMAT_FP8_E4M3] = {"FP8-E4M3", 4, 3, 7, false, 0},
-    [AMPC_FORMAT_FP8_E5M2] = {"FP8-E5M2", 5, 2, 15, true, 0},
+    [AMPC_FORMAT_FP32] = {"FP32", 8, 23, 127, true, 0},       [AMPC_FORMAT_TF32] = {"TF32", 8, 10, 127, true, 13},
+    [AMPC_FORMAT_BF16] = {"BF16", 8, 7, 127, true, 0},        [AMPC_FORMAT_FP16] = {"FP16", 5, 10, 15, true, 0},
+    [AMPC_FORMAT_FP8_E4M3] = {"FP8-E4M3", 4, 3, 7, false, 0}, [AMPC_FORMAT_FP8_E5M2] = {"FP8-E5M2", 5, 2, 15, true, 0},
 };
 
 static uint32_t exp_all(const fmt_def *f) { return (1u << f->e) - 1; }
@@ -41,12 +38,10 @@ static uint32_t max_bits_of(const fmt_def *f) {
 static uint32_t nan_bits_of(const fmt_def *f, uint64_t frac52) {
     if (!f->has_inf) return (exp_all(f) << f->m) | man_mask(f);
     uint32_t quiet = 1u << (f->m - 1);
-    uint32_t payload = (uint32_t)(frac52 >> (52 - f->m)) & (quiet - 1);   /* top payload bits */
+    uint32_t payload = (uint32_t)(frac52 >> (52 - f->m)) & (quiet - 1); /* top payload bits */
     return (exp_all(f) << f->m) | quiet | payload;
 }
-static uint32_t overflow_bits_of(const fmt_def *f) {
-    return f->has_inf ? exp_all(f) << f->m : nan_bits_of(f, 0);
-}
+static uint32_t overflow_bits_of(const fmt_def *f) { return f->has_inf ? exp_all(f) << f->m : nan_bits_of(f, 0); }
 
 static uint32_t encode(const fmt_def *f, double x) {
     uint64_t u;
@@ -58,11 +53,11 @@ static uint32_t encode(const fmt_def *f, double x) {
     if (ebits == 0x7ff) {
         mag = frac ? nan_bits_of(f, frac) : overflow_bits_of(f);
     } else if (ebits == 0) {
-        mag = 0;   /* zero, or a double subnormal: far below half of any format's smallest subnormal */
+        mag = 0; /* zero, or a double subnormal: far below half of any format's smallest subnormal */
     } else {
         int e = (int)ebits - 1023, emin = emin_of(f);
         if (e > emax_of(f)) {
-            mag = overflow_bits_of(f);   /* >= 2^(emax+1) is beyond max + half an ulp */
+            mag = overflow_bits_of(f); /* >= 2^(emax+1) is beyond max + half an ulp */
         } else {
             /* Keep m fraction bits (fewer below emin, where the quantum stays 2^(emin-m)), RNE. */
             uint64_t sig = frac | 1ull << 52;
@@ -163,8 +158,10 @@ static void verify(ampc_format fmt, ampc_format_info *in) {
 
 ampc_status ampc_format_get_info(ampc_format fmt, ampc_format_info *out) {
     if ((unsigned)fmt >= AMPC_FORMAT_COUNT || !out)
-        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_format_get_info: format %d is not one of the %d formats "
-                          "(or out is NULL)", (int)fmt, AMPC_FORMAT_COUNT);
+        return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                          "ampc_format_get_info: format %d is not one of the %d formats "
+                          "(or out is NULL)",
+                          (int)fmt, AMPC_FORMAT_COUNT);
     const fmt_def *f = &defs[fmt];
     memset(out, 0, sizeof *out);
     out->name = f->name;
@@ -191,9 +188,7 @@ ampc_status ampc_format_get_info(ampc_format fmt, ampc_format_info *out) {
 
 /* ---- public scalar wrappers for the formats without a dedicated fast path ---- */
 
-float ampc_tf32_round(float x) {
-    return ampci_f32_from_bits(encode(&defs[AMPC_FORMAT_TF32], (double)x));
-}
+float ampc_tf32_round(float x) { return ampci_f32_from_bits(encode(&defs[AMPC_FORMAT_TF32], (double)x)); }
 uint8_t ampc_fp8_e4m3_from_f32(float x) { return (uint8_t)encode(&defs[AMPC_FORMAT_FP8_E4M3], (double)x); }
 float ampc_fp8_e4m3_to_f32(uint8_t v) { return (float)decode(&defs[AMPC_FORMAT_FP8_E4M3], v); }
 uint8_t ampc_fp8_e5m2_from_f32(float x) { return (uint8_t)encode(&defs[AMPC_FORMAT_FP8_E5M2], (double)x); }

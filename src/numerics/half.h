@@ -38,15 +38,15 @@ static inline uint32_t ampci_rshift_rne(uint32_t m, unsigned shift) {
 static inline uint16_t ampci_f16_from_f32_bits(uint32_t x) {
     uint32_t sign = (x >> 16) & 0x8000u;
     uint32_t a = x & 0x7fffffffu;
-    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));   /* NaN */
-    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);  /* >= 65520 = 65504 + half ulp: inf */
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu)); /* NaN */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 = 65504 + half ulp: inf */
     if (a >= 0x38800000u) {
         /* Normal result (>= 2^-14). Rebias the exponent 127 -> 15 in place, then round the 23-bit
          * mantissa to 10 bits; a carry out of the mantissa correctly bumps the exponent. */
         uint32_t r = a - ((127u - 15u) << 23);
         return (uint16_t)(sign | ampci_rshift_rne(r, 13));
     }
-    if (a <= 0x33000000u) return (uint16_t)sign;   /* <= 2^-25 (half the smallest subnormal): +-0 */
+    if (a <= 0x33000000u) return (uint16_t)sign; /* <= 2^-25 (half the smallest subnormal): +-0 */
     /* Subnormal result: value = m * 2^(e-150) with the implicit bit restored; in units of 2^-24 that is
      * m >> (126 - e), rounded. Rounding up to 0x400 gives the smallest normal, which is right. */
     uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
@@ -56,7 +56,7 @@ static inline uint16_t ampci_f16_from_f32_bits(uint32_t x) {
 static inline uint32_t ampci_f16_to_f32_bits(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0x1f) return sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0u);   /* inf / quiet NaN */
+    if (e == 0x1f) return sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0u); /* inf / quiet NaN */
     if (e == 0) {
         if (m == 0) return sign;
         /* Subnormal m * 2^-24: normalise so the leading 1 sits at bit 10, adjusting the exponent. */
@@ -67,7 +67,7 @@ static inline uint32_t ampci_f16_to_f32_bits(uint16_t h) {
 }
 
 static inline uint16_t ampci_bf16_from_f32_bits(uint32_t x) {
-    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);   /* quiet NaN */
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
     /* RNE on the low 16 bits; overflow of the mantissa carries into the exponent, and the largest
      * finite values carry into infinity (0x7f7fffff -> 0x7f80), as they must. */
     return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);

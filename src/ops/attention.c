@@ -9,8 +9,8 @@
 #include <math.h>
 
 typedef struct attn_saved {
-    ampci_attn a;   /* contiguous data of the inputs or their copies (arena) */
-    float *stats;   /* (B*H, Tq, 2), arena */
+    ampci_attn a; /* contiguous data of the inputs or their copies (arena) */
+    float *stats; /* (B*H, Tq, 2), arena */
 } attn_saved;
 
 static ampc_status attention_backward(ampci_node *n, const ampc_tensor *gout) {
@@ -33,14 +33,17 @@ static bool check(const char *op, const ampc_tensor *q, const ampc_tensor *k, co
     const char *why = NULL;
     if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4) why = "all three must be 4-D";
     else if (q->shape[0] != k->shape[0] || q->shape[0] != v->shape[0] || q->shape[1] != k->shape[1] ||
-             q->shape[1] != v->shape[1]) why = "batch and head dims (B, H) differ";
+             q->shape[1] != v->shape[1])
+        why = "batch and head dims (B, H) differ";
     else if (q->shape[3] != k->shape[3]) why = "q and k head sizes D differ";
     else if (k->shape[2] != v->shape[2]) why = "k and v key counts Tk differ";
     else if (q->shape[3] < 1) why = "D must be at least 1 (the scale is 1/sqrt(D))";
     if (why) {
         char a[128], b[128], c[128];
-        ampci_fail(AMPC_STATUS_SHAPE, "%s: q %s, k %s, v %s: %s; expected q (B, H, Tq, D), k (B, H, Tk, D), "
-                   "v (B, H, Tk, Dv)", op, ampc_tensor_describe(q, a, sizeof a), ampc_tensor_describe(k, b, sizeof b),
+        ampci_fail(AMPC_STATUS_SHAPE,
+                   "%s: q %s, k %s, v %s: %s; expected q (B, H, Tq, D), k (B, H, Tk, D), "
+                   "v (B, H, Tk, Dv)",
+                   op, ampc_tensor_describe(q, a, sizeof a), ampc_tensor_describe(k, b, sizeof b),
                    ampc_tensor_describe(v, c, sizeof c), why);
         return false;
     }
@@ -53,8 +56,12 @@ static const void *contiguous_data(const char *op, const ampc_tensor *t) {
     return c ? ampci_tensor_ptr(c) : NULL;
 }
 
-static const ampci_op_desc attention_op = {"ampc_attention", AMPCI_OP_ATTENTION, 3, {"q", "k", "v"},
-                                           .backward = attention_backward, .saved_size = sizeof(attn_saved)};
+static const ampci_op_desc attention_op = {"ampc_attention",
+                                           AMPCI_OP_ATTENTION,
+                                           3,
+                                           {"q", "k", "v"},
+                                           .backward = attention_backward,
+                                           .saved_size = sizeof(attn_saved)};
 
 ampc_tensor *ampc_attention(ampc_ctx *ctx, const ampc_tensor *q, const ampc_tensor *k, const ampc_tensor *v,
                             bool causal) {
@@ -63,8 +70,13 @@ ampc_tensor *ampc_attention(ampc_ctx *ctx, const ampc_tensor *q, const ampc_tens
     if (!ampci_op_begin(&c)) return NULL;
     q = c.in[0], k = c.in[1], v = c.in[2];
     if (!check(op, q, k, v)) return NULL;
-    attn_saved sv = {.a = {.BH = q->shape[0] * q->shape[1], .Tq = q->shape[2], .Tk = k->shape[2], .D = q->shape[3],
-                           .Dv = v->shape[3], .dt = q->dtype, .causal = causal}};
+    attn_saved sv = {.a = {.BH = q->shape[0] * q->shape[1],
+                           .Tq = q->shape[2],
+                           .Tk = k->shape[2],
+                           .D = q->shape[3],
+                           .Dv = v->shape[3],
+                           .dt = q->dtype,
+                           .causal = causal}};
     sv.a.scale = 1.0 / sqrt((double)sv.a.D);
     sv.a.q = contiguous_data(op, q), sv.a.k = contiguous_data(op, k), sv.a.v = contiguous_data(op, v);
     if (!sv.a.q || !sv.a.k || !sv.a.v) return NULL;

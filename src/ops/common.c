@@ -23,7 +23,7 @@ static bool enter(ampc_ctx *ctx, ampci_op op, const ampc_tensor **in, int n) {
     ampci_anomaly_op(ctx, ampci_op_name(op), in, n);
     ampc_dtype to_small[AMPCI_OP_MAX_IN], *to = to_small;
     bool cache_small[AMPCI_OP_MAX_IN], *cache = cache_small;
-    if (n > AMPCI_OP_MAX_IN) {   /* concat: any number of inputs */
+    if (n > AMPCI_OP_MAX_IN) { /* concat: any number of inputs */
         to = ampci_arena_alloc(ctx, (size_t)n * sizeof *to, ampci_op_name(op));
         cache = ampci_arena_alloc(ctx, (size_t)n * sizeof *cache, ampci_op_name(op));
         if (!to || !cache) return false;
@@ -35,7 +35,7 @@ static bool enter(ampc_ctx *ctx, ampci_op op, const ampc_tensor **in, int n) {
         if (!(in[i] = autocast_cast(ctx, in[i], to[i], cache[i]))) return false;
         cast = true;
     }
-    if (cast) ampci_anomaly_op(ctx, ampci_op_name(op), in, n);   /* the casts above were ops too */
+    if (cast) ampci_anomaly_op(ctx, ampci_op_name(op), in, n); /* the casts above were ops too */
     return true;
 }
 
@@ -50,7 +50,7 @@ bool ampci_op_begin(ampci_op_call *c) {
     int n;
     const ampc_tensor **in = inputs(c, &n);
     c->saves = d->saves;
-    if (c->ctx && !enter(c->ctx, d->id, in, n)) return false;   /* a NULL context is reported below */
+    if (c->ctx && !enter(c->ctx, d->id, in, n)) return false; /* a NULL context is reported below */
     for (int i = 0; i < d->nin; i++) {
         bool skip = (d->index >> i & 1) || (!in[i] && (d->optional >> i & 1));
         if (!skip && !ampci_op_input(c->ctx, d->name, in[i], d->in_names[i])) return false;
@@ -83,9 +83,7 @@ ampc_tensor *ampci_op_end(ampci_op_call *c, ampc_tensor *out, const void *saved)
     return out;
 }
 
-bool ampci_op_dtype(ampc_dtype dt) {
-    return dt == AMPC_DTYPE_F32 || dt == AMPC_DTYPE_F16 || dt == AMPC_DTYPE_BF16;
-}
+bool ampci_op_dtype(ampc_dtype dt) { return dt == AMPC_DTYPE_F32 || dt == AMPC_DTYPE_F16 || dt == AMPC_DTYPE_BF16; }
 
 bool ampci_op_input(ampc_ctx *ctx, const char *op, const ampc_tensor *t, const char *what) {
     if (!t) {
@@ -167,8 +165,9 @@ ampc_tensor *ampci_result(const char *op, ampc_ctx *ctx, ampc_dtype dtype, int n
         t = ampci_tensor_wrap(op, ctx, dtype, ndim, shape, buf);
     } else {
         t = ampci_tensor_arena(op, ctx, dtype, ndim, shape);
-        if (t) ampci_convert_with(ctx->kernels, ampci_tensor_ptr(t), dtype, buf, AMPC_DTYPE_F32, (size_t)ampci_numel(t));
-        ampci_step_free(ctx, buf);   /* the F32 values are dead once rounded */
+        if (t)
+            ampci_convert_with(ctx->kernels, ampci_tensor_ptr(t), dtype, buf, AMPC_DTYPE_F32, (size_t)ampci_numel(t));
+        ampci_step_free(ctx, buf); /* the F32 values are dead once rounded */
     }
     return t;
 }
@@ -185,7 +184,7 @@ bool ampci_broadcast(const char *op, const ampc_tensor *a, const ampc_tensor *b,
     int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
     memset(bc, 0, sizeof *bc);
     bc->ndim = nd;
-    int64_t ca = 1, cb = 1;   /* running row-major strides of a and b */
+    int64_t ca = 1, cb = 1; /* running row-major strides of a and b */
     for (int i = 3; i >= 0; i--) {
         int ia = a->ndim - (4 - i), ib = b->ndim - (4 - i);
         int64_t ea = ia >= 0 ? a->shape[ia] : 1, eb = ib >= 0 ? b->shape[ib] : 1;
@@ -207,8 +206,8 @@ bool ampci_broadcast(const char *op, const ampc_tensor *a, const ampc_tensor *b,
     return true;
 }
 
-bool ampci_sum_to_operand(const char *op, ampc_ctx *ctx, const ampci_bcast *bc, int which, const float *g,
-                          float *dst, int64_t dst_n) {
+bool ampci_sum_to_operand(const char *op, ampc_ctx *ctx, const ampci_bcast *bc, int which, const float *g, float *dst,
+                          int64_t dst_n) {
     const int64_t *s = which ? bc->sb : bc->sa;
     double *sum = ampci_arena_alloc(ctx, (size_t)(dst_n > 0 ? dst_n : 1) * sizeof *sum, op);
     if (!sum) return false;

@@ -14,10 +14,11 @@ static bool out_extent(const char *op, const ampc_tensor *x, const char *dim, in
                        int64_t p, int64_t *out) {
     if (in + 2 * p < k) {
         char b[128];
-        ampci_fail(AMPC_STATUS_SHAPE, "%s: input %s: kernel %s %lld is larger than the padded input %s %lld "
-                   "(%lld + 2 * pad %lld); expected kernel <= input + 2 * pad", op,
-                   ampc_tensor_describe(x, b, sizeof b), dim, (long long)k, dim, (long long)(in + 2 * p), (long long)in,
-                   (long long)p);
+        ampci_fail(AMPC_STATUS_SHAPE,
+                   "%s: input %s: kernel %s %lld is larger than the padded input %s %lld "
+                   "(%lld + 2 * pad %lld); expected kernel <= input + 2 * pad",
+                   op, ampc_tensor_describe(x, b, sizeof b), dim, (long long)k, dim, (long long)(in + 2 * p),
+                   (long long)in, (long long)p);
         return false;
     }
     *out = (in + 2 * p - k) / s + 1;
@@ -71,7 +72,7 @@ static void *im2row(ampc_ctx *ctx, const char *op, ampc_dtype dt, const void *x,
 typedef struct conv_saved {
     ampci_conv_geom g;
     int64_t O;
-    const void *x, *w;   /* contiguous data (the inputs' or arena copies), their dtype */
+    const void *x, *w; /* contiguous data (the inputs' or arena copies), their dtype */
 } conv_saved;
 
 /* Planes [p0, p1) of y (N, O, OH*OW) = the transposed GEMM result yt (N*OH*OW, O) + bias. */
@@ -98,9 +99,13 @@ static ampc_status conv_grad_x(ampci_node *n, const conv_saved *sv, const void *
     float *gx = ampci_scratch(ctx, n->op, g->N * g->C * g->H * g->W);
     if (!gcol || !gx) return ampc_last_status();
     size_t es = ampc_dtype_size(dt);
-    for (int64_t i = 0; i < g->N; i++) {   /* gcol_n (OHW, CKK) = gY_n^T (OHW, O) W (O, CKK) */
-        ampci_gemm m = {ohw, ckk, sv->O, (const unsigned char *)gy + (size_t)(i * sv->O * ohw) * es, ohw, true,
-                        sv->w, ckk, false, gcol + i * ohw * ckk, ckk, 0.0f};
+    for (int64_t i = 0; i < g->N; i++) { /* gcol_n (OHW, CKK) = gY_n^T (OHW, O) W (O, CKK) */
+        ampci_gemm m = {ohw,   ckk,
+                        sv->O, (const unsigned char *)gy + (size_t)(i * sv->O * ohw) * es,
+                        ohw,   true,
+                        sv->w, ckk,
+                        false, gcol + i * ohw * ckk,
+                        ckk,   0.0f};
         ampc_status s = ampci_gemm_fn(ctx, dt)(ctx, &m);
         if (s != AMPC_OK) return s;
     }
@@ -117,9 +122,19 @@ static ampc_status conv_grad_w(ampci_node *n, const conv_saved *sv, const void *
     float *gw = ampci_zeros(ctx, n->op, sv->O * ckk);
     if (!col || !gw) return ampc_last_status();
     size_t es = ampc_dtype_size(dt);
-    for (int64_t i = 0; i < g->N; i++) {   /* gW (O, CKK) += gY_n (O, OHW) col_n (OHW, CKK), image order */
-        ampci_gemm m = {sv->O, ckk, ohw, (const unsigned char *)gy + (size_t)(i * sv->O * ohw) * es, ohw, false,
-                        col + (size_t)(i * ohw * ckk) * es, ckk, false, gw, ckk, i ? 1.0f : 0.0f};
+    for (int64_t i = 0; i < g->N; i++) { /* gW (O, CKK) += gY_n (O, OHW) col_n (OHW, CKK), image order */
+        ampci_gemm m = {sv->O,
+                        ckk,
+                        ohw,
+                        (const unsigned char *)gy + (size_t)(i * sv->O * ohw) * es,
+                        ohw,
+                        false,
+                        col + (size_t)(i * ohw * ckk) * es,
+                        ckk,
+                        false,
+                        gw,
+                        ckk,
+                        i ? 1.0f : 0.0f};
         ampc_status s = ampci_gemm_fn(ctx, dt)(ctx, &m);
         if (s != AMPC_OK) return s;
     }
@@ -159,28 +174,39 @@ static bool conv_check(const char *op, const ampc_tensor *x, const ampc_tensor *
     if (!check_nchw(op, x)) return false;
     if (w->ndim != 4 || w->shape[1] != x->shape[1] || w->shape[2] < 1 || w->shape[3] < 1 ||
         (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))) {
-        ampci_fail(AMPC_STATUS_SHAPE, "%s: input %s, weight %s, bias %s; expected weight (O, C, KH, KW) with C = %lld "
-                   "input channels and KH, KW >= 1, bias (O)", op, ampc_tensor_describe(x, xs, sizeof xs),
-                   ampc_tensor_describe(w, ws, sizeof ws), b ? ampc_tensor_describe(b, bs, sizeof bs) : "none",
-                   (long long)x->shape[1]);
+        ampci_fail(AMPC_STATUS_SHAPE,
+                   "%s: input %s, weight %s, bias %s; expected weight (O, C, KH, KW) with C = %lld "
+                   "input channels and KH, KW >= 1, bias (O)",
+                   op, ampc_tensor_describe(x, xs, sizeof xs), ampc_tensor_describe(w, ws, sizeof ws),
+                   b ? ampc_tensor_describe(b, bs, sizeof bs) : "none", (long long)x->shape[1]);
         return false;
     }
     if (p && (p->stride_h < 0 || p->stride_w < 0 || p->pad_h < 0 || p->pad_w < 0)) {
-        ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: stride (%d, %d), pad (%d, %d); expected stride >= 0 (0 = 1) and "
-                   "pad >= 0", op, p->stride_h, p->stride_w, p->pad_h, p->pad_w);
+        ampci_fail(AMPC_STATUS_INVALID_ARG,
+                   "%s: stride (%d, %d), pad (%d, %d); expected stride >= 0 (0 = 1) and "
+                   "pad >= 0",
+                   op, p->stride_h, p->stride_w, p->pad_h, p->pad_w);
         return false;
     }
-    *g = (ampci_conv_geom){.N = x->shape[0], .C = x->shape[1], .H = x->shape[2], .W = x->shape[3],
-                           .KH = w->shape[2], .KW = w->shape[3], .sh = p && p->stride_h ? p->stride_h : 1,
-                           .sw = p && p->stride_w ? p->stride_w : 1, .ph = p ? p->pad_h : 0, .pw = p ? p->pad_w : 0};
+    *g = (ampci_conv_geom){.N = x->shape[0],
+                           .C = x->shape[1],
+                           .H = x->shape[2],
+                           .W = x->shape[3],
+                           .KH = w->shape[2],
+                           .KW = w->shape[3],
+                           .sh = p && p->stride_h ? p->stride_h : 1,
+                           .sw = p && p->stride_w ? p->stride_w : 1,
+                           .ph = p ? p->pad_h : 0,
+                           .pw = p ? p->pad_w : 0};
     if (!out_extent(op, x, "height", g->H, g->KH, g->sh, g->ph, &g->OH) ||
         !out_extent(op, x, "width", g->W, g->KW, g->sw, g->pw, &g->OW))
         return false;
     return ampci_same_dtype(op, x, "input", w, "weight") && (!b || ampci_same_dtype(op, x, "input", b, "bias"));
 }
 
-static const ampci_op_desc conv2d_op = {"ampc_conv2d", AMPCI_OP_CONV2D, 3, {"input", "weight", "bias"}, .optional = 4u,
-                                        .backward = conv_backward, .saves = 3u, .saved_size = sizeof(conv_saved)};
+static const ampci_op_desc conv2d_op = {
+    "ampc_conv2d",  AMPCI_OP_CONV2D,           3,           {"input", "weight", "bias"},
+    .optional = 4u, .backward = conv_backward, .saves = 3u, .saved_size = sizeof(conv_saved)};
 
 ampc_tensor *ampc_conv2d(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *w, const ampc_tensor *b,
                          const ampc_conv2d_params *params) {
@@ -198,7 +224,7 @@ ampc_tensor *ampc_conv2d(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor 
     const void *col = sv.x && sv.w ? im2row(ctx, op, dt, sv.x, g) : NULL;
     float *yt = col ? ampci_scratch(ctx, op, rows * sv.O) : NULL, *y = yt ? ampci_scratch(ctx, op, rows * sv.O) : NULL;
     if (!y) return NULL;
-    ampci_gemm m = {rows, sv.O, ckk, col, ckk, false, sv.w, ckk, true, yt, sv.O, 0.0f};   /* yt = col W^T */
+    ampci_gemm m = {rows, sv.O, ckk, col, ckk, false, sv.w, ckk, true, yt, sv.O, 0.0f}; /* yt = col W^T */
     if (ampci_gemm_fn(ctx, dt)(ctx, &m) != AMPC_OK) return NULL;
     const float *bf = b ? ampci_as_f32(op, b) : NULL;
     if (b && !bf) return NULL;
@@ -211,7 +237,7 @@ ampc_tensor *ampc_conv2d(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor 
 
 typedef struct pool_saved {
     ampci_conv_geom g;
-    int32_t *arg;   /* (N, C, OH, OW) plane indices of the maxima, arena */
+    int32_t *arg; /* (N, C, OH, OW) plane indices of the maxima, arena */
 } pool_saved;
 
 /* Planes [p0, p1) of max pooling through the kernel table: forward (y and the argmax from x) or, with
@@ -219,9 +245,9 @@ typedef struct pool_saved {
 typedef struct pool_planes {
     const ampci_conv_geom *g;
     const struct ampc_kernels *k;
-    float *out;        /* y or gx */
+    float *out; /* y or gx */
     int32_t *arg;
-    const float *in;   /* x or gy */
+    const float *in; /* x or gy */
     bool backward;
 } pool_planes;
 
@@ -249,9 +275,10 @@ static bool pool_check(const char *op, const ampc_tensor *x, const ampc_pool2d_p
     }
     if (p->kernel_h < 1 || p->kernel_w < 1 || p->stride_h < 0 || p->stride_w < 0 || p->pad_h < 0 || p->pad_w < 0 ||
         p->pad_h > p->kernel_h / 2 || p->pad_w > p->kernel_w / 2) {
-        ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: kernel (%d, %d), stride (%d, %d), pad (%d, %d); expected kernel >= 1, "
-                   "stride >= 0 (0 = the kernel) and 0 <= pad <= kernel / 2", op, p->kernel_h, p->kernel_w,
-                   p->stride_h, p->stride_w, p->pad_h, p->pad_w);
+        ampci_fail(AMPC_STATUS_INVALID_ARG,
+                   "%s: kernel (%d, %d), stride (%d, %d), pad (%d, %d); expected kernel >= 1, "
+                   "stride >= 0 (0 = the kernel) and 0 <= pad <= kernel / 2",
+                   op, p->kernel_h, p->kernel_w, p->stride_h, p->stride_w, p->pad_h, p->pad_w);
         return false;
     }
     if (x->shape[2] * x->shape[3] > INT32_MAX) {
@@ -260,15 +287,22 @@ static bool pool_check(const char *op, const ampc_tensor *x, const ampc_pool2d_p
                    ampc_tensor_describe(x, b, sizeof b));
         return false;
     }
-    *g = (ampci_conv_geom){.N = x->shape[0], .C = x->shape[1], .H = x->shape[2], .W = x->shape[3],
-                           .KH = p->kernel_h, .KW = p->kernel_w, .sh = p->stride_h ? p->stride_h : p->kernel_h,
-                           .sw = p->stride_w ? p->stride_w : p->kernel_w, .ph = p->pad_h, .pw = p->pad_w};
+    *g = (ampci_conv_geom){.N = x->shape[0],
+                           .C = x->shape[1],
+                           .H = x->shape[2],
+                           .W = x->shape[3],
+                           .KH = p->kernel_h,
+                           .KW = p->kernel_w,
+                           .sh = p->stride_h ? p->stride_h : p->kernel_h,
+                           .sw = p->stride_w ? p->stride_w : p->kernel_w,
+                           .ph = p->pad_h,
+                           .pw = p->pad_w};
     return out_extent(op, x, "height", g->H, g->KH, g->sh, g->ph, &g->OH) &&
            out_extent(op, x, "width", g->W, g->KW, g->sw, g->pw, &g->OW);
 }
 
-static const ampci_op_desc max_pool2d_op = {"ampc_max_pool2d", AMPCI_OP_MAX_POOL2D, 1, {"input"},
-                                            .backward = pool_backward, .saved_size = sizeof(pool_saved)};
+static const ampci_op_desc max_pool2d_op = {
+    "ampc_max_pool2d", AMPCI_OP_MAX_POOL2D, 1, {"input"}, .backward = pool_backward, .saved_size = sizeof(pool_saved)};
 
 ampc_tensor *ampc_max_pool2d(ampc_ctx *ctx, const ampc_tensor *x, const ampc_pool2d_params *params) {
     const char *op = max_pool2d_op.name;

@@ -6,12 +6,12 @@
  * saved RNG state instead of storing it. */
 #include "ops.h"
 
-#define PIECE 256   /* uniforms drawn per step of a range */
+#define PIECE 256 /* uniforms drawn per step of a range */
 
 typedef struct dropout_saved {
-    ampc_rng rng;   /* the context RNG at the call */
+    ampc_rng rng; /* the context RNG at the call */
     double p;
-    float scale;    /* 1 / (1 - p) */
+    float scale; /* 1 / (1 - p) */
 } dropout_saved;
 
 /* Elements [b, e) of out = in masked and scaled; in is x (forward) or the output gradient (backward): the
@@ -39,8 +39,8 @@ static ampc_status dropout_backward(ampci_node *n, const ampc_tensor *gout) {
     return ampci_accumulate_f32(n->op, n->in[0], j.out);
 }
 
-static const ampci_op_desc dropout_op = {"ampc_dropout", AMPCI_OP_DROPOUT, 1, {"x"}, .backward = dropout_backward,
-                                         .saved_size = sizeof(dropout_saved)};
+static const ampci_op_desc dropout_op = {
+    "ampc_dropout", AMPCI_OP_DROPOUT, 1, {"x"}, .backward = dropout_backward, .saved_size = sizeof(dropout_saved)};
 
 ampc_tensor *ampc_dropout(ampc_ctx *ctx, const ampc_tensor *x, double p, bool training) {
     const char *op = dropout_op.name;
@@ -60,6 +60,6 @@ ampc_tensor *ampc_dropout(ampc_ctx *ctx, const ampc_tensor *x, double p, bool tr
     if (!j.out || !j.in) return NULL;
     ampci_parallel_rows(ctx, cnt, 1, dropout_run, &j);
     ampci_as_f32_done(x, j.in);
-    ctx->rng.counter += ((uint64_t)cnt + 3) / 4;   /* as ampc_rng_uniform(ctx rng, ..., cnt) would */
+    ctx->rng.counter += ((uint64_t)cnt + 3) / 4; /* as ampc_rng_uniform(ctx rng, ..., cnt) would */
     return ampci_op_end(&c, ampci_result(op, ctx, x->dtype, x->ndim, x->shape, j.out), &sv);
 }

@@ -34,8 +34,8 @@ AMPCI_ROW_BODY(unary_run, unary_map, j, b, e, chunk) {
 typedef struct staged_map {
     const struct ampc_kernels *k;
     ampci_unary kind;
-    const ampc_tensor *x, *y, *g;   /* y, g: backward only */
-    ampc_tensor *out;               /* y (forward) or gx (backward), contiguous */
+    const ampc_tensor *x, *y, *g; /* y, g: backward only */
+    ampc_tensor *out;             /* y (forward) or gx (backward), contiguous */
 } staged_map;
 
 static void stage_in(const ampc_tensor *t, int64_t i, int64_t m, float *buf, const struct ampc_kernels *k) {
@@ -83,9 +83,11 @@ static ampc_status unary_backward(ampci_node *n, const ampc_tensor *gout) {
 }
 
 /* The unary ops' descriptors, by kernel: one input, whose value and output the backward reads. */
-#define UNARY_OP(name, id)                                                                                \
-    {"ampc_" name, id, 1, {"input"}, .backward = unary_backward, .saves = 1u | AMPCI_SAVES_OUT,               \
-     .saved_size = sizeof(unary_saved)}
+#define UNARY_OP(name, id)                                                                                             \
+    {                                                                                                                  \
+        "ampc_" name, id, 1, {"input"}, .backward = unary_backward, .saves = 1u | AMPCI_SAVES_OUT,                     \
+                                        .saved_size = sizeof(unary_saved)                                              \
+    }
 static const ampci_op_desc unary_ops[AMPCI_UNARY_COUNT] = {
     [AMPCI_UNARY_NEG] = UNARY_OP("neg", AMPCI_OP_NEG),
     [AMPCI_UNARY_EXP] = UNARY_OP("exp", AMPCI_OP_EXP),
@@ -164,7 +166,7 @@ AMPCI_ROW_BODY(scalar_run, scalar_map, j, b, e, chunk) {
 
 static ampc_status scalar_backward(ampci_node *n, const ampc_tensor *gout) {
     const scalar_saved *sv = n->saved;
-    float *g = (float *)ampci_as_f32(n->op, gout);   /* read only: node gradients are never modified */
+    float *g = (float *)ampci_as_f32(n->op, gout); /* read only: node gradients are never modified */
     if (!g) return ampc_last_status();
     if (sv->kind == AMPCI_BINARY_ADD || sv->kind == AMPCI_BINARY_SUB) return ampci_accumulate_f32(n->op, n->in[0], g);
     /* d(x s)/dx = s; d(x / s)/dx = 1/s, applied as a division like the forward */
@@ -175,8 +177,8 @@ static ampc_status scalar_backward(ampci_node *n, const ampc_tensor *gout) {
     return ampci_accumulate_f32(n->op, n->in[0], gx);
 }
 
-#define SCALAR_OP(name, id) \
-    {"ampc_" name, id, 1, {"input"}, .backward = scalar_backward, .saved_size = sizeof(scalar_saved)}
+#define SCALAR_OP(name, id)                                                                                            \
+    { "ampc_" name, id, 1, {"input"}, .backward = scalar_backward, .saved_size = sizeof(scalar_saved) }
 static const ampci_op_desc scalar_ops[AMPCI_BINARY_COUNT] = {
     [AMPCI_BINARY_ADD] = SCALAR_OP("add_scalar", AMPCI_OP_ADD_SCALAR),
     [AMPCI_BINARY_SUB] = SCALAR_OP("sub_scalar", AMPCI_OP_SUB_SCALAR),
@@ -247,8 +249,14 @@ static void binary_bcast(ampc_ctx *ctx, ampci_binary kind, const ampci_bcast *bc
                 for (int64_t c = 0; c < len; c += 256) {
                     int64_t m = len - c < 256 ? len - c : 256;
                     const float *pa = a + oa + c, *pb = b + ob + c;
-                    if (!bc->sa[3]) { for (int64_t q = 0; q < m; q++) ra[q] = a[oa]; pa = ra; }
-                    if (!bc->sb[3]) { for (int64_t q = 0; q < m; q++) rb[q] = b[ob]; pb = rb; }
+                    if (!bc->sa[3]) {
+                        for (int64_t q = 0; q < m; q++) ra[q] = a[oa];
+                        pa = ra;
+                    }
+                    if (!bc->sb[3]) {
+                        for (int64_t q = 0; q < m; q++) rb[q] = b[ob];
+                        pb = rb;
+                    }
                     fn(z + k + c, pa, pb, m);
                 }
             }
@@ -279,7 +287,7 @@ static ampc_status binary_backward(ampci_node *n, const ampc_tensor *gout) {
     ampc_ctx *ctx = n->ctx;
     ampc_tensor *a = n->in[0], *b = n->in[1];
     int64_t cnt = sv->bc.n, na = ampci_numel(a), nb = ampci_numel(b);
-    float *g = (float *)ampci_as_f32(n->op, gout);   /* read only */
+    float *g = (float *)ampci_as_f32(n->op, gout); /* read only */
     if (!g) return ampc_last_status();
     bool muldiv = sv->kind == AMPCI_BINARY_MUL || sv->kind == AMPCI_BINARY_DIV;
     const float *af = muldiv ? ampci_as_f32(n->op, a) : NULL, *bf = muldiv ? ampci_as_f32(n->op, b) : NULL;
@@ -288,7 +296,7 @@ static ampc_status binary_backward(ampci_node *n, const ampc_tensor *gout) {
     ampc_status s = AMPC_OK;
     if (ampci_input_needs_grad(n, 0)) {
         float *ga = g;
-        if (muldiv) {   /* g * b, g / b */
+        if (muldiv) { /* g * b, g / b */
             ga = ampci_scratch(ctx, n->op, cnt);
             if (!ga) return ampc_last_status();
             binary_bcast(ctx, sv->kind, &g_b, g, bf, ga, cnt, nb);
@@ -302,7 +310,7 @@ static ampc_status binary_backward(ampci_node *n, const ampc_tensor *gout) {
             memcpy(gb, g, (size_t)cnt * sizeof *gb);
         } else if (sv->kind == AMPCI_BINARY_SUB) {
             for (int64_t i = 0; i < cnt; i++) gb[i] = -g[i];
-        } else {   /* mul: g * a; div: -(g * a / b) / b */
+        } else { /* mul: g * a; div: -(g * a / b) / b */
             binary_bcast(ctx, AMPCI_BINARY_MUL, &g_a, g, af, gb, cnt, na);
             if (sv->kind == AMPCI_BINARY_DIV) {
                 float *tmp = ampci_scratch(ctx, n->op, cnt);
@@ -319,11 +327,13 @@ static ampc_status binary_backward(ampci_node *n, const ampc_tensor *gout) {
 
 /* The binary ops' descriptors, by kernel: mul and div read both operands in the backward, add and sub
  * neither. */
-#define BINARY_OP(name, id, mask) \
-    {"ampc_" name, id, 2, {"a", "b"}, .backward = binary_backward, .saves = mask, .saved_size = sizeof(binary_saved)}
+#define BINARY_OP(name, id, mask)                                                                                      \
+    { "ampc_" name, id, 2, {"a", "b"}, .backward = binary_backward, .saves = mask, .saved_size = sizeof(binary_saved) }
 static const ampci_op_desc binary_ops[AMPCI_BINARY_COUNT] = {
-    [AMPCI_BINARY_ADD] = BINARY_OP("add", AMPCI_OP_ADD, 0u), [AMPCI_BINARY_SUB] = BINARY_OP("sub", AMPCI_OP_SUB, 0u),
-    [AMPCI_BINARY_MUL] = BINARY_OP("mul", AMPCI_OP_MUL, 3u), [AMPCI_BINARY_DIV] = BINARY_OP("div", AMPCI_OP_DIV, 3u),
+    [AMPCI_BINARY_ADD] = BINARY_OP("add", AMPCI_OP_ADD, 0u),
+    [AMPCI_BINARY_SUB] = BINARY_OP("sub", AMPCI_OP_SUB, 0u),
+    [AMPCI_BINARY_MUL] = BINARY_OP("mul", AMPCI_OP_MUL, 3u),
+    [AMPCI_BINARY_DIV] = BINARY_OP("div", AMPCI_OP_DIV, 3u),
 };
 
 static ampc_tensor *binary(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b, ampci_binary kind) {

@@ -8,12 +8,12 @@
 #include <math.h>
 #include <string.h>
 
-#define COL_BLOCK 64   /* columns per parallel block of the gradient scatter */
+#define COL_BLOCK 64 /* columns per parallel block of the gradient scatter */
 
 /* ---- embedding ---- */
 
 typedef struct embedding_saved {
-    int64_t *ids;   /* (n) validated ids, arena */
+    int64_t *ids; /* (n) validated ids, arena */
     int64_t n;
 } embedding_saved;
 
@@ -31,10 +31,11 @@ static int64_t *checked_ids(ampc_ctx *ctx, const char *op, const ampc_tensor *we
     ampci_tensor_gather(ids, v, AMPC_DTYPE_I64);
     for (int64_t i = 0; i < n; i++)
         if (v[i] < 0 || v[i] >= V)
-            return ampci_fail_null(AMPC_STATUS_INVALID_ARG, "%s: id %lld at flat position %lld of ids %s is out of "
-                                   "range for weight %s (expected 0 <= id < V = %lld)", op, (long long)v[i], (long long)i,
-                                   ampc_tensor_describe(ids, a, sizeof a), ampc_tensor_describe(weight, b, sizeof b),
-                                   (long long)V);
+            return ampci_fail_null(AMPC_STATUS_INVALID_ARG,
+                                   "%s: id %lld at flat position %lld of ids %s is out of "
+                                   "range for weight %s (expected 0 <= id < V = %lld)",
+                                   op, (long long)v[i], (long long)i, ampc_tensor_describe(ids, a, sizeof a),
+                                   ampc_tensor_describe(weight, b, sizeof b), (long long)V);
     return v;
 }
 
@@ -76,8 +77,13 @@ static ampc_status embedding_backward(ampci_node *n, const ampc_tensor *gout) {
 }
 
 /* The weight's rows are copied exactly: the output needs no anomaly check. */
-static const ampci_op_desc embedding_op = {"ampc_embedding", AMPCI_OP_EMBEDDING, 2, {"weight", "ids"}, .index = 2u,
-                                           .exact = true, .backward = embedding_backward,
+static const ampci_op_desc embedding_op = {"ampc_embedding",
+                                           AMPCI_OP_EMBEDDING,
+                                           2,
+                                           {"weight", "ids"},
+                                           .index = 2u,
+                                           .exact = true,
+                                           .backward = embedding_backward,
                                            .saved_size = sizeof(embedding_saved)};
 
 ampc_tensor *ampc_embedding(ampc_ctx *ctx, const ampc_tensor *weight, const ampc_tensor *ids) {
@@ -98,8 +104,9 @@ ampc_tensor *ampc_embedding(ampc_ctx *ctx, const ampc_tensor *weight, const ampc
     const ampc_tensor *wc = ampc_tensor_is_contiguous(weight) ? weight : ampci_copy_as(op, weight, weight->dtype);
     ampc_tensor *out = wc ? ampci_tensor_arena(op, ctx, weight->dtype, ids->ndim + 1, shape) : NULL;
     if (!out) return NULL;
-    ampci_parallel_rows(ctx, sv.n, D, gather_run, &(gather_rows){ampci_tensor_ptr(out), ampci_tensor_ptr(wc), sv.ids,
-                                                                 (size_t)D * ampc_dtype_size(weight->dtype)});
+    ampci_parallel_rows(ctx, sv.n, D, gather_run,
+                        &(gather_rows){ampci_tensor_ptr(out), ampci_tensor_ptr(wc), sv.ids,
+                                       (size_t)D * ampc_dtype_size(weight->dtype)});
     return ampci_op_end(&c, out, &sv);
 }
 
@@ -132,12 +139,12 @@ AMPCI_ROW_BODY(pe_run, pe_map, j, b, e, chunk) {
 }
 
 static ampc_status pe_backward(ampci_node *n, const ampc_tensor *gout) {
-    float *g = (float *)ampci_as_f32(n->op, gout);   /* read only: the gradient passes through unchanged */
+    float *g = (float *)ampci_as_f32(n->op, gout); /* read only: the gradient passes through unchanged */
     return g ? ampci_accumulate_f32(n->op, n->in[0], g) : ampc_last_status();
 }
 
-static const ampci_op_desc positional_encoding_op = {"ampc_positional_encoding", AMPCI_OP_POSITIONAL_ENCODING, 1,
-                                                     {"x"}, .backward = pe_backward};
+static const ampci_op_desc positional_encoding_op = {
+    "ampc_positional_encoding", AMPCI_OP_POSITIONAL_ENCODING, 1, {"x"}, .backward = pe_backward};
 
 ampc_tensor *ampc_positional_encoding(ampc_ctx *ctx, const ampc_tensor *x) {
     const char *op = positional_encoding_op.name;

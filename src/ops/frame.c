@@ -18,8 +18,8 @@ static bool kept(const ampc_tensor *t, ampc_tensor *const *keep, int n) {
 /* Releases f's tensors except the kept ones, which close up at f's mark; returns the list's new end. */
 static int sweep(const ampci_frame *f, ampc_tensor *const *keep, int n) {
     ampc_ctx *ctx = f->ctx;
-    AMPCI_ASSERT(ctx->frames.depth == f->depth + 1 && ctx->frames.n >= f->base);   /* innermost first */
-    AMPCI_ASSERT(ctx->step_id == f->step);   /* its tensors died at a step end */
+    AMPCI_ASSERT(ctx->frames.depth == f->depth + 1 && ctx->frames.n >= f->base); /* innermost first */
+    AMPCI_ASSERT(ctx->step_id == f->step);                                       /* its tensors died at a step end */
     int end = f->base;
     for (int i = f->base; i < ctx->frames.n; i++) {
         if (kept(ctx->frames.made[i], keep, n)) ctx->frames.made[end++] = ctx->frames.made[i];
@@ -37,7 +37,7 @@ void ampci_frame_end_keeping(ampci_frame *f, ampc_tensor *const *keep, int n) {
     ampc_ctx *ctx = f->ctx;
     int end = sweep(f, keep, n);
     ctx->frames.depth = f->depth;
-    ctx->frames.n = ctx->frames.depth > 0 ? end : f->base;   /* the kept tensors are the enclosing frame's now */
+    ctx->frames.n = ctx->frames.depth > 0 ? end : f->base; /* the kept tensors are the enclosing frame's now */
 }
 
 ampc_tensor *ampci_frame_end(ampci_frame *f, ampc_tensor *keep) {

@@ -20,7 +20,7 @@
 
 typedef struct ampci_frame {
     ampc_ctx *ctx;
-    int base, depth;   /* where its tensors start on the context's list; frames open around it */
+    int base, depth; /* where its tensors start on the context's list; frames open around it */
     uint64_t step;
 } ampci_frame;
 

@@ -18,9 +18,9 @@ typedef struct mat {
 
 typedef struct matmul_saved {
     unsigned flags;
-    int64_t M, N, K, nb[2];   /* nb: batch extents of the result (1 where absent) */
-    mat a, b;                 /* as used by the forward (data of in[0], in[1] or their copies) */
-    int64_t obs[2];           /* batch strides of the result */
+    int64_t M, N, K, nb[2]; /* nb: batch extents of the result (1 where absent) */
+    mat a, b;               /* as used by the forward (data of in[0], in[1] or their copies) */
+    int64_t obs[2];         /* batch strides of the result */
 } matmul_saved;
 
 /* c (batches of (M, N) F32, batch strides cbs) = a b per batch; beta 1 where c's batch stride is 0 (a
@@ -32,10 +32,18 @@ static ampc_status gemm_batched(ampc_ctx *ctx, ampc_dtype dt, int64_t M, int64_t
         for (int64_t j = 0; j < nb[1]; j++) {
             /* accumulate (beta 1) into a c block that an earlier batch already wrote */
             bool again = (cbs[0] == 0 && i > 0) || (cbs[1] == 0 && j > 0);
-            ampci_gemm g = {M, N, K,
-                            (const unsigned char *)a->p + (size_t)(i * a->bs[0] + j * a->bs[1]) * es, a->ld, a->t,
-                            (const unsigned char *)b->p + (size_t)(i * b->bs[0] + j * b->bs[1]) * es, b->ld, b->t,
-                            c + i * cbs[0] + j * cbs[1], N, again ? 1.0f : 0.0f};
+            ampci_gemm g = {M,
+                            N,
+                            K,
+                            (const unsigned char *)a->p + (size_t)(i * a->bs[0] + j * a->bs[1]) * es,
+                            a->ld,
+                            a->t,
+                            (const unsigned char *)b->p + (size_t)(i * b->bs[0] + j * b->bs[1]) * es,
+                            b->ld,
+                            b->t,
+                            c + i * cbs[0] + j * cbs[1],
+                            N,
+                            again ? 1.0f : 0.0f};
             ampc_status s = ampci_gemm_fn(ctx, dt)(ctx, &g);
             if (s != AMPC_OK) return s;
         }
@@ -96,10 +104,10 @@ static ampc_status matmul_operand_grad(ampci_node *n, int which, const void *g) 
     AT.t = !AT.t, BT.t = !BT.t;
     const mat *x, *y;
     int64_t gm, gn, gk;
-    if (which == 0) {   /* !ta: G op(B)^T (M,N)(N,K); ta: op(B) G^T (K,N)(N,M) */
+    if (which == 0) { /* !ta: G op(B)^T (M,N)(N,K); ta: op(B) G^T (K,N)(N,M) */
         x = ta ? &B : &G, y = ta ? &GT : &BT;
         gm = ta ? sv->K : sv->M, gn = ta ? sv->M : sv->K, gk = sv->N;
-    } else {            /* !tb: op(A)^T G (K,M)(M,N); tb: G^T op(A) (N,M)(M,K) */
+    } else { /* !tb: op(A)^T G (K,M)(M,N); tb: G^T op(A) (N,M)(M,K) */
         x = tb ? &GT : &AT, y = tb ? &A : &G;
         gm = tb ? sv->N : sv->K, gn = tb ? sv->K : sv->N, gk = sv->M;
     }
@@ -117,9 +125,19 @@ static ampc_status matmul_backward(ampci_node *n, const ampc_tensor *gout) {
     return s;
 }
 
-static const ampci_op_desc matmul_op = {"ampc_matmul", AMPCI_OP_MATMUL, 2, {"a", "b"}, .backward = matmul_backward,
-                                        .saves = 3u, .saved_size = sizeof(matmul_saved)};
-static const ampci_op_desc bmm_op = {"ampc_bmm", AMPCI_OP_BMM, 2, {"a", "b"}, .backward = matmul_backward, .saves = 3u,
+static const ampci_op_desc matmul_op = {"ampc_matmul",
+                                        AMPCI_OP_MATMUL,
+                                        2,
+                                        {"a", "b"},
+                                        .backward = matmul_backward,
+                                        .saves = 3u,
+                                        .saved_size = sizeof(matmul_saved)};
+static const ampci_op_desc bmm_op = {"ampc_bmm",
+                                     AMPCI_OP_BMM,
+                                     2,
+                                     {"a", "b"},
+                                     .backward = matmul_backward,
+                                     .saves = 3u,
                                      .saved_size = sizeof(matmul_saved)};
 
 static ampc_tensor *matmul(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b, unsigned flags, bool strict_bmm) {
@@ -137,12 +155,14 @@ static ampc_tensor *matmul(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tenso
                                flags);
     if (!ampci_same_dtype(op, a, "a", b, "b")) return NULL;
     bool ta = flags & AMPC_TRANS_A, tb = flags & AMPC_TRANS_B;
-    int64_t ar = a->shape[a->ndim - 2], ac = a->shape[a->ndim - 1], br = b->shape[b->ndim - 2], bc = b->shape[b->ndim - 1];
+    int64_t ar = a->shape[a->ndim - 2], ac = a->shape[a->ndim - 1], br = b->shape[b->ndim - 2],
+            bc = b->shape[b->ndim - 1];
     int64_t M = ta ? ac : ar, K = ta ? ar : ac, Kb = tb ? bc : br, N = tb ? br : bc;
     if (K != Kb || (strict_bmm && a->shape[0] != b->shape[0]))
         return ampci_fail_null(AMPC_STATUS_SHAPE, "%s: %s%s x %s%s: inner dims %lld and %lld differ%s", op,
-                               ampc_tensor_describe(a, x, sizeof x), ta ? "^T" : "", ampc_tensor_describe(b, y, sizeof y),
-                               tb ? "^T" : "", (long long)K, (long long)Kb, strict_bmm ? " (or batch sizes differ)" : "");
+                               ampc_tensor_describe(a, x, sizeof x), ta ? "^T" : "",
+                               ampc_tensor_describe(b, y, sizeof y), tb ? "^T" : "", (long long)K, (long long)Kb,
+                               strict_bmm ? " (or batch sizes differ)" : "");
     matmul_saved sv = {.flags = flags, .M = M, .N = N, .K = K};
     int nbd;
     if (!batch_dims(op, a, b, sv.nb, &nbd, sv.a.bs, sv.b.bs)) return NULL;
@@ -169,7 +189,7 @@ ampc_tensor *ampc_bmm(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b,
 
 typedef struct linear_saved {
     int64_t rows, in, out;
-    mat x, w;   /* x: (rows, in) row-major; w: op(w) = W^T (in, out) */
+    mat x, w; /* x: (rows, in) row-major; w: op(w) = W^T (in, out) */
 } linear_saved;
 
 /* y (rows, cols) += b (cols) on every row */
@@ -203,14 +223,14 @@ static ampc_status linear_backward(ampci_node *n, const ampc_tensor *gout) {
     static const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
     mat G = {ampci_tensor_ptr(gout), sv->out, false, {0, 0}}, GT = G, W = sv->w;
     GT.t = true;
-    W.t = !W.t;   /* W itself (out, in) */
+    W.t = !W.t; /* W itself (out, in) */
     ampc_status s = AMPC_OK;
-    if (ampci_input_needs_grad(n, 0)) {   /* gx (rows, in) = G (rows, out) W (out, in) */
+    if (ampci_input_needs_grad(n, 0)) { /* gx (rows, in) = G (rows, out) W (out, in) */
         float *gx = ampci_scratch(ctx, n->op, sv->rows * sv->in);
         s = gx ? gemm_batched(ctx, dt, sv->rows, sv->in, sv->out, &G, &W, gx, zero, one) : ampc_last_status();
         if (s == AMPC_OK) s = ampci_accumulate_f32(n->op, n->in[0], gx);
     }
-    if (s == AMPC_OK && ampci_input_needs_grad(n, 1)) {   /* gW (out, in) = G^T (out, rows) x (rows, in) */
+    if (s == AMPC_OK && ampci_input_needs_grad(n, 1)) { /* gW (out, in) = G^T (out, rows) x (rows, in) */
         float *gw = ampci_scratch(ctx, n->op, sv->out * sv->in);
         s = gw ? gemm_batched(ctx, dt, sv->out, sv->in, sv->rows, &GT, &sv->x, gw, zero, one) : ampc_last_status();
         if (s == AMPC_OK) s = ampci_accumulate_f32(n->op, n->in[1], gw);
@@ -227,16 +247,24 @@ static bool linear_check(const char *op, const ampc_tensor *x, const ampc_tensor
     char p[128], q[128], r[128];
     if (x->ndim < 1 || w->ndim != 2 || x->shape[x->ndim - 1] != w->shape[1] ||
         (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))) {
-        ampci_fail(AMPC_STATUS_SHAPE, "%s: x %s, weight %s, bias %s; expected x (..., in), weight (out, in), "
-                   "bias (out)", op, ampc_tensor_describe(x, p, sizeof p), ampc_tensor_describe(w, q, sizeof q),
+        ampci_fail(AMPC_STATUS_SHAPE,
+                   "%s: x %s, weight %s, bias %s; expected x (..., in), weight (out, in), "
+                   "bias (out)",
+                   op, ampc_tensor_describe(x, p, sizeof p), ampc_tensor_describe(w, q, sizeof q),
                    b ? ampc_tensor_describe(b, r, sizeof r) : "none");
         return false;
     }
     return ampci_same_dtype(op, x, "x", w, "weight") && (!b || ampci_same_dtype(op, x, "x", b, "bias"));
 }
 
-static const ampci_op_desc linear_op = {"ampc_linear", AMPCI_OP_LINEAR, 3, {"x", "weight", "bias"}, .optional = 4u,
-                                        .backward = linear_backward, .saves = 3u, .saved_size = sizeof(linear_saved)};
+static const ampci_op_desc linear_op = {"ampc_linear",
+                                        AMPCI_OP_LINEAR,
+                                        3,
+                                        {"x", "weight", "bias"},
+                                        .optional = 4u,
+                                        .backward = linear_backward,
+                                        .saves = 3u,
+                                        .saved_size = sizeof(linear_saved)};
 
 ampc_tensor *ampc_linear(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *w, const ampc_tensor *b) {
     const char *op = linear_op.name;
@@ -252,7 +280,7 @@ ampc_tensor *ampc_linear(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor 
     static const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
     float *y = ampci_scratch(ctx, op, sv.rows * sv.out);
     if (!y || gemm_batched(ctx, x->dtype, sv.rows, sv.out, sv.in, &sv.x, &sv.w, y, zero, one) != AMPC_OK) return NULL;
-    if (b) {   /* in chunks of AMPCI_GRAIN rows, as an element-wise map: any cut gives the same bits */
+    if (b) { /* in chunks of AMPCI_GRAIN rows, as an element-wise map: any cut gives the same bits */
         const float *bf = ampci_as_f32(op, b);
         if (!bf) return NULL;
         ampci_parallel_rows(ctx, sv.rows, 1, bias_run, &(bias_rows){y, bf, sv.out});

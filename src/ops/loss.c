@@ -36,10 +36,11 @@ static int64_t *class_targets(ampc_ctx *ctx, const char *op, const ampc_tensor *
     for (int64_t i = 0; i < N; i++) {
         if (v[i] == ignore_index) continue;
         if (v[i] < 0 || v[i] >= C)
-            return ampci_fail_null(AMPC_STATUS_INVALID_ARG, "%s: target %lld at index %lld is not a class of logits %s "
-                                   "(expected 0 <= target < C = %lld, or ignore_index %lld)", op, (long long)v[i],
-                                   (long long)i, ampc_tensor_describe(logits, b, sizeof b), (long long)C,
-                                   (long long)ignore_index);
+            return ampci_fail_null(AMPC_STATUS_INVALID_ARG,
+                                   "%s: target %lld at index %lld is not a class of logits %s "
+                                   "(expected 0 <= target < C = %lld, or ignore_index %lld)",
+                                   op, (long long)v[i], (long long)i, ampc_tensor_describe(logits, b, sizeof b),
+                                   (long long)C, (long long)ignore_index);
         (*kept)++;
     }
     return v;
@@ -48,15 +49,15 @@ static int64_t *class_targets(ampc_ctx *ctx, const char *op, const ampc_tensor *
 /* ---- cross-entropy ---- */
 
 typedef struct xent_saved {
-    float *lse;          /* (N) log-sum-exp of each row */
-    int64_t *targets;    /* (N) */
+    float *lse;       /* (N) log-sum-exp of each row */
+    int64_t *targets; /* (N) */
     int64_t rows, cols, kept, ignore_index;
 } xent_saved;
 
 /* Rows [r0, r1) of the per-row losses (and log-sum-exps), or of the backward into out = gx. */
 typedef struct xent_rows {
     const struct ampc_kernels *k;
-    float *out, *lse;    /* forward: out = per-row loss; backward: out = gx */
+    float *out, *lse; /* forward: out = per-row loss; backward: out = gx */
     const float *x;
     const int64_t *t;
     int64_t cols, ignore_index;
@@ -68,8 +69,7 @@ AMPCI_ROW_BODY(xent_run, xent_rows, j, r0, r1, chunk) {
     if (j->backward)
         j->k->xent_bw(j->out + r0 * j->cols, j->x + r0 * j->cols, j->lse + r0, j->t + r0, r1 - r0, j->cols,
                       j->ignore_index, j->scale);
-    else
-        j->k->xent(j->out + r0, j->lse + r0, j->x + r0 * j->cols, j->t + r0, r1 - r0, j->cols, j->ignore_index);
+    else j->k->xent(j->out + r0, j->lse + r0, j->x + r0 * j->cols, j->t + r0, r1 - r0, j->cols, j->ignore_index);
 }
 
 static ampc_status xent_backward(ampci_node *n, const ampc_tensor *gout) {
@@ -79,16 +79,23 @@ static ampc_status xent_backward(ampci_node *n, const ampc_tensor *gout) {
     /* d loss / d logits = (softmax - onehot) / kept on kept rows; ignored rows (all of them when kept is
      * 0, where the loss is NaN) get 0 */
     float scale = sv->kept ? (float)((double)g[0] / (double)sv->kept) : 0.0f;
-    xent_rows j = {n->ctx->kernels, ampci_scratch(n->ctx, n->op, sv->rows * sv->cols), sv->lse,
-                   ampci_as_f32(n->op, n->in[0]), sv->targets, sv->cols, sv->ignore_index, scale, true};
+    xent_rows j = {n->ctx->kernels,
+                   ampci_scratch(n->ctx, n->op, sv->rows * sv->cols),
+                   sv->lse,
+                   ampci_as_f32(n->op, n->in[0]),
+                   sv->targets,
+                   sv->cols,
+                   sv->ignore_index,
+                   scale,
+                   true};
     if (!j.out || !j.x) return ampc_last_status();
     ampci_parallel_rows(n->ctx, sv->rows, sv->cols, xent_run, &j);
     return ampci_accumulate_f32(n->op, n->in[0], j.out);
 }
 
-static const ampci_op_desc cross_entropy_op = {"ampc_cross_entropy", AMPCI_OP_CROSS_ENTROPY, 2, {"logits", "targets"},
-                                               .index = 2u, .backward = xent_backward, .saves = 1u,
-                                               .saved_size = sizeof(xent_saved)};
+static const ampci_op_desc cross_entropy_op = {
+    "ampc_cross_entropy", AMPCI_OP_CROSS_ENTROPY,    2,           {"logits", "targets"},
+    .index = 2u,          .backward = xent_backward, .saves = 1u, .saved_size = sizeof(xent_saved)};
 
 ampc_tensor *ampc_cross_entropy(ampc_ctx *ctx, const ampc_tensor *logits, const ampc_tensor *targets,
                                 int64_t ignore_index) {
@@ -109,7 +116,7 @@ ampc_tensor *ampc_cross_entropy(ampc_ctx *ctx, const ampc_tensor *logits, const 
     if (!loss || !sv.lse || !x) return NULL;
     ampci_parallel_rows(ctx, sv.rows, sv.cols, xent_run,
                         &(xent_rows){ctx->kernels, loss, sv.lse, x, sv.targets, sv.cols, ignore_index, 0.0f, false});
-    double total = 0.0;   /* ignored rows hold 0 */
+    double total = 0.0; /* ignored rows hold 0 */
     for (int64_t r = 0; r < sv.rows; r++) total += loss[r];
     return ampci_op_end(&c, scalar_result(op, ctx, logits->dtype, sv.kept ? total / (double)sv.kept : NAN), &sv);
 }
@@ -144,7 +151,7 @@ static ampc_status mse_backward(ampci_node *n, const ampc_tensor *gout) {
     const float *g = ampci_as_f32(n->op, gout);
     mse_map j = {ampci_as_f32(n->op, x), ampci_as_f32(n->op, t), NULL, ampci_scratch(n->ctx, n->op, cnt), 0.0f};
     if (!g || !j.x || !j.t || !j.gx) return ampc_last_status();
-    j.scale = (float)(2.0 * (double)g[0] / (double)cnt);   /* d/dx mean((x - t)^2) = 2 (x - t) / n */
+    j.scale = (float)(2.0 * (double)g[0] / (double)cnt); /* d/dx mean((x - t)^2) = 2 (x - t) / n */
     ampci_parallel_rows(n->ctx, cnt, 1, mse_run, &j);
     ampc_status s = AMPC_OK;
     if (ampci_input_needs_grad(n, 0)) s = ampci_accumulate_f32(n->op, x, j.gx);
@@ -157,8 +164,8 @@ static ampc_status mse_backward(ampci_node *n, const ampc_tensor *gout) {
     return s;
 }
 
-static const ampci_op_desc mse_loss_op = {"ampc_mse_loss", AMPCI_OP_MSE_LOSS, 2, {"x", "target"},
-                                          .backward = mse_backward, .saves = 3u};
+static const ampci_op_desc mse_loss_op = {"ampc_mse_loss", AMPCI_OP_MSE_LOSS,        2,
+                                          {"x", "target"}, .backward = mse_backward, .saves = 3u};
 
 ampc_tensor *ampc_mse_loss(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *target) {
     const char *op = mse_loss_op.name;

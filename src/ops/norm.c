@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-#define MAX_PARTIALS 64   /* chunks of layer norm's weight/bias gradient sums */
+#define MAX_PARTIALS 64 /* chunks of layer norm's weight/bias gradient sums */
 
 /* ---- staging with the reduced dim last ---- */
 
@@ -40,7 +40,7 @@ static float *unstage_dim_last(const char *op, const ampc_tensor *like, int d, f
 /* ---- softmax / log_softmax ---- */
 
 typedef struct softmax_saved {
-    int dim;     /* normalised; -1 for a 0-dim input */
+    int dim; /* normalised; -1 for a 0-dim input */
     bool log;
 } softmax_saved;
 
@@ -73,10 +73,19 @@ static ampc_status softmax_backward(ampci_node *n, const ampc_tensor *gout) {
     return ampci_accumulate_f32(n->op, x, unstage_dim_last(n->op, x, sv->dim, gx));
 }
 
-static const ampci_op_desc softmax_op = {"ampc_softmax", AMPCI_OP_SOFTMAX, 1, {"input"}, .backward = softmax_backward,
-                                         .saves = AMPCI_SAVES_OUT, .saved_size = sizeof(softmax_saved)};
-static const ampci_op_desc log_softmax_op = {"ampc_log_softmax", AMPCI_OP_LOG_SOFTMAX, 1, {"input"},
-                                             .backward = softmax_backward, .saves = AMPCI_SAVES_OUT,
+static const ampci_op_desc softmax_op = {"ampc_softmax",
+                                         AMPCI_OP_SOFTMAX,
+                                         1,
+                                         {"input"},
+                                         .backward = softmax_backward,
+                                         .saves = AMPCI_SAVES_OUT,
+                                         .saved_size = sizeof(softmax_saved)};
+static const ampci_op_desc log_softmax_op = {"ampc_log_softmax",
+                                             AMPCI_OP_LOG_SOFTMAX,
+                                             1,
+                                             {"input"},
+                                             .backward = softmax_backward,
+                                             .saves = AMPCI_SAVES_OUT,
                                              .saved_size = sizeof(softmax_saved)};
 
 static ampc_tensor *softmax(ampc_ctx *ctx, const ampc_tensor *x, int dim, bool log) {
@@ -104,7 +113,7 @@ ampc_tensor *ampc_log_softmax(ampc_ctx *ctx, const ampc_tensor *x, int dim) { re
 /* ---- layer norm ---- */
 
 typedef struct layernorm_saved {
-    float *mean, *rstd;   /* (rows) F32, arena */
+    float *mean, *rstd; /* (rows) F32, arena */
     int64_t rows, cols;
 } layernorm_saved;
 
@@ -114,7 +123,7 @@ typedef struct layernorm_rows {
     const struct ampc_kernels *k;
     float *out, *mean, *rstd;
     const float *x, *w, *b, *g;
-    float *gw_part, *gb_part;     /* (chunks, cols) or NULL */
+    float *gw_part, *gb_part; /* (chunks, cols) or NULL */
     int64_t cols;
     float eps;
 } layernorm_rows;
@@ -125,7 +134,8 @@ AMPCI_ROW_BODY(layernorm_run, layernorm_rows, j, r0, r1, chunk) {
         j->k->layernorm(j->out + o, j->mean + r0, j->rstd + r0, j->x + o, j->w, j->b, m, j->cols, j->eps);
         return;
     }
-    float *gw = j->gw_part ? j->gw_part + chunk * j->cols : NULL, *gb = j->gb_part ? j->gb_part + chunk * j->cols : NULL;
+    float *gw = j->gw_part ? j->gw_part + chunk * j->cols : NULL,
+          *gb = j->gb_part ? j->gb_part + chunk * j->cols : NULL;
     j->k->layernorm_bw(j->out + o, gw, gb, j->g + o, j->x + o, j->mean + r0, j->rstd + r0, j->w, m, j->cols);
 }
 
@@ -151,7 +161,7 @@ static ampc_status layernorm_backward(ampci_node *n, const ampc_tensor *gout) {
     if ((need_w || need_b) && grain * MAX_PARTIALS < sv->rows) grain = (sv->rows + MAX_PARTIALS - 1) / MAX_PARTIALS;
     int64_t nchunks = ampc_parallel_chunks(sv->rows, grain), npart = nchunks * sv->cols;
     layernorm_rows j = {ctx->kernels, NULL, sv->mean, sv->rstd, ampci_as_f32(n->op, x), NULL, NULL, NULL,
-                        NULL, NULL, sv->cols, 0.0f};
+                        NULL,         NULL, sv->cols, 0.0f};
     j.w = w ? ampci_as_f32(n->op, w) : NULL;
     j.g = ampci_as_f32(n->op, gout);
     j.out = ampci_scratch(ctx, n->op, ampci_numel(x));
@@ -162,8 +172,10 @@ static ampc_status layernorm_backward(ampci_node *n, const ampc_tensor *gout) {
     ampc_parallel_for(ctx, sv->rows, grain, layernorm_run, &j);
     ampc_status s = AMPC_OK;
     if (ampci_input_needs_grad(n, 0)) s = ampci_accumulate_f32(n->op, x, j.out);
-    if (s == AMPC_OK && need_w) s = ampci_accumulate_f32(n->op, w, sum_partials(ctx, n->op, j.gw_part, nchunks, sv->cols));
-    if (s == AMPC_OK && need_b) s = ampci_accumulate_f32(n->op, b, sum_partials(ctx, n->op, j.gb_part, nchunks, sv->cols));
+    if (s == AMPC_OK && need_w)
+        s = ampci_accumulate_f32(n->op, w, sum_partials(ctx, n->op, j.gw_part, nchunks, sv->cols));
+    if (s == AMPC_OK && need_b)
+        s = ampci_accumulate_f32(n->op, b, sum_partials(ctx, n->op, j.gb_part, nchunks, sv->cols));
     return s;
 }
 
@@ -172,10 +184,11 @@ static bool layernorm_check(const char *op, const ampc_tensor *x, const ampc_ten
     char p[128], q[128], r[128];
     int64_t D = x->ndim ? x->shape[x->ndim - 1] : 0;
     if (x->ndim < 1 || (w && (w->ndim != 1 || w->shape[0] != D)) || (b && (b->ndim != 1 || b->shape[0] != D))) {
-        ampci_fail(AMPC_STATUS_SHAPE, "%s: x %s, weight %s, bias %s; expected x (..., D) with at least 1 dim, "
-                   "weight and bias (D) = (%lld) or none", op, ampc_tensor_describe(x, p, sizeof p),
-                   w ? ampc_tensor_describe(w, q, sizeof q) : "none", b ? ampc_tensor_describe(b, r, sizeof r) : "none",
-                   (long long)D);
+        ampci_fail(AMPC_STATUS_SHAPE,
+                   "%s: x %s, weight %s, bias %s; expected x (..., D) with at least 1 dim, "
+                   "weight and bias (D) = (%lld) or none",
+                   op, ampc_tensor_describe(x, p, sizeof p), w ? ampc_tensor_describe(w, q, sizeof q) : "none",
+                   b ? ampc_tensor_describe(b, r, sizeof r) : "none", (long long)D);
         return false;
     }
     if (!(eps > 0.0) || !isfinite(eps)) {
@@ -186,8 +199,13 @@ static bool layernorm_check(const char *op, const ampc_tensor *x, const ampc_ten
     return (!w || ampci_same_dtype(op, x, "x", w, "weight")) && (!b || ampci_same_dtype(op, x, "x", b, "bias"));
 }
 
-static const ampci_op_desc layer_norm_op = {"ampc_layer_norm", AMPCI_OP_LAYER_NORM, 3, {"x", "weight", "bias"},
-                                            .optional = 6u, .backward = layernorm_backward, .saves = 3u,
+static const ampci_op_desc layer_norm_op = {"ampc_layer_norm",
+                                            AMPCI_OP_LAYER_NORM,
+                                            3,
+                                            {"x", "weight", "bias"},
+                                            .optional = 6u,
+                                            .backward = layernorm_backward,
+                                            .saves = 3u,
                                             .saved_size = sizeof(layernorm_saved)};
 
 ampc_tensor *ampc_layer_norm(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *w, const ampc_tensor *b,
@@ -199,8 +217,17 @@ ampc_tensor *ampc_layer_norm(ampc_ctx *ctx, const ampc_tensor *x, const ampc_ten
     if (!layernorm_check(op, x, w, b, eps)) return NULL;
     int64_t numel = ampci_numel(x), cols = x->shape[x->ndim - 1], rows = 1;
     for (int i = 0; i < x->ndim - 1; i++) rows *= x->shape[i];
-    layernorm_rows j = {ctx->kernels, ampci_scratch(ctx, op, numel), ampci_scratch(ctx, op, rows),
-                        ampci_scratch(ctx, op, rows), ampci_as_f32(op, x), NULL, NULL, NULL, NULL, NULL, cols,
+    layernorm_rows j = {ctx->kernels,
+                        ampci_scratch(ctx, op, numel),
+                        ampci_scratch(ctx, op, rows),
+                        ampci_scratch(ctx, op, rows),
+                        ampci_as_f32(op, x),
+                        NULL,
+                        NULL,
+                        NULL,
+                        NULL,
+                        NULL,
+                        cols,
                         (float)eps};
     j.w = w ? ampci_as_f32(op, w) : NULL;
     j.b = b ? ampci_as_f32(op, b) : NULL;

@@ -25,28 +25,28 @@
 #define AMPCI_OP_MAX_IN 4
 
 typedef struct ampci_op_desc {
-    const char *name;                        /* the public name errors and tape nodes use: "ampc_linear" */
-    ampci_op id;                             /* autocast's id, also the anomaly report's short name
+    const char *name;                      /* the public name errors and tape nodes use: "ampc_linear" */
+    ampci_op id;                           /* autocast's id, also the anomaly report's short name
                                               * (AMPCI_OP_COUNT: a shape op, which autocast leaves alone) */
-    int nin;                                 /* inputs (concat: 0, its list comes with the call) */
-    const char *in_names[AMPCI_OP_MAX_IN];   /* as error messages name them: "x", "weight", "bias" */
-    unsigned optional;                       /* bit i: input i may be NULL (an absent bias) */
-    unsigned index;                          /* bit i: input i holds integer ids or targets: the op checks it
+    int nin;                               /* inputs (concat: 0, its list comes with the call) */
+    const char *in_names[AMPCI_OP_MAX_IN]; /* as error messages name them: "x", "weight", "bias" */
+    unsigned optional;                     /* bit i: input i may be NULL (an absent bias) */
+    unsigned index;                        /* bit i: input i holds integer ids or targets: the op checks it
                                               * against the float inputs itself, and it is not recorded */
-    bool exact;                              /* the output copies input values: no anomaly check */
+    bool exact;                            /* the output copies input values: no anomaly check */
     ampci_backward_fn backward;
-    unsigned saves;                          /* ampci_record's saved_mask, over the recorded inputs */
-    size_t saved_size;                       /* bytes of op data the backward reads (node->saved) */
+    unsigned saves;    /* ampci_record's saved_mask, over the recorded inputs */
+    size_t saved_size; /* bytes of op data the backward reads (node->saved) */
 } ampci_op_desc;
 
 typedef struct ampci_op_call {
     const ampci_op_desc *op;
     ampc_ctx *ctx;
-    const ampc_tensor *in[AMPCI_OP_MAX_IN];   /* the inputs; ampci_op_begin puts autocast's casts here */
-    const ampc_tensor **list;                 /* concat: its n inputs instead (a copy the op may change) */
+    const ampc_tensor *in[AMPCI_OP_MAX_IN]; /* the inputs; ampci_op_begin puts autocast's casts here */
+    const ampc_tensor **list;               /* concat: its n inputs instead (a copy the op may change) */
     int n;
-    unsigned saves;                           /* op->saves, unless the op knows better after begin */
-    bool internal;                            /* made for another op's own use (an autocast cast): never
+    unsigned saves; /* op->saves, unless the op knows better after begin */
+    bool internal;  /* made for another op's own use (an autocast cast): never
                                                * handed to model code's frame */
 } ampci_op_call;
 
@@ -89,8 +89,8 @@ AMPCI_HIDDEN float *ampci_scratch(ampc_ctx *ctx, const char *op, int64_t n);
 AMPCI_HIDDEN float *ampci_zeros(ampc_ctx *ctx, const char *op, int64_t n);
 /* A contiguous arena tensor of dtype holding buf's values (buf itself for F32, else a rounded copy, and
  * then buf is released: the caller must not keep it). The epilogue checks it in anomaly mode. */
-AMPCI_HIDDEN ampc_tensor *ampci_result(const char *op, ampc_ctx *ctx, ampc_dtype dtype, int ndim,
-                                       const int64_t *shape, float *buf);
+AMPCI_HIDDEN ampc_tensor *ampci_result(const char *op, ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape,
+                                       float *buf);
 /* Hands an F32 gradient (t's shape, row-major, arena memory) to t. */
 AMPCI_HIDDEN ampc_status ampci_accumulate_f32(const char *op, ampc_tensor *t, float *g);
 
@@ -101,13 +101,13 @@ typedef struct ampci_bcast {
     int64_t shape[AMPC_MAX_DIMS]; /* result shape (ndim entries) */
     int64_t dims[4];              /* result shape padded to 4 */
     int64_t sa[4], sb[4];
-    int64_t n;                    /* result elements */
+    int64_t n; /* result elements */
 } ampci_bcast;
 AMPCI_HIDDEN bool ampci_broadcast(const char *op, const ampc_tensor *a, const ampc_tensor *b, ampci_bcast *bc);
 /* dst (the operand's numel) = sum of g (the result's numel) over the broadcast dims of operand `which`
  * (0: a, 1: b), accumulated in double. false on OOM. */
-AMPCI_HIDDEN bool ampci_sum_to_operand(const char *op, ampc_ctx *ctx, const ampci_bcast *bc, int which,
-                                       const float *g, float *dst, int64_t dst_n);
+AMPCI_HIDDEN bool ampci_sum_to_operand(const char *op, ampc_ctx *ctx, const ampci_bcast *bc, int which, const float *g,
+                                       float *dst, int64_t dst_n);
 
 /* GEMM-like ops read the last two dims of t as matrices: t's data pointer when t is row-major
  * (*transposed = false) or a transposed view of a row-major tensor (*transposed = true: the data holds

@@ -6,8 +6,8 @@
 #include <string.h>
 
 typedef struct reduce_plan {
-    int64_t dims[4];     /* input shape padded to 4 */
-    int64_t ostride[4];  /* output element stride along each padded input dim, 0 for reduced dims */
+    int64_t dims[4];    /* input shape padded to 4 */
+    int64_t ostride[4]; /* output element stride along each padded input dim, 0 for reduced dims */
     int64_t out_n, count;
     int ndim;
     int64_t shape[AMPC_MAX_DIMS];
@@ -18,7 +18,8 @@ typedef struct reduce_saved {
     bool mean;
 } reduce_saved;
 
-static bool plan_reduce(const char *op, const ampc_tensor *x, const int *dims, int ndims, bool keepdim, reduce_plan *p) {
+static bool plan_reduce(const char *op, const ampc_tensor *x, const int *dims, int ndims, bool keepdim,
+                        reduce_plan *p) {
     bool red[AMPC_MAX_DIMS] = {false};
     char b[128];
     if (ndims < 0 || ndims > x->ndim || (ndims > 0 && !dims)) {
@@ -30,7 +31,8 @@ static bool plan_reduce(const char *op, const ampc_tensor *x, const int *dims, i
         int d = ampci_wrap_dim(op, x, dims[i]);
         if (d < 0) return false;
         if (red[d]) {
-            ampci_fail(AMPC_STATUS_SHAPE, "%s: dim %d is listed twice for %s", op, dims[i], ampc_tensor_describe(x, b, sizeof b));
+            ampci_fail(AMPC_STATUS_SHAPE, "%s: dim %d is listed twice for %s", op, dims[i],
+                       ampc_tensor_describe(x, b, sizeof b));
             return false;
         }
         red[d] = true;
@@ -55,11 +57,11 @@ static bool plan_reduce(const char *op, const ampc_tensor *x, const int *dims, i
     return true;
 }
 
-#define FOR_EACH_INPUT(p, k, o)                                                                              \
-    for (int64_t i0 = 0, k = 0; i0 < (p)->dims[0]; i0++)                                                     \
-        for (int64_t i1 = 0; i1 < (p)->dims[1]; i1++)                                                        \
-            for (int64_t i2 = 0; i2 < (p)->dims[2]; i2++)                                                    \
-                for (int64_t i3 = 0, o = i0 * (p)->ostride[0] + i1 * (p)->ostride[1] + i2 * (p)->ostride[2]; \
+#define FOR_EACH_INPUT(p, k, o)                                                                                        \
+    for (int64_t i0 = 0, k = 0; i0 < (p)->dims[0]; i0++)                                                               \
+        for (int64_t i1 = 0; i1 < (p)->dims[1]; i1++)                                                                  \
+            for (int64_t i2 = 0; i2 < (p)->dims[2]; i2++)                                                              \
+                for (int64_t i3 = 0, o = i0 * (p)->ostride[0] + i1 * (p)->ostride[1] + i2 * (p)->ostride[2];           \
                      i3 < (p)->dims[3]; i3++, k++, o += (p)->ostride[3])
 
 static ampc_status reduce_backward(ampci_node *n, const ampc_tensor *gout) {
@@ -73,10 +75,10 @@ static ampc_status reduce_backward(ampci_node *n, const ampc_tensor *gout) {
     return ampci_accumulate_f32(n->op, n->in[0], gx);
 }
 
-static const ampci_op_desc sum_op = {"ampc_sum", AMPCI_OP_SUM, 1, {"input"}, .backward = reduce_backward,
-                                     .saved_size = sizeof(reduce_saved)};
-static const ampci_op_desc mean_op = {"ampc_mean", AMPCI_OP_MEAN, 1, {"input"}, .backward = reduce_backward,
-                                      .saved_size = sizeof(reduce_saved)};
+static const ampci_op_desc sum_op = {
+    "ampc_sum", AMPCI_OP_SUM, 1, {"input"}, .backward = reduce_backward, .saved_size = sizeof(reduce_saved)};
+static const ampci_op_desc mean_op = {
+    "ampc_mean", AMPCI_OP_MEAN, 1, {"input"}, .backward = reduce_backward, .saved_size = sizeof(reduce_saved)};
 
 static ampc_tensor *reduce(ampc_ctx *ctx, const ampc_tensor *x, const int *dims, int ndims, bool keepdim, bool mean) {
     ampci_op_call c = {.op = mean ? &mean_op : &sum_op, .ctx = ctx, .in = {x}};

@@ -8,9 +8,9 @@
 #include <string.h>
 
 typedef struct view_saved {
-    int dim0, dim1;                 /* transpose */
-    int perm[AMPC_MAX_DIMS];        /* permute */
-    int64_t start, end, step;       /* slice (normalised), dim in dim0 */
+    int dim0, dim1;           /* transpose */
+    int perm[AMPC_MAX_DIMS];  /* permute */
+    int64_t start, end, step; /* slice (normalised), dim in dim0 */
 } view_saved;
 
 /* The gradient reaches the input unchanged in values: reshape, view, contiguous, cast. */
@@ -37,8 +37,8 @@ static ampc_tensor *shape_end(const ampci_op_desc *d, const ampc_tensor *t, ampc
 }
 
 /* A shape op's descriptor: the output moves or copies values exactly (no anomaly check). */
-#define SHAPE_OP(name, bw, size) \
-    {"ampc_tensor_" name, AMPCI_OP_COUNT, 1, {"input tensor"}, .exact = true, .backward = bw, .saved_size = size}
+#define SHAPE_OP(name, bw, size)                                                                                       \
+    { "ampc_tensor_" name, AMPCI_OP_COUNT, 1, {"input tensor"}, .exact = true, .backward = bw, .saved_size = size }
 
 ampc_tensor *ampc_tensor_reshape(const ampc_tensor *t, int ndim, const int64_t *shape) {
     static const ampci_op_desc d = SHAPE_OP("reshape", same_values_backward, 0);
@@ -59,8 +59,8 @@ ampc_tensor *ampc_tensor_contiguous(const ampc_tensor *t) {
 }
 
 /* A cast can overflow (F32 -> F16): checked in anomaly mode. */
-static const ampci_op_desc cast_op = {"ampc_tensor_cast", AMPCI_OP_COUNT, 1, {"input tensor"},
-                                      .backward = same_values_backward};
+static const ampci_op_desc cast_op = {
+    "ampc_tensor_cast", AMPCI_OP_COUNT, 1, {"input tensor"}, .backward = same_values_backward};
 
 static ampc_tensor *cast(const ampc_tensor *t, ampc_dtype dtype, bool internal) {
     const char *op = cast_op.name;
@@ -68,8 +68,10 @@ static ampc_tensor *cast(const ampc_tensor *t, ampc_dtype dtype, bool internal) 
     if ((unsigned)dtype >= AMPC_DTYPE_COUNT)
         return ampci_fail_null(AMPC_STATUS_DTYPE, "%s: dtype %d is not an ampc_dtype", op, (int)dtype);
     if (t->requires_grad && !ampc_dtype_is_float(dtype))
-        return ampci_fail_null(AMPC_STATUS_DTYPE, "%s: cannot cast a tensor that requires grad to %s (no gradient "
-                               "flows through integers)", op, ampc_dtype_name(dtype));
+        return ampci_fail_null(AMPC_STATUS_DTYPE,
+                               "%s: cannot cast a tensor that requires grad to %s (no gradient "
+                               "flows through integers)",
+                               op, ampc_dtype_name(dtype));
     return shape_end(&cast_op, t, ampci_copy_as(op, t, dtype), NULL, internal);
 }
 
@@ -127,8 +129,8 @@ ampc_tensor *ampc_tensor_slice(const ampc_tensor *t, int dim, int64_t start, int
     /* the same normalisation as ampci_slice, so the backward cuts the same window */
     int dm = dim < 0 ? dim + t->ndim : dim;
     int64_t ext = t->shape[dm];
-    view_saved sv = {.dim0 = dm, .start = start < 0 ? start + ext : start, .end = end < 0 ? end + ext : end,
-                     .step = step};
+    view_saved sv = {
+        .dim0 = dm, .start = start < 0 ? start + ext : start, .end = end < 0 ? end + ext : end, .step = step};
     if (sv.end > ext) sv.end = ext;
     return shape_end(&d, t, out, &sv, false);
 }
@@ -172,9 +174,12 @@ static bool concat_check(ampc_ctx *ctx, const char *op, const ampc_tensor *const
         for (int k = 0; ok && k < t->ndim; k++) ok = k == *d || t->shape[k] == ts[0]->shape[k];
         if (!ok) {
             char a[128], b[128];
-            return ampci_fail(AMPC_STATUS_SHAPE, "%s: tensors[%d] %s does not match tensors[0] %s outside dim %d (or "
-                              "its dtype differs)", op, i, ampc_tensor_describe(t, a, sizeof a),
-                              ampc_tensor_describe(ts[0], b, sizeof b), dim), false;
+            return ampci_fail(AMPC_STATUS_SHAPE,
+                              "%s: tensors[%d] %s does not match tensors[0] %s outside dim %d (or "
+                              "its dtype differs)",
+                              op, i, ampc_tensor_describe(t, a, sizeof a), ampc_tensor_describe(ts[0], b, sizeof b),
+                              dim),
+                   false;
         }
         *total += t->shape[*d];
     }
@@ -182,13 +187,18 @@ static bool concat_check(ampc_ctx *ctx, const char *op, const ampc_tensor *const
 }
 
 /* Concat copies values exactly (mixed dtypes were cast by autocast's promote, or refused). */
-static const ampci_op_desc concat_op = {"ampc_concat", AMPCI_OP_CONCAT, 0, {NULL}, .exact = true,
-                                        .backward = concat_backward, .saved_size = sizeof(concat_saved)};
+static const ampci_op_desc concat_op = {"ampc_concat",
+                                        AMPCI_OP_CONCAT,
+                                        0,
+                                        {NULL},
+                                        .exact = true,
+                                        .backward = concat_backward,
+                                        .saved_size = sizeof(concat_saved)};
 
 ampc_tensor *ampc_concat(ampc_ctx *ctx, const ampc_tensor *const *inputs, int n, int dim) {
     const char *op = concat_op.name;
     ampci_op_call c = {.op = &concat_op, .ctx = ctx, .n = n};
-    if (ctx && inputs && n > 0) {   /* autocast may replace inputs by casts: the call works on a copy */
+    if (ctx && inputs && n > 0) { /* autocast may replace inputs by casts: the call works on a copy */
         if (!(c.list = ampci_arena_alloc(ctx, (size_t)n * sizeof *c.list, op))) return NULL;
         memcpy(c.list, inputs, (size_t)n * sizeof *c.list);
         if (!ampci_op_begin(&c)) return NULL;

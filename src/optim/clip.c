@@ -19,7 +19,7 @@ ampc_status ampc_clip_grad_norm(ampc_optim *opt, double max_norm, double *norm) 
     }
     double total = sqrt(ss);
     if (norm) *norm = total;
-    if (!isfinite(total)) return AMPC_OK;   /* reported to the caller; a scaler step skips such gradients */
+    if (!isfinite(total)) return AMPC_OK; /* reported to the caller; a scaler step skips such gradients */
     double coef = max_norm / (total + 1e-6);
     if (coef >= 1.0) return AMPC_OK;
     for (int i = 0; i < opt->n; i++) {

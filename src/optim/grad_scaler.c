@@ -40,18 +40,20 @@ static ampc_status check_config(const char *fn, ampc_grad_scaler_params *p) {
     if (p->backoff_factor == 0) p->backoff_factor = 0.5;
     if (p->growth_interval == 0) p->growth_interval = 2000;
     if (p->hysteresis == 0) p->hysteresis = 1;
-    const char *bad = !(p->init_scale > 0 && isfinite(p->init_scale)) ? "init_scale must be finite and > 0"
-                      : !(p->growth_factor > 1)                       ? "growth_factor must be > 1"
+    const char *bad = !(p->init_scale > 0 && isfinite(p->init_scale))     ? "init_scale must be finite and > 0"
+                      : !(p->growth_factor > 1)                           ? "growth_factor must be > 1"
                       : !(p->backoff_factor > 0 && p->backoff_factor < 1) ? "backoff_factor must be in (0, 1)"
-                      : p->growth_interval < 1                        ? "growth_interval must be >= 1"
-                      : !(p->min_scale >= 0) || !(p->max_scale >= 0)  ? "min_scale and max_scale must be >= 0"
-                      : p->max_scale && p->min_scale > p->max_scale   ? "min_scale must not exceed max_scale"
-                      : p->hysteresis < 1                             ? "hysteresis must be >= 0"
-                                                                      : NULL;
+                      : p->growth_interval < 1                            ? "growth_interval must be >= 1"
+                      : !(p->min_scale >= 0) || !(p->max_scale >= 0)      ? "min_scale and max_scale must be >= 0"
+                      : p->max_scale && p->min_scale > p->max_scale       ? "min_scale must not exceed max_scale"
+                      : p->hysteresis < 1                                 ? "hysteresis must be >= 0"
+                                                                          : NULL;
     if (!bad) return AMPC_OK;
-    return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: %s (init %g, growth %g, backoff %g, interval %lld, min %g, max %g, "
-                      "hysteresis %d)", fn, bad, p->init_scale, p->growth_factor, p->backoff_factor,
-                      (long long)p->growth_interval, p->min_scale, p->max_scale, p->hysteresis);
+    return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                      "%s: %s (init %g, growth %g, backoff %g, interval %lld, min %g, max %g, "
+                      "hysteresis %d)",
+                      fn, bad, p->init_scale, p->growth_factor, p->backoff_factor, (long long)p->growth_interval,
+                      p->min_scale, p->max_scale, p->hysteresis);
 }
 
 /* The initial scale respects the optional clamps, as Apex's min(max_loss_scale, init_scale). */
@@ -114,7 +116,7 @@ static opt_state *state_of(ampc_grad_scaler *gs, const ampc_optim *opt, bool cre
 
 /* Unscales opt's gradients into st; the caller has checked the stage. */
 static void unscale_into(ampc_grad_scaler *gs, ampc_optim *opt, opt_state *st) {
-    float inv = (float)(1.0 / (double)gs->scale);   /* the reciprocal in double, as PyTorch */
+    float inv = (float)(1.0 / (double)gs->scale); /* the reciprocal in double, as PyTorch */
     const struct ampc_kernels *k = gs->ctx->kernels;
     for (int i = 0; i < opt->n; i++) {
         ampc_tensor *p = opt->params[i].p, *g = p->grad;
@@ -158,7 +160,7 @@ ampc_status ampc_grad_scaler_step(ampc_grad_scaler *gs, ampc_optim *opt, bool *s
         return ampci_fail(AMPC_STATUS_STATE, "%s: already called for this optimizer since the last update()", fn);
     if (st->st == READY) unscale_into(gs, opt, st);
     st->st = STEPPED;
-    if (st->found_inf) {   /* decided at unscale time: gradients changed afterwards are not re-checked */
+    if (st->found_inf) { /* decided at unscale time: gradients changed afterwards are not re-checked */
         gs->skipped++;
         return AMPC_OK;
     }
@@ -172,17 +174,17 @@ static void apply_rule(ampc_grad_scaler *gs, bool found_inf) {
     const ampc_grad_scaler_params *p = &gs->cfg;
     if (found_inf) {
         gs->growth_tracker = 0;
-        if (p->hysteresis > 1 && --gs->hysteresis_tracker > 0) return;   /* delay the cut (Megatron) */
+        if (p->hysteresis > 1 && --gs->hysteresis_tracker > 0) return; /* delay the cut (Megatron) */
         double s = (double)gs->scale * p->backoff_factor;
         if (p->min_scale && s < p->min_scale) s = p->min_scale;
         gs->scale = (float)s;
         return;
     }
     int64_t successful = gs->growth_tracker + 1;
-    if (successful >= p->growth_interval) {   /* PyTorch tests ==; >= only differs for a tracker past the interval */
+    if (successful >= p->growth_interval) { /* PyTorch tests ==; >= only differs for a tracker past the interval */
         float grown = (float)((double)gs->scale * p->growth_factor);
         if (p->max_scale && grown > p->max_scale) grown = (float)p->max_scale;
-        if (isfinite(grown)) gs->scale = grown;   /* never grows to inf */
+        if (isfinite(grown)) gs->scale = grown; /* never grows to inf */
         gs->growth_tracker = 0;
         gs->hysteresis_tracker = p->hysteresis;
     } else {
@@ -191,7 +193,7 @@ static void apply_rule(ampc_grad_scaler *gs, bool found_inf) {
 }
 
 static void finish_iteration(ampc_grad_scaler *gs) {
-    gs->nstates = 0;   /* every optimizer back to READY */
+    gs->nstates = 0; /* every optimizer back to READY */
     gs->steps++;
 }
 
@@ -210,8 +212,10 @@ ampc_status ampc_grad_scaler_update(ampc_grad_scaler *gs) {
         ov.tensors += st->bad_tensors;
     }
     if (!any)
-        return ampci_fail(AMPC_STATUS_STATE, "%s: no inf checks were recorded since the last update; call unscale() or "
-                          "step() for each optimizer first", fn);
+        return ampci_fail(AMPC_STATUS_STATE,
+                          "%s: no inf checks were recorded since the last update; call unscale() or "
+                          "step() for each optimizer first",
+                          fn);
     ov.found_inf = found;
     if (found) gs->last = ov;
     apply_rule(gs, found);
@@ -225,7 +229,7 @@ ampc_status ampc_grad_scaler_update_to(ampc_grad_scaler *gs, double new_scale) {
     if (!gs->cfg.enabled) return AMPC_OK;
     if (!(new_scale > 0 && isfinite((float)new_scale)))
         return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: scale %g; expected a finite FP32 value > 0", fn, new_scale);
-    gs->scale = (float)new_scale;   /* the growth tracker is not touched, as in PyTorch */
+    gs->scale = (float)new_scale; /* the growth tracker is not touched, as in PyTorch */
     finish_iteration(gs);
     return AMPC_OK;
 }
@@ -233,7 +237,7 @@ ampc_status ampc_grad_scaler_update_to(ampc_grad_scaler *gs, double new_scale) {
 ampc_status ampc_grad_scaler_get_overflow(const ampc_grad_scaler *gs, ampc_grad_scaler_overflow *out) {
     if (!gs || !out) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_grad_scaler_get_overflow: NULL argument");
     *out = gs->last;
-    for (int i = 0; i < gs->nstates; i++)   /* a pending (not yet updated) overflow is the newest */
+    for (int i = 0; i < gs->nstates; i++) /* a pending (not yet updated) overflow is the newest */
         if (gs->states[i].found_inf) {
             *out = (ampc_grad_scaler_overflow){true, 0, "", gs->steps};
             for (int j = 0; j < gs->nstates; j++) out->tensors += gs->states[j].bad_tensors;
@@ -245,14 +249,15 @@ ampc_status ampc_grad_scaler_get_overflow(const ampc_grad_scaler *gs, ampc_grad_
 
 ampc_status ampc_grad_scaler_state_save(const ampc_grad_scaler *gs, ampc_grad_scaler_state *out) {
     if (!gs || !out) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_grad_scaler_state_save: NULL argument");
-    *out = (ampc_grad_scaler_state){gs->scale, gs->growth_tracker, gs->hysteresis_tracker, gs->steps, gs->skipped, gs->cfg};
+    *out = (ampc_grad_scaler_state){gs->scale, gs->growth_tracker, gs->hysteresis_tracker,
+                                    gs->steps, gs->skipped,        gs->cfg};
     return AMPC_OK;
 }
 
 ampc_status ampc_grad_scaler_state_load(ampc_grad_scaler *gs, const ampc_grad_scaler_state *state) {
     static const char fn[] = "ampc_grad_scaler_state_load";
     if (!gs || !state) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: NULL argument", fn);
-    if (!gs->cfg.enabled) return AMPC_OK;   /* as PyTorch: a disabled scaler ignores state */
+    if (!gs->cfg.enabled) return AMPC_OK; /* as PyTorch: a disabled scaler ignores state */
     if (!state->config.enabled)
         return ampci_fail(AMPC_STATUS_STATE, "%s: the state was saved from a disabled scaler", fn);
     ampc_grad_scaler_params cfg = state->config;
@@ -260,8 +265,10 @@ ampc_status ampc_grad_scaler_state_load(ampc_grad_scaler *gs, const ampc_grad_sc
     if (s != AMPC_OK) return s;
     if (!(state->scale > 0 && isfinite((float)state->scale)) || state->growth_tracker < 0 || state->steps < 0 ||
         state->skipped_steps < 0 || state->hysteresis_tracker < 0)
-        return ampci_fail(AMPC_STATUS_FORMAT, "%s: state out of range (scale %g, growth tracker %lld, steps %lld, skipped "
-                          "%lld)", fn, state->scale, (long long)state->growth_tracker, (long long)state->steps,
+        return ampci_fail(AMPC_STATUS_FORMAT,
+                          "%s: state out of range (scale %g, growth tracker %lld, steps %lld, skipped "
+                          "%lld)",
+                          fn, state->scale, (long long)state->growth_tracker, (long long)state->steps,
                           (long long)state->skipped_steps);
     gs->cfg = cfg;
     gs->scale = (float)state->scale;

@@ -18,18 +18,21 @@ ampc_status ampc_optim_new(ampc_ctx *ctx, const ampc_optim_params *params, ampc_
     if (p.beta1 == 0) p.beta1 = 0.9;
     if (p.beta2 == 0) p.beta2 = 0.999;
     if (p.eps == 0) p.eps = 1e-8;
-    const char *bad = (unsigned)p.kind > AMPC_OPTIM_ADAMW                  ? "kind is not an ampc_optim_kind"
-                      : !(p.lr > 0)                                         ? "lr must be > 0"
-                      : !(p.weight_decay >= 0)                              ? "weight_decay must be >= 0"
-                      : !(p.momentum >= 0) || !(p.dampening >= 0)           ? "momentum and dampening must be >= 0"
-                      : p.nesterov && (p.momentum <= 0 || p.dampening != 0) ? "nesterov needs momentum > 0 and dampening 0"
+    const char *bad = (unsigned)p.kind > AMPC_OPTIM_ADAMW         ? "kind is not an ampc_optim_kind"
+                      : !(p.lr > 0)                               ? "lr must be > 0"
+                      : !(p.weight_decay >= 0)                    ? "weight_decay must be >= 0"
+                      : !(p.momentum >= 0) || !(p.dampening >= 0) ? "momentum and dampening must be >= 0"
+                      : p.nesterov && (p.momentum <= 0 || p.dampening != 0)
+                          ? "nesterov needs momentum > 0 and dampening 0"
                       : !(p.beta1 >= 0 && p.beta1 < 1) || !(p.beta2 >= 0 && p.beta2 < 1) ? "betas must be in [0, 1)"
-                      : !(p.eps > 0)                                        ? "eps must be > 0"
-                      : (unsigned)p.master > AMPC_MASTER_NONE              ? "master is not an ampc_master_mode"
-                                                                            : NULL;
+                      : !(p.eps > 0)                                                     ? "eps must be > 0"
+                      : (unsigned)p.master > AMPC_MASTER_NONE ? "master is not an ampc_master_mode"
+                                                              : NULL;
     if (bad)
-        return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: %s (lr %g, weight_decay %g, momentum %g, dampening %g, betas %g %g, "
-                          "eps %g)", fn, bad, p.lr, p.weight_decay, p.momentum, p.dampening, p.beta1, p.beta2, p.eps);
+        return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                          "%s: %s (lr %g, weight_decay %g, momentum %g, dampening %g, betas %g %g, "
+                          "eps %g)",
+                          fn, bad, p.lr, p.weight_decay, p.momentum, p.dampening, p.beta1, p.beta2, p.eps);
     ampc_optim *o = calloc(1, sizeof *o);
     if (!o) return ampci_fail(AMPC_STATUS_OOM, "%s: out of memory", fn);
     o->ctx = ctx, o->cfg = p, o->lr = p.lr;
@@ -54,16 +57,16 @@ void ampc_optim_free(ampc_optim *opt) {
 
 static bool check_param(ampc_optim *opt, const char *fn, const ampc_tensor *t, int i) {
     char b[128];
-    const char *why = !t                                         ? "is NULL"
-                      : t->ctx != opt->ctx                       ? "belongs to another context"
-                      : t->node                                  ? "is not a leaf (it was made by an op)"
-                      : !t->requires_grad                        ? "does not require grad"
-                      : !t->owned                                ? "is an arena tensor (parameters must be owned: ampc_tensor_new)"
-                      : !ampc_tensor_is_contiguous(t)            ? "is not contiguous"
+    const char *why = !t                              ? "is NULL"
+                      : t->ctx != opt->ctx            ? "belongs to another context"
+                      : t->node                       ? "is not a leaf (it was made by an op)"
+                      : !t->requires_grad             ? "does not require grad"
+                      : !t->owned                     ? "is an arena tensor (parameters must be owned: ampc_tensor_new)"
+                      : !ampc_tensor_is_contiguous(t) ? "is not contiguous"
                       : t->dtype != AMPC_DTYPE_F32 && t->dtype != AMPC_DTYPE_F16 && t->dtype != AMPC_DTYPE_BF16
                           ? "is not F32, F16 or BF16"
-                      : t->grad_slot                             ? "already belongs to an optimizer"
-                                                                 : NULL;
+                      : t->grad_slot ? "already belongs to an optimizer"
+                                     : NULL;
     if (!why) return true;
     char name[80] = "";
     if (t && t->name[0]) snprintf(name, sizeof name, " '%s'", t->name);
@@ -101,7 +104,8 @@ static ampc_status lay_out(ampc_optim *opt, ampci_group *gr, int first, int coun
         total += opt->params[i].n;
     }
     for (int d = 0; d < AMPC_DTYPE_COUNT; d++)
-        if (per_dtype[d] && !(gr->grad_block[d] = block(opt->ctx, (ampc_dtype)d, per_dtype[d]))) return ampc_last_status();
+        if (per_dtype[d] && !(gr->grad_block[d] = block(opt->ctx, (ampc_dtype)d, per_dtype[d])))
+            return ampc_last_status();
     if (masters && !(gr->master_block = block(opt->ctx, AMPC_DTYPE_F32, masters))) return ampc_last_status();
     bool adam = opt->cfg.kind == AMPC_OPTIM_ADAMW, sgd_state = opt->cfg.momentum > 0;
     if ((adam || sgd_state) && !(gr->m_block = block(opt->ctx, AMPC_DTYPE_F32, total))) return ampc_last_status();
@@ -135,7 +139,8 @@ ampc_status ampc_optim_add_group(ampc_optim *opt, const char *name, ampc_tensor 
         return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: optimizer and params must not be NULL (n = %d)", fn, n);
     ampc_param_group_params gp = group ? *group : (ampc_param_group_params){0};
     if (gp.lr_scale == 0) gp.lr_scale = 1;
-    if (!(gp.lr_scale > 0)) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: lr_scale %g; expected > 0", fn, gp.lr_scale);
+    if (!(gp.lr_scale > 0))
+        return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: lr_scale %g; expected > 0", fn, gp.lr_scale);
     for (int i = 0; i < n; i++) {
         if (!check_param(opt, fn, params[i], i)) return ampc_last_status();
         for (int j = 0; j < i; j++)
@@ -149,9 +154,10 @@ ampc_status ampc_optim_add_group(ampc_optim *opt, const char *name, ampc_tensor 
     *gr = (ampci_group){.lr_scale = gp.lr_scale, .no_weight_decay = gp.no_weight_decay};
     snprintf(gr->name, sizeof gr->name, "%s", name ? name : "");
     for (int i = 0; i < n; i++)
-        opt->params[opt->n + i] = (ampci_param){.p = params[i], .group = opt->ngroups, .n = ampc_tensor_numel(params[i])};
+        opt->params[opt->n + i] = (ampci_param){
+            .p = params[i], .group = opt->ngroups, .n = ampc_tensor_numel(params[i])};
     ampc_status s = lay_out(opt, gr, opt->n, n);
-    if (s != AMPC_OK) {   /* undo: nothing of this group stays attached */
+    if (s != AMPC_OK) { /* undo: nothing of this group stays attached */
         for (int i = opt->n; i < opt->n + n; i++) {
             ampc_tensor_free(opt->params[i].p->grad_slot);
             opt->params[i].p->grad_slot = NULL;
@@ -183,7 +189,8 @@ void ampc_optim_zero_grad(ampc_optim *opt) {
 
 ampc_status ampc_optim_set_lr(ampc_optim *opt, double lr) {
     if (!opt || !(lr >= 0))
-        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_optim_set_lr: lr %g; expected >= 0%s", lr, opt ? "" : " (optimizer is NULL)");
+        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_optim_set_lr: lr %g; expected >= 0%s", lr,
+                          opt ? "" : " (optimizer is NULL)");
     opt->lr = lr;
     return AMPC_OK;
 }
@@ -191,7 +198,9 @@ ampc_status ampc_optim_set_lr(ampc_optim *opt, double lr) {
 double ampc_optim_lr(const ampc_optim *opt) { return opt ? opt->lr : 0; }
 int64_t ampc_optim_steps(const ampc_optim *opt) { return opt ? opt->steps : 0; }
 int ampc_optim_num_params(const ampc_optim *opt) { return opt ? opt->n : 0; }
-ampc_tensor *ampc_optim_param(const ampc_optim *opt, int i) { return opt && i >= 0 && i < opt->n ? opt->params[i].p : NULL; }
+ampc_tensor *ampc_optim_param(const ampc_optim *opt, int i) {
+    return opt && i >= 0 && i < opt->n ? opt->params[i].p : NULL;
+}
 
 const ampc_tensor *ampc_optim_master(const ampc_optim *opt, int i) {
     if (!opt || i < 0 || i >= opt->n) return NULL;

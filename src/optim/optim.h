@@ -6,7 +6,7 @@
 #include "../tensor/tensor.h"
 
 typedef struct ampci_param {
-    ampc_tensor *p;        /* the parameter (an owned leaf that requires grad) */
+    ampc_tensor *p; /* the parameter (an owned leaf that requires grad) */
     int group;
     int64_t n;
     float *master;         /* its F32 master (NULL: none, p itself is updated) */
@@ -19,7 +19,7 @@ typedef struct ampci_group {
     char name[64];
     double lr_scale;
     bool no_weight_decay;
-    ampc_tensor *grad_block[AMPC_DTYPE_COUNT];   /* contiguous gradient storage per dtype */
+    ampc_tensor *grad_block[AMPC_DTYPE_COUNT]; /* contiguous gradient storage per dtype */
     ampc_tensor *master_block, *m_block, *v_block;
 } ampci_group;
 

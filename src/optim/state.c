@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 typedef struct slot {
-    const char *suffix;   /* "exp_avg", ... */
+    const char *suffix; /* "exp_avg", ... */
     float *data;
 } slot;
 
@@ -26,9 +26,11 @@ ampc_status ampci_optim_each_state(ampc_optim *opt, ampci_state_fn fn, void *arg
     for (int i = 0; i < opt->n; i++) {
         ampci_param *pp = &opt->params[i];
         const char *pn = pp->p->name;
-        if (!pn[0])   /* state is stored under the parameter's name */
-            return ampci_fail(AMPC_STATUS_INVALID_ARG, "checkpoint: parameter %d of the optimizer has no name; name it "
-                              "with ampc_tensor_set_name", i);
+        if (!pn[0]) /* state is stored under the parameter's name */
+            return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                              "checkpoint: parameter %d of the optimizer has no name; name it "
+                              "with ampc_tensor_set_name",
+                              i);
         int nd = pp->p->ndim;
         const int64_t *shape = pp->p->shape;
         ampc_status s = AMPC_OK;

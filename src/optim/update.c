@@ -29,9 +29,11 @@ AMPCI_ROW_BODY(update_run, update_map, j, b, e, chunk) {
     float gtmp[CHUNK], wtmp[CHUNK];
     const float *gf = gtmp;
     if (g->dtype == AMPC_DTYPE_F32) gf = (const float *)ampc_tensor_data(g) + b;
-    else ampc_convert(gtmp, AMPC_DTYPE_F32, (const unsigned char *)ampc_tensor_data(g) + (size_t)b * gs, g->dtype, (size_t)n);
+    else
+        ampc_convert(gtmp, AMPC_DTYPE_F32, (const unsigned char *)ampc_tensor_data(g) + (size_t)b * gs, g->dtype,
+                     (size_t)n);
     float *w = pp->master ? pp->master + b : p->dtype == AMPC_DTYPE_F32 ? (float *)pdata : wtmp;
-    if (w == wtmp) ampc_convert(wtmp, AMPC_DTYPE_F32, pdata, p->dtype, (size_t)n);   /* no master: widen */
+    if (w == wtmp) ampc_convert(wtmp, AMPC_DTYPE_F32, pdata, p->dtype, (size_t)n); /* no master: widen */
     if (j->adam) j->k->adamw(w, gf, pp->m + b, pp->v + b, n, &j->adamw);
     else j->k->sgd(w, gf, pp->m ? pp->m + b : NULL, n, &j->sgd);
     if (p->dtype != AMPC_DTYPE_F32) ampc_convert(pdata, p->dtype, w, AMPC_DTYPE_F32, (size_t)n);
@@ -52,12 +54,12 @@ ampc_status ampci_optim_update(ampc_optim *opt, ampci_param *pp) {
     int64_t t = ++pp->steps;
     if (j.adam) {
         double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
-        j.adamw = (ampci_adamw_args){(float)(1.0 - lr * wd), (float)c->beta1, (float)c->beta2, (float)c->eps,
-                                     (float)(lr / bc1), (float)sqrt(bc2)};
+        j.adamw = (ampci_adamw_args){(float)(1.0 - lr * wd), (float)c->beta1,   (float)c->beta2,
+                                     (float)c->eps,          (float)(lr / bc1), (float)sqrt(bc2)};
     } else {
         j.sgd = (ampci_sgd_args){(float)lr, (float)wd, (float)c->momentum, (float)c->dampening, c->nesterov, first};
     }
     ampc_parallel_for(opt->ctx, pp->n, CHUNK, update_run, &j);
-    pp->p->storage->version++;   /* an in-place write: saved-tensor checks and the cast cache see it */
+    pp->p->storage->version++; /* an in-place write: saved-tensor checks and the cast cache see it */
     return AMPC_OK;
 }

@@ -26,10 +26,12 @@ int64_t ampci_shape_numel(const char *fn, int ndim, const int64_t *shape) {
         char b[96];
         if (shape[i] < 0)
             return ampci_fail(AMPC_STATUS_SHAPE, "%s: shape %s has extent %lld at dim %d; expected >= 0", fn,
-                              ampci_shape_str(b, sizeof b, ndim, shape), (long long)shape[i], i), -1;
+                              ampci_shape_str(b, sizeof b, ndim, shape), (long long)shape[i], i),
+                   -1;
         if (__builtin_mul_overflow(n, shape[i], &n) || n > ((int64_t)1 << 56))
             return ampci_fail(AMPC_STATUS_SHAPE, "%s: shape %s has too many elements (limit 2^56)", fn,
-                              ampci_shape_str(b, sizeof b, ndim, shape)), -1;
+                              ampci_shape_str(b, sizeof b, ndim, shape)),
+                   -1;
     }
     return n;
 }
@@ -165,7 +167,7 @@ ampc_tensor *ampci_tensor_view_of(const char *fn, const ampc_tensor *t) {
     if (!v) return NULL;
     *v = *t;
     v->owned = false;
-    v->requires_grad = false;   /* a bare view: src/ops/shape.c records it when it needs a graph */
+    v->requires_grad = false; /* a bare view: src/ops/shape.c records it when it needs a graph */
     v->node = NULL;
     v->grad = NULL;
     if (!t->storage->arena) {
@@ -233,17 +235,21 @@ char *ampc_tensor_describe(const ampc_tensor *t, char *buf, size_t size) {
     char sh[96], st[96];
     ampci_shape_str(sh, sizeof sh, t->ndim, t->shape);
     if (ampc_tensor_is_contiguous(t)) snprintf(buf, size, "%s %s", sh, ampc_dtype_name(t->dtype));
-    else snprintf(buf, size, "%s %s (strides %s)", sh, ampc_dtype_name(t->dtype),
-                  ampci_shape_str(st, sizeof st, t->ndim, t->stride));
+    else
+        snprintf(buf, size, "%s %s (strides %s)", sh, ampc_dtype_name(t->dtype),
+                 ampci_shape_str(st, sizeof st, t->ndim, t->stride));
     return buf;
 }
 
 ampc_status ampc_tensor_set_name(ampc_tensor *t, const char *name) {
-    if (!t || !name) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_tensor_set_name: tensor and name must not be NULL");
+    if (!t || !name)
+        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_tensor_set_name: tensor and name must not be NULL");
     size_t len = strlen(name);
     if (len >= sizeof t->name)
-        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_tensor_set_name: name '%.40s...' has %zu characters; at most "
-                          "%zu fit", name, len, sizeof t->name - 1);
+        return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                          "ampc_tensor_set_name: name '%.40s...' has %zu characters; at most "
+                          "%zu fit",
+                          name, len, sizeof t->name - 1);
     memcpy(t->name, name, len + 1);
     return AMPC_OK;
 }
@@ -252,7 +258,7 @@ const char *ampc_tensor_name(const ampc_tensor *t) { return t ? t->name : ""; }
 
 ampc_tensor *ampc_tensor_detach(const ampc_tensor *t) {
     if (!t) return ampci_null_input("ampc_tensor_detach", "input tensor");
-    return ampci_tensor_view_of("ampc_tensor_detach", t);   /* a fresh header: no node, no requires_grad */
+    return ampci_tensor_view_of("ampc_tensor_detach", t); /* a fresh header: no node, no requires_grad */
 }
 
 /* ---- finiteness ---- */

@@ -11,7 +11,7 @@ typedef struct ampci_storage {
     ampc_ctx *ctx;
     unsigned char *data;
     size_t bytes;
-    int refs;          /* owned storage only */
+    int refs; /* owned storage only */
     bool arena;
     uint64_t version;
     /* step storage only: recorded nodes whose backward reads it (autograd), and whether the code that
@@ -28,16 +28,16 @@ struct ampc_tensor {
     ampc_dtype dtype;
     int ndim;
     int64_t shape[AMPC_MAX_DIMS];
-    int64_t stride[AMPC_MAX_DIMS];   /* in elements */
-    int64_t offset;                  /* in elements, into storage->data */
+    int64_t stride[AMPC_MAX_DIMS]; /* in elements */
+    int64_t offset;                /* in elements, into storage->data */
     bool owned;
     /* autograd (src/autograd): a leaf that requires grad has node == NULL and collects `grad`; an op
      * output that requires grad has the node that made it */
     bool requires_grad;
     struct ampci_node *node;
     ampc_tensor *grad;
-    ampc_tensor *grad_slot;          /* storage an optimizer gave for grad (a view of its block), or NULL */
-    uint64_t graph_step;             /* owned tensors: the step whose tape references them (0: none) */
+    ampc_tensor *grad_slot; /* storage an optimizer gave for grad (a view of its block), or NULL */
+    uint64_t graph_step;    /* owned tensors: the step whose tape references them (0: none) */
     char name[64];
 };
 

@@ -9,14 +9,14 @@
 
 #include <string.h>
 
-#define ROW_PIECE 256              /* elements per staging buffer for strided rows */
-#define PARALLEL_ELEMS (1 << 15)   /* elements per parallel chunk */
+#define ROW_PIECE 256            /* elements per staging buffer for strided rows */
+#define PARALLEL_ELEMS (1 << 15) /* elements per parallel chunk */
 
 typedef void (*row_fn)(void *arg, unsigned char *row, int64_t len, int64_t stride, int64_t first);
 
 typedef struct row_walk {
     const ampc_tensor *t;
-    int64_t len;                   /* row length (last extent; 1 for 0-dim) */
+    int64_t len; /* row length (last extent; 1 for 0-dim) */
     row_fn fn;
     void *arg;
 } row_walk;
@@ -60,7 +60,7 @@ static void for_each_row(const ampc_tensor *t, row_fn fn, void *arg) {
 
 typedef struct copy_rows {
     const ampc_tensor *t;
-    unsigned char *buf;            /* row-major buffer, buf_dtype */
+    unsigned char *buf; /* row-major buffer, buf_dtype */
     ampc_dtype buf_dtype;
     bool into_tensor;
 } copy_rows;
@@ -141,7 +141,7 @@ ampc_status ampc_tensor_copy_to(const ampc_tensor *t, void *dst, ampc_dtype dst_
 
 typedef struct fill_rows {
     size_t es;
-    unsigned char pattern[8];   /* the value, already converted to the tensor's dtype */
+    unsigned char pattern[8]; /* the value, already converted to the tensor's dtype */
 } fill_rows;
 
 static void fill_row(void *vp, unsigned char *row, int64_t len, int64_t stride, int64_t first) {
@@ -181,8 +181,11 @@ static void random_row(void *vp, unsigned char *row, int64_t len, int64_t stride
 static ampc_status fill_random(const char *fn, ampc_tensor *t, bool normal, double a, double b) {
     if (!t) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: tensor is NULL", fn);
     if (normal ? !(b >= 0) : !(a <= b))
-        return ampci_fail(AMPC_STATUS_INVALID_ARG, normal ? "%s: std = %g; expected >= 0" : "%s: [%g, %g) is empty; "
-                          "expected lo <= hi", fn, normal ? b : a, b);
+        return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                          normal ? "%s: std = %g; expected >= 0"
+                                 : "%s: [%g, %g) is empty; "
+                                   "expected lo <= hi",
+                          fn, normal ? b : a, b);
     ampc_rng *rng = &t->ctx->rng;
     random_rows j = {t, *rng, normal, (float)a, (float)b};
     for_each_row(t, random_row, &j);
@@ -222,8 +225,8 @@ ampc_tensor *ampc_tensor_normal(ampc_ctx *ctx, ampc_dtype dtype, int ndim, const
     return t && fill_random("ampc_tensor_normal", t, true, mean, std) == AMPC_OK ? t : NULL;
 }
 
-ampc_tensor *ampc_tensor_from_buffer(ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape,
-                                     const void *data, ampc_dtype data_dtype) {
+ampc_tensor *ampc_tensor_from_buffer(ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape, const void *data,
+                                     ampc_dtype data_dtype) {
     static const char fn[] = "ampc_tensor_from_buffer";
     ampc_tensor *t = ampci_tensor_arena(fn, ctx, dtype, ndim, shape);
     if (!t || !check_buffer(fn, t, data, data_dtype, "data")) return NULL;

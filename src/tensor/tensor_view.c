@@ -11,8 +11,8 @@
 static bool resolve_shape(const char *fn, const ampc_tensor *t, int ndim, const int64_t *shape, int64_t *out) {
     char a[128], b[96];
     if (ndim < 0 || ndim > AMPC_MAX_DIMS || (ndim > 0 && !shape)) {
-        ampci_fail(AMPC_STATUS_SHAPE, "%s: %d dims%s; expected 0 to %d", fn, ndim, ndim > 0 && !shape ? " with a NULL shape" : "",
-                   AMPC_MAX_DIMS);
+        ampci_fail(AMPC_STATUS_SHAPE, "%s: %d dims%s; expected 0 to %d", fn, ndim,
+                   ndim > 0 && !shape ? " with a NULL shape" : "", AMPC_MAX_DIMS);
         return false;
     }
     int infer = -1;
@@ -88,9 +88,10 @@ ampc_tensor *ampci_view(const char *fn, const ampc_tensor *t, int ndim, const in
     if (!resolve_shape(fn, t, ndim, shape, s)) return NULL;
     if (!view_strides(t, ndim, s, st)) {
         char a[128], b[96];
-        return ampci_fail_null(AMPC_STATUS_SHAPE, "%s: %s cannot be viewed as %s without a copy; use ampc_tensor_reshape "
-                               "or ampc_tensor_contiguous first", fn, ampc_tensor_describe(t, a, sizeof a),
-                               ampci_shape_str(b, sizeof b, ndim, s));
+        return ampci_fail_null(AMPC_STATUS_SHAPE,
+                               "%s: %s cannot be viewed as %s without a copy; use ampc_tensor_reshape "
+                               "or ampc_tensor_contiguous first",
+                               fn, ampc_tensor_describe(t, a, sizeof a), ampci_shape_str(b, sizeof b, ndim, s));
     }
     return make_view(fn, t, ndim, s, st);
 }
@@ -147,9 +148,11 @@ ampc_tensor *ampci_slice(const char *fn, const ampc_tensor *t, int dim, int64_t 
     if (end > n) end = n;
     if (step < 1 || start < 0 || start > n || end < start) {
         char a[128];
-        return ampci_fail_null(AMPC_STATUS_SHAPE, "%s: slice [%lld:%lld:%lld] of dim %d is invalid for %s "
-                               "(expected 0 <= start <= end, start <= %lld, step >= 1)", fn, (long long)start,
-                               (long long)end, (long long)step, dim, ampc_tensor_describe(t, a, sizeof a), (long long)n);
+        return ampci_fail_null(AMPC_STATUS_SHAPE,
+                               "%s: slice [%lld:%lld:%lld] of dim %d is invalid for %s "
+                               "(expected 0 <= start <= end, start <= %lld, step >= 1)",
+                               fn, (long long)start, (long long)end, (long long)step, dim,
+                               ampc_tensor_describe(t, a, sizeof a), (long long)n);
     }
     ampc_tensor *v = ampci_tensor_view_of(fn, t);
     if (!v) return NULL;

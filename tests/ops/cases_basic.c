@@ -7,7 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#define SHAPE(...) (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
+#define SHAPE(...)                                                                                                     \
+    (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]) { __VA_ARGS__ }
 
 static void same_shape(const ot_case *c, int *nd, int64_t *sh) {
     *nd = c->ndim[0];
@@ -21,7 +22,10 @@ static void unary_make(ot_case *c, int v, uint64_t *r, ot_dist dist) {
     switch (v) {
     case 0: ot_input(c, 0, SHAPE(1)); break;
     case 1: ot_input(c, 0, SHAPE(7, ot_rand_int(r, 9, 15))); break;
-    case 2: ot_input(c, 0, SHAPE(3, 5, 33)); c->strided[0] = true; break;
+    case 2:
+        ot_input(c, 0, SHAPE(3, 5, 33));
+        c->strided[0] = true;
+        break;
     default: ot_input(c, 0, SHAPE(1031)); break;
     }
     c->dist[0] = dist;
@@ -29,19 +33,19 @@ static void unary_make(ot_case *c, int v, uint64_t *r, ot_dist dist) {
     snprintf(c->label, sizeof c->label, "v%d", v);
 }
 
-#define UNARY(NAME, DIST, CALL, EXPR)                                                                        \
-    static void NAME##_make(ot_case *c, int v, uint64_t *r) { unary_make(c, v, r, DIST); }                   \
-    static ampc_tensor *NAME##_run(ampc_ctx *ctx, ampc_tensor *const *in, const ampc_tensor *i, const ot_case *c) { \
-        (void)i, (void)c;                                                                                    \
-        return CALL;                                                                                         \
-    }                                                                                                        \
-    static void NAME##_ref(const ot_case *c, const double *const *in, double *out) {                         \
-        int64_t n = ot_numel(c->ndim[0], c->shape[0]);                                                       \
-        for (int64_t k = 0; k < n; k++) {                                                                    \
-            double x = in[0][k];                                                                             \
-            out[k] = (EXPR);                                                                                 \
-        }                                                                                                    \
-    }                                                                                                        \
+#define UNARY(NAME, DIST, CALL, EXPR)                                                                                  \
+    static void NAME##_make(ot_case *c, int v, uint64_t *r) { unary_make(c, v, r, DIST); }                             \
+    static ampc_tensor *NAME##_run(ampc_ctx *ctx, ampc_tensor *const *in, const ampc_tensor *i, const ot_case *c) {    \
+        (void)i, (void)c;                                                                                              \
+        return CALL;                                                                                                   \
+    }                                                                                                                  \
+    static void NAME##_ref(const ot_case *c, const double *const *in, double *out) {                                   \
+        int64_t n = ot_numel(c->ndim[0], c->shape[0]);                                                                 \
+        for (int64_t k = 0; k < n; k++) {                                                                              \
+            double x = in[0][k];                                                                                       \
+            out[k] = (EXPR);                                                                                           \
+        }                                                                                                              \
+    }                                                                                                                  \
     static const ot_op NAME##_op = {#NAME, 4, NAME##_make, NAME##_run, same_shape, NAME##_ref, NULL};
 
 UNARY(neg, OT_NORMAL, ampc_neg(ctx, in[0]), -x)
@@ -63,11 +67,27 @@ UNARY(div_scalar, OT_NORMAL, ampc_div_scalar(ctx, in[0], 0.7), x / (double)(floa
 
 static void binary_make(ot_case *c, int v, uint64_t *r, bool div) {
     switch (v) {
-    case 0: ot_input(c, 0, SHAPE(5, 7)); ot_input(c, 1, SHAPE(5, 7)); break;
-    case 1: ot_input(c, 0, SHAPE(4, 1, 3)); ot_input(c, 1, SHAPE(5, 3)); break;
-    case 2: ot_input(c, 0, SHAPE(1)); ot_input(c, 1, SHAPE(6, ot_rand_int(r, 2, 9))); break;
-    case 3: ot_input(c, 0, SHAPE(3, 4)); ot_input(c, 1, SHAPE(3, 4)); c->strided[0] = c->strided[1] = true; break;
-    default: ot_input(c, 0, SHAPE(2, 3, 4, 5)); ot_input(c, 1, SHAPE(3, 1, 5)); break;
+    case 0:
+        ot_input(c, 0, SHAPE(5, 7));
+        ot_input(c, 1, SHAPE(5, 7));
+        break;
+    case 1:
+        ot_input(c, 0, SHAPE(4, 1, 3));
+        ot_input(c, 1, SHAPE(5, 3));
+        break;
+    case 2:
+        ot_input(c, 0, SHAPE(1));
+        ot_input(c, 1, SHAPE(6, ot_rand_int(r, 2, 9)));
+        break;
+    case 3:
+        ot_input(c, 0, SHAPE(3, 4));
+        ot_input(c, 1, SHAPE(3, 4));
+        c->strided[0] = c->strided[1] = true;
+        break;
+    default:
+        ot_input(c, 0, SHAPE(2, 3, 4, 5));
+        ot_input(c, 1, SHAPE(3, 1, 5));
+        break;
     }
     if (div) c->dist[1] = OT_POSITIVE;
     c->K = 1;
@@ -106,13 +126,13 @@ static void binary_ref(const ot_case *c, const double *const *in, double *out, i
     }
 }
 
-#define BINARY(NAME, KIND, CALL)                                                                             \
-    static void NAME##_make(ot_case *c, int v, uint64_t *r) { binary_make(c, v, r, KIND == 3); }             \
-    static ampc_tensor *NAME##_run(ampc_ctx *ctx, ampc_tensor *const *in, const ampc_tensor *i, const ot_case *c) { \
-        (void)i, (void)c;                                                                                    \
-        return CALL(ctx, in[0], in[1]);                                                                      \
-    }                                                                                                        \
-    static void NAME##_ref(const ot_case *c, const double *const *in, double *out) { binary_ref(c, in, out, KIND); } \
+#define BINARY(NAME, KIND, CALL)                                                                                       \
+    static void NAME##_make(ot_case *c, int v, uint64_t *r) { binary_make(c, v, r, KIND == 3); }                       \
+    static ampc_tensor *NAME##_run(ampc_ctx *ctx, ampc_tensor *const *in, const ampc_tensor *i, const ot_case *c) {    \
+        (void)i, (void)c;                                                                                              \
+        return CALL(ctx, in[0], in[1]);                                                                                \
+    }                                                                                                                  \
+    static void NAME##_ref(const ot_case *c, const double *const *in, double *out) { binary_ref(c, in, out, KIND); }   \
     static const ot_op NAME##_op = {#NAME, 5, NAME##_make, NAME##_run, bcast_shape, NAME##_ref, NULL};
 
 BINARY(add, 0, ampc_add)
@@ -130,7 +150,10 @@ static void matmul_make(ot_case *c, int v, uint64_t *r) {
     case 0: M = N = K = 1; break;
     case 1: M = 17, K = 33, N = 5; break;
     case 2: f = AMPC_TRANS_A; break;
-    case 3: f = AMPC_TRANS_B; M = 33; break;
+    case 3:
+        f = AMPC_TRANS_B;
+        M = 33;
+        break;
     case 4: f = AMPC_TRANS_A | AMPC_TRANS_B; break;
     default: break;
     }
@@ -138,14 +161,31 @@ static void matmul_make(ot_case *c, int v, uint64_t *r) {
     int64_t ar = f & AMPC_TRANS_A ? K : M, ac = f & AMPC_TRANS_A ? M : K;
     int64_t br = f & AMPC_TRANS_B ? N : K, bc = f & AMPC_TRANS_B ? K : N;
     switch (v) {
-    case 5: ot_input(c, 0, SHAPE(3, ar, ac)); ot_input(c, 1, SHAPE(3, br, bc)); break;            /* batched */
-    case 6: ot_input(c, 0, SHAPE(2, 3, ar, ac)); ot_input(c, 1, SHAPE(br, bc)); break;          /* shared b */
-    case 7: ot_input(c, 0, SHAPE(2, 1, ar, ac)); ot_input(c, 1, SHAPE(1, 3, br, bc)); break;    /* broadcast */
-    case 8: ot_input(c, 0, SHAPE(ar, ac)); ot_input(c, 1, SHAPE(2, br, bc)); c->strided[0] = c->strided[1] = true; break;
-    default: ot_input(c, 0, SHAPE(ar, ac)); ot_input(c, 1, SHAPE(br, bc)); break;
+    case 5:
+        ot_input(c, 0, SHAPE(3, ar, ac));
+        ot_input(c, 1, SHAPE(3, br, bc));
+        break; /* batched */
+    case 6:
+        ot_input(c, 0, SHAPE(2, 3, ar, ac));
+        ot_input(c, 1, SHAPE(br, bc));
+        break; /* shared b */
+    case 7:
+        ot_input(c, 0, SHAPE(2, 1, ar, ac));
+        ot_input(c, 1, SHAPE(1, 3, br, bc));
+        break; /* broadcast */
+    case 8:
+        ot_input(c, 0, SHAPE(ar, ac));
+        ot_input(c, 1, SHAPE(2, br, bc));
+        c->strided[0] = c->strided[1] = true;
+        break;
+    default:
+        ot_input(c, 0, SHAPE(ar, ac));
+        ot_input(c, 1, SHAPE(br, bc));
+        break;
     }
     c->K = K;
-    snprintf(c->label, sizeof c->label, "v%d M%lld N%lld K%lld flags%u", v, (long long)M, (long long)N, (long long)K, f);
+    snprintf(c->label, sizeof c->label, "v%d M%lld N%lld K%lld flags%u", v, (long long)M, (long long)N, (long long)K,
+             f);
 }
 
 static void matmul_dims(const ot_case *c, int64_t *M, int64_t *N, int64_t *K) {
@@ -186,7 +226,8 @@ static void matmul_ref(const ot_case *c, const double *const *in, double *out) {
             for (int64_t n = 0; n < N; n++) {
                 double s = 0;
                 for (int64_t k = 0; k < K; k++)
-                    s += (f & AMPC_TRANS_A ? a[k * M + m] : a[m * K + k]) * (f & AMPC_TRANS_B ? b[n * K + k] : b[k * N + n]);
+                    s += (f & AMPC_TRANS_A ? a[k * M + m] : a[m * K + k]) *
+                         (f & AMPC_TRANS_B ? b[n * K + k] : b[k * N + n]);
                 out[(bi * M + m) * N + n] = s;
             }
     }
@@ -199,9 +240,9 @@ static ampc_tensor *matmul_run(ampc_ctx *ctx, ampc_tensor *const *in, const ampc
 static const ot_op matmul_op = {"matmul", 9, matmul_make, matmul_run, matmul_shape, matmul_ref, NULL};
 
 static void bmm_make(ot_case *c, int v, uint64_t *r) {
-    matmul_make(c, v == 0 ? 1 : v == 1 ? 3 : 4, r);   /* 2-D shapes with each flag combination ... */
+    matmul_make(c, v == 0 ? 1 : v == 1 ? 3 : 4, r); /* 2-D shapes with each flag combination ... */
     int64_t a[2] = {c->shape[0][0], c->shape[0][1]}, b[2] = {c->shape[1][0], c->shape[1][1]};
-    ot_input(c, 0, SHAPE(2, a[0], a[1]));                /* ... given a batch of 2 */
+    ot_input(c, 0, SHAPE(2, a[0], a[1])); /* ... given a batch of 2 */
     ot_input(c, 1, SHAPE(2, b[0], b[1]));
 }
 static ampc_tensor *bmm_run(ampc_ctx *ctx, ampc_tensor *const *in, const ampc_tensor *i, const ot_case *c) {
@@ -216,8 +257,14 @@ static void linear_make(ot_case *c, int v, uint64_t *r) {
     switch (v) {
     case 0: ot_input(c, 0, SHAPE(1, in)); break;
     case 1: ot_input(c, 0, SHAPE(5, in)); break;
-    case 2: ot_input(c, 0, SHAPE(2, 3, in)); c->strided[0] = true; break;
-    default: ot_input(c, 0, SHAPE(33, in)); c->strided[1] = true; break;
+    case 2:
+        ot_input(c, 0, SHAPE(2, 3, in));
+        c->strided[0] = true;
+        break;
+    default:
+        ot_input(c, 0, SHAPE(33, in));
+        c->strided[1] = true;
+        break;
     }
     ot_input(c, 1, SHAPE(out, in));
     c->ip[0] = v != 2;
@@ -249,10 +296,23 @@ static const ot_op linear_op = {"linear", 4, linear_make, linear_run, linear_sha
 static void reduce_make(ot_case *c, int v, uint64_t *r) {
     (void)r;
     switch (v) {
-    case 0: ot_input(c, 0, SHAPE(5, 7)); c->ip[4] = 0; break;
-    case 1: ot_input(c, 0, SHAPE(4, 6, 3)); c->ip[0] = 1, c->ip[4] = 1, c->ip[5] = 1; break;
-    case 2: ot_input(c, 0, SHAPE(3, 4, 5)); c->ip[0] = 0, c->ip[1] = 2, c->ip[4] = 2; c->strided[0] = true; break;
-    default: ot_input(c, 0, SHAPE(2, 3, 4, 37)); c->ip[0] = -1, c->ip[4] = 1; break;
+    case 0:
+        ot_input(c, 0, SHAPE(5, 7));
+        c->ip[4] = 0;
+        break;
+    case 1:
+        ot_input(c, 0, SHAPE(4, 6, 3));
+        c->ip[0] = 1, c->ip[4] = 1, c->ip[5] = 1;
+        break;
+    case 2:
+        ot_input(c, 0, SHAPE(3, 4, 5));
+        c->ip[0] = 0, c->ip[1] = 2, c->ip[4] = 2;
+        c->strided[0] = true;
+        break;
+    default:
+        ot_input(c, 0, SHAPE(2, 3, 4, 37));
+        c->ip[0] = -1, c->ip[4] = 1;
+        break;
     }
     snprintf(c->label, sizeof c->label, "v%d", v);
 }
@@ -366,7 +426,7 @@ static void transpose_make(ot_case *c, int v, uint64_t *r) {
     int nd = c->ndim[0], d0 = v == 2 ? 1 : 0, d1 = nd - 1;
     for (int i = 0; i < nd; i++) c->ip[i] = i;
     c->ip[d0] = d1, c->ip[d1] = d0;
-    c->ip[4] = d0, c->ip[5] = d1 - nd;   /* the call uses a negative dim */
+    c->ip[4] = d0, c->ip[5] = d1 - nd; /* the call uses a negative dim */
 }
 static ampc_tensor *transpose_run(ampc_ctx *ctx, ampc_tensor *const *in, const ampc_tensor *i, const ot_case *c) {
     (void)ctx, (void)i;
@@ -422,7 +482,7 @@ static const ot_op slice_op = {"slice", 4, slice_make, slice_run, slice_shape, s
 /* reshape / view / contiguous keep the row-major values; ip[0] selects the call */
 static void reshape_make(ot_case *c, int v, uint64_t *r) {
     unary_make(c, v % 3 + 1, r, OT_NORMAL);
-    c->strided[0] = c->strided[0] && v != 1;   /* view needs a viewable input */
+    c->strided[0] = c->strided[0] && v != 1; /* view needs a viewable input */
 }
 static void reshape_shape(const ot_case *c, int *nd, int64_t *sh) {
     *nd = 2;
@@ -471,10 +531,24 @@ static const ot_op cast_op = {"cast", 6, cast_make, cast_run, same_shape, copy_r
 static void concat_make(ot_case *c, int v, uint64_t *r) {
     (void)r;
     switch (v) {
-    case 0: ot_input(c, 0, SHAPE(2, 3, 4)); ot_input(c, 1, SHAPE(2, 1, 4)); ot_input(c, 2, SHAPE(2, 5, 4));
-            c->ip[0] = 1; break;
-    case 1: ot_input(c, 0, SHAPE(3, 2)); ot_input(c, 1, SHAPE(3, 7)); c->ip[0] = -1; c->strided[1] = true; break;
-    default: ot_input(c, 0, SHAPE(1, 33)); ot_input(c, 1, SHAPE(4, 33)); c->ip[0] = 0; c->no_grad[0] = true; break;
+    case 0:
+        ot_input(c, 0, SHAPE(2, 3, 4));
+        ot_input(c, 1, SHAPE(2, 1, 4));
+        ot_input(c, 2, SHAPE(2, 5, 4));
+        c->ip[0] = 1;
+        break;
+    case 1:
+        ot_input(c, 0, SHAPE(3, 2));
+        ot_input(c, 1, SHAPE(3, 7));
+        c->ip[0] = -1;
+        c->strided[1] = true;
+        break;
+    default:
+        ot_input(c, 0, SHAPE(1, 33));
+        ot_input(c, 1, SHAPE(4, 33));
+        c->ip[0] = 0;
+        c->no_grad[0] = true;
+        break;
     }
     c->K = 1;
     snprintf(c->label, sizeof c->label, "v%d", v);
@@ -504,8 +578,34 @@ static ampc_tensor *concat_run(ampc_ctx *ctx, ampc_tensor *const *in, const ampc
 }
 static const ot_op concat_op = {"concat", 3, concat_make, concat_run, concat_shape, concat_ref, NULL};
 
-const ot_op *const ot_ops_basic[] = {
-    &neg_op, &exp_op, &log_op, &sqrt_op, &tanh_op, &sigmoid_op, &relu_op, &gelu_erf_op, &gelu_tanh_op,
-    &add_scalar_op, &sub_scalar_op, &mul_scalar_op, &div_scalar_op, &add_op, &sub_op, &mul_op, &div_op,
-    &matmul_op, &bmm_op, &linear_op, &sum_op, &mean_op, &permute_op, &transpose_op, &slice_op, &reshape_op,
-    &view_op, &contiguous_op, &cast_op, &concat_op, NULL};
+const ot_op *const ot_ops_basic[] = {&neg_op,
+                                     &exp_op,
+                                     &log_op,
+                                     &sqrt_op,
+                                     &tanh_op,
+                                     &sigmoid_op,
+                                     &relu_op,
+                                     &gelu_erf_op,
+                                     &gelu_tanh_op,
+                                     &add_scalar_op,
+                                     &sub_scalar_op,
+                                     &mul_scalar_op,
+                                     &div_scalar_op,
+                                     &add_op,
+                                     &sub_op,
+                                     &mul_op,
+                                     &div_op,
+                                     &matmul_op,
+                                     &bmm_op,
+                                     &linear_op,
+                                     &sum_op,
+                                     &mean_op,
+                                     &permute_op,
+                                     &transpose_op,
+                                     &slice_op,
+                                     &reshape_op,
+                                     &view_op,
+                                     &contiguous_op,
+                                     &cast_op,
+                                     &concat_op,
+                                     NULL};

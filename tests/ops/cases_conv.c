@@ -8,7 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#define SHAPE(...) (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
+#define SHAPE(...)                                                                                                     \
+    (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]) { __VA_ARGS__ }
 
 static int64_t max2(int64_t a, int64_t b) { return a > b ? a : b; }
 
@@ -27,12 +28,33 @@ static void conv_make(ot_case *c, int v, uint64_t *r) {
                                      {0, 2, 1, 0, 0}, {1, 1, 1, 1, 1}, {2, 3, 0, 2, 0}};
     memcpy(c->ip, params[v], sizeof params[v]);
     switch (v) {
-    case 0: O = 1; ot_input(c, 0, SHAPE(1, 1, 1, 1)); ot_input(c, 1, SHAPE(1, 1, 1, 1)); break;
-    case 1: ot_input(c, 0, SHAPE(2, 3, 7, 5)); ot_input(c, 1, SHAPE(O, 3, 3, 3)); break;
-    case 2: ot_input(c, 0, SHAPE(2, 3, 9, 8)); ot_input(c, 1, SHAPE(O, 3, 3, 2)); break;        /* stride 2, pad 1 */
-    case 3: ot_input(c, 0, SHAPE(1, 2, 6, 7)); ot_input(c, 1, SHAPE(O, 2, 2, 3)); c->strided[0] = true; break;
-    case 4: ot_input(c, 0, SHAPE(1, 33, 4, 3)); ot_input(c, 1, SHAPE(O, 33, 2, 2)); break;       /* C past 32 */
-    default: ot_input(c, 0, SHAPE(2, 2, 5, 9)); ot_input(c, 1, SHAPE(O, 2, 1, 5)); c->strided[1] = true; break;
+    case 0:
+        O = 1;
+        ot_input(c, 0, SHAPE(1, 1, 1, 1));
+        ot_input(c, 1, SHAPE(1, 1, 1, 1));
+        break;
+    case 1:
+        ot_input(c, 0, SHAPE(2, 3, 7, 5));
+        ot_input(c, 1, SHAPE(O, 3, 3, 3));
+        break;
+    case 2:
+        ot_input(c, 0, SHAPE(2, 3, 9, 8));
+        ot_input(c, 1, SHAPE(O, 3, 3, 2));
+        break; /* stride 2, pad 1 */
+    case 3:
+        ot_input(c, 0, SHAPE(1, 2, 6, 7));
+        ot_input(c, 1, SHAPE(O, 2, 2, 3));
+        c->strided[0] = true;
+        break;
+    case 4:
+        ot_input(c, 0, SHAPE(1, 33, 4, 3));
+        ot_input(c, 1, SHAPE(O, 33, 2, 2));
+        break; /* C past 32 */
+    default:
+        ot_input(c, 0, SHAPE(2, 2, 5, 9));
+        ot_input(c, 1, SHAPE(O, 2, 1, 5));
+        c->strided[1] = true;
+        break;
     }
     if (c->ip[4]) ot_input(c, 2, SHAPE(O));
     int64_t oh, ow;
@@ -65,7 +87,7 @@ static void conv_ref(const ot_case *c, const double *const *in, double *out) {
                         for (int64_t a = 0; a < KH; a++)
                             for (int64_t b = 0; b < KW; b++) {
                                 int64_t h = i * sh - ph + a, w = j * sw - pw + b;
-                                if (h < 0 || h >= H || w < 0 || w >= W) continue;   /* zero padding */
+                                if (h < 0 || h >= H || w < 0 || w >= W) continue; /* zero padding */
                                 s += in[0][((n * C + ch) * H + h) * W + w] * in[1][((o * C + ch) * KH + a) * KW + b];
                             }
                     out[((n * O + o) * OH + i) * OW + j] = s;
@@ -75,7 +97,7 @@ static void conv_ref(const ot_case *c, const double *const *in, double *out) {
 static ampc_tensor *conv_run(ampc_ctx *ctx, ampc_tensor *const *in, const ampc_tensor *i, const ot_case *c) {
     (void)i;
     ampc_conv2d_params p = {c->ip[0], c->ip[1], c->ip[2], c->ip[3]};
-    bool defaults = !c->ip[0] && !c->ip[1] && !c->ip[2] && !c->ip[3];   /* variant 0 passes NULL params */
+    bool defaults = !c->ip[0] && !c->ip[1] && !c->ip[2] && !c->ip[3]; /* variant 0 passes NULL params */
     return ampc_conv2d(ctx, in[0], in[1], c->ip[4] ? in[2] : NULL, defaults ? NULL : &p);
 }
 
@@ -94,15 +116,18 @@ static void pool_dims(const ot_case *c, int64_t *oh, int64_t *ow, int64_t *sh, i
 
 static void pool_make(ot_case *c, int v, uint64_t *r) {
     (void)r;
-    static const int params[5][6] = {{1, 1, 0, 0, 0, 0}, {3, 3, 2, 2, 0, 0}, {3, 3, 2, 2, 1, 1},
-                                     {2, 3, 0, 0, 1, 0}, {2, 2, 1, 1, 1, 1}};
+    static const int params[5][6] = {
+        {1, 1, 0, 0, 0, 0}, {3, 3, 2, 2, 0, 0}, {3, 3, 2, 2, 1, 1}, {2, 3, 0, 0, 1, 0}, {2, 2, 1, 1, 1, 1}};
     memcpy(c->ip, params[v], sizeof params[v]);
     switch (v) {
     case 0: ot_input(c, 0, SHAPE(1, 1, 1, 1)); break;
-    case 1: ot_input(c, 0, SHAPE(2, 3, 7, 7)); break;                         /* overlapping windows */
-    case 2: ot_input(c, 0, SHAPE(1, 2, 6, 5)); break;                         /* ... and padding */
-    case 3: ot_input(c, 0, SHAPE(2, 2, 5, 7)); c->strided[0] = true; break;   /* non-square, stride = kernel */
-    default: ot_input(c, 0, SHAPE(1, 35, 3, 4)); break;                       /* C past 32, stride 1 */
+    case 1: ot_input(c, 0, SHAPE(2, 3, 7, 7)); break; /* overlapping windows */
+    case 2: ot_input(c, 0, SHAPE(1, 2, 6, 5)); break; /* ... and padding */
+    case 3:
+        ot_input(c, 0, SHAPE(2, 2, 5, 7));
+        c->strided[0] = true;
+        break;                                          /* non-square, stride = kernel */
+    default: ot_input(c, 0, SHAPE(1, 35, 3, 4)); break; /* C past 32, stride 1 */
     }
     c->dist[0] = OT_DISTINCT;
     c->K = 1;
@@ -147,7 +172,7 @@ static const ot_op max_pool2d_op = {"max_pool2d", 5, pool_make, pool_run, pool_s
 static void attn_make(ot_case *c, int v, uint64_t *r) {
     (void)r;
     /* B, H, Tq, Tk, D, Dv, causal */
-    static const int64_t dims[6][7] = {{1, 1, 1, 1, 1, 1, 0}, {2, 3, 5, 5, 4, 3, 1}, {1, 2, 3, 7, 5, 6, 0},
+    static const int64_t dims[6][7] = {{1, 1, 1, 1, 1, 1, 0},   {2, 3, 5, 5, 4, 3, 1},   {1, 2, 3, 7, 5, 6, 0},
                                        {1, 2, 33, 33, 8, 4, 1}, {2, 1, 6, 9, 20, 17, 0}, {1, 2, 4, 6, 3, 2, 1}};
     const int64_t *d = dims[v];
     ot_input(c, 0, SHAPE(d[0], d[1], d[2], d[4]));
@@ -168,7 +193,7 @@ static void attn_shape(const ot_case *c, int *nd, int64_t *sh) {
 static void attn_ref(const ot_case *c, const double *const *in, double *out) {
     int64_t BH = c->shape[0][0] * c->shape[0][1], Tq = c->shape[0][2], Tk = c->shape[1][2], D = c->shape[0][3];
     int64_t Dv = c->shape[2][3];
-    double s[64];   /* Tk <= 64 in these cases */
+    double s[64]; /* Tk <= 64 in these cases */
     for (int64_t h = 0; h < BH; h++)
         for (int64_t i = 0; i < Tq; i++) {
             const double *q = in[0] + (h * Tq + i) * D, *k = in[1] + h * Tk * D, *v = in[2] + h * Tk * Dv;

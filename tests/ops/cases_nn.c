@@ -8,7 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#define SHAPE(...) (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
+#define SHAPE(...)                                                                                                     \
+    (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]) { __VA_ARGS__ }
 
 static void same_shape(const ot_case *c, int *nd, int64_t *sh) {
     *nd = c->ndim[0];
@@ -24,11 +25,28 @@ static void scalar_shape(const ot_case *c, int *nd, int64_t *sh) {
 
 static void softmax_make(ot_case *c, int v, uint64_t *r) {
     switch (v) {
-    case 0: ot_input(c, 0, SHAPE(1)); c->ip[0] = 0; break;
-    case 1: ot_input(c, 0, SHAPE(7, ot_rand_int(r, 9, 15))); c->ip[0] = -1; break;
-    case 2: ot_input(c, 0, SHAPE(3, 5, 33)); c->ip[0] = 1; c->strided[0] = true; break;   /* non-last dim */
-    case 3: ot_input(c, 0, SHAPE(3, 67)); c->ip[0] = 1; c->strided[0] = true; break;
-    default: ot_input(c, 0, SHAPE(2, 3, 4, 5)); c->ip[0] = -3; break;                     /* dim 1 of 4 */
+    case 0:
+        ot_input(c, 0, SHAPE(1));
+        c->ip[0] = 0;
+        break;
+    case 1:
+        ot_input(c, 0, SHAPE(7, ot_rand_int(r, 9, 15)));
+        c->ip[0] = -1;
+        break;
+    case 2:
+        ot_input(c, 0, SHAPE(3, 5, 33));
+        c->ip[0] = 1;
+        c->strided[0] = true;
+        break; /* non-last dim */
+    case 3:
+        ot_input(c, 0, SHAPE(3, 67));
+        c->ip[0] = 1;
+        c->strided[0] = true;
+        break;
+    default:
+        ot_input(c, 0, SHAPE(2, 3, 4, 5));
+        c->ip[0] = -3;
+        break; /* dim 1 of 4 */
     }
     int d = c->ip[0] < 0 ? c->ip[0] + c->ndim[0] : c->ip[0];
     c->K = c->shape[0][d];
@@ -67,11 +85,33 @@ static const ot_op log_softmax_op = {"log_softmax", 5, log_softmax_make, softmax
 static void layer_norm_make(ot_case *c, int v, uint64_t *r) {
     int64_t D;
     switch (v) {
-    case 0: D = 1; ot_input(c, 0, SHAPE(1, D)); c->ip[0] = 1; break;
-    case 1: D = ot_rand_int(r, 5, 9) | 1; ot_input(c, 0, SHAPE(5, D)); c->ip[0] = 0; break;
-    case 2: D = 33; ot_input(c, 0, SHAPE(2, 3, D)); c->ip[0] = 1; c->strided[0] = true; break;
-    case 3: D = 67; ot_input(c, 0, SHAPE(3, D)); c->ip[0] = 1; break;
-    default: D = 65; ot_input(c, 0, SHAPE(4, D)); c->ip[0] = 0; c->strided[0] = true; break;
+    case 0:
+        D = 1;
+        ot_input(c, 0, SHAPE(1, D));
+        c->ip[0] = 1;
+        break;
+    case 1:
+        D = ot_rand_int(r, 5, 9) | 1;
+        ot_input(c, 0, SHAPE(5, D));
+        c->ip[0] = 0;
+        break;
+    case 2:
+        D = 33;
+        ot_input(c, 0, SHAPE(2, 3, D));
+        c->ip[0] = 1;
+        c->strided[0] = true;
+        break;
+    case 3:
+        D = 67;
+        ot_input(c, 0, SHAPE(3, D));
+        c->ip[0] = 1;
+        break;
+    default:
+        D = 65;
+        ot_input(c, 0, SHAPE(4, D));
+        c->ip[0] = 0;
+        c->strided[0] = true;
+        break;
     }
     if (c->ip[0]) {
         ot_input(c, 1, SHAPE(D));
@@ -111,16 +151,29 @@ static const ot_op layer_norm_op = {"layer_norm", 5, layer_norm_make, layer_norm
 static void embedding_make(ot_case *c, int v, uint64_t *r) {
     int64_t V, D;
     switch (v) {
-    case 0: V = 1, D = 1; c->int_ndim = 1, c->int_shape[0] = 1; break;
-    case 1: V = 7, D = ot_rand_int(r, 9, 15) | 1; c->int_ndim = 2, c->int_shape[0] = 2, c->int_shape[1] = 5;
-            c->ip[0] = 1; break;
-    case 2: V = 11, D = 33; c->int_ndim = 3, c->int_shape[0] = 2, c->int_shape[1] = 3, c->int_shape[2] = 4;
-            c->strided[0] = true; c->ip[1] = 1; break;
-    default: V = 5, D = 67; c->int_ndim = 1, c->int_shape[0] = 9; break;
+    case 0:
+        V = 1, D = 1;
+        c->int_ndim = 1, c->int_shape[0] = 1;
+        break;
+    case 1:
+        V = 7, D = ot_rand_int(r, 9, 15) | 1;
+        c->int_ndim = 2, c->int_shape[0] = 2, c->int_shape[1] = 5;
+        c->ip[0] = 1;
+        break;
+    case 2:
+        V = 11, D = 33;
+        c->int_ndim = 3, c->int_shape[0] = 2, c->int_shape[1] = 3, c->int_shape[2] = 4;
+        c->strided[0] = true;
+        c->ip[1] = 1;
+        break;
+    default:
+        V = 5, D = 67;
+        c->int_ndim = 1, c->int_shape[0] = 9;
+        break;
     }
     ot_input(c, 0, SHAPE(V, D));
     c->int_lo = 0, c->int_hi = V - 1;
-    c->K = ot_numel(c->int_ndim, c->int_shape);   /* a weight row sums up to every id's gradient */
+    c->K = ot_numel(c->int_ndim, c->int_shape); /* a weight row sums up to every id's gradient */
     snprintf(c->label, sizeof c->label, "v%d V%lld D%lld ids %s%s", v, (long long)V, (long long)D,
              c->ip[0] ? "I32" : "I64", c->ip[1] ? " strided" : "");
 }
@@ -154,10 +207,23 @@ static void cross_entropy_make(ot_case *c, int v, uint64_t *r) {
     c->int_lo = 0;
     switch (v) {
     case 0: N = 1, C = 1; break;
-    case 1: N = 7, C = ot_rand_int(r, 9, 15) | 1; c->ip[0] = -1, c->int_lo = -1; break;   /* some ignored */
-    case 2: N = 5, C = 67; c->strided[0] = true; break;
-    case 3: N = 33, C = 5; c->ip[0] = -1, c->int_lo = -1; c->strided[0] = true; break;
-    default: N = 3, C = 2; c->ip[0] = 1, c->int_lo = 0; break;   /* ignore_index inside [0, C) */
+    case 1:
+        N = 7, C = ot_rand_int(r, 9, 15) | 1;
+        c->ip[0] = -1, c->int_lo = -1;
+        break; /* some ignored */
+    case 2:
+        N = 5, C = 67;
+        c->strided[0] = true;
+        break;
+    case 3:
+        N = 33, C = 5;
+        c->ip[0] = -1, c->int_lo = -1;
+        c->strided[0] = true;
+        break;
+    default:
+        N = 3, C = 2;
+        c->ip[0] = 1, c->int_lo = 0;
+        break; /* ignore_index inside [0, C) */
     }
     ot_input(c, 0, SHAPE(N, C));
     c->int_ndim = 1, c->int_shape[0] = N, c->int_hi = C - 1;
@@ -184,17 +250,31 @@ static ampc_tensor *cross_entropy_run(ampc_ctx *ctx, ampc_tensor *const *in, con
     return ampc_cross_entropy(ctx, in[0], t, c->ip[0]);
 }
 
-static const ot_op cross_entropy_op = {"cross_entropy", 5, cross_entropy_make, cross_entropy_run, scalar_shape,
+static const ot_op cross_entropy_op = {"cross_entropy",   5,   cross_entropy_make, cross_entropy_run, scalar_shape,
                                        cross_entropy_ref, NULL};
 
 /* ---- mse_loss: in0 = x, in1 = target ---- */
 
 static void mse_make(ot_case *c, int v, uint64_t *r) {
     switch (v) {
-    case 0: ot_input(c, 0, SHAPE(1)); ot_input(c, 1, SHAPE(1)); break;
-    case 1: ot_input(c, 0, SHAPE(7, ot_rand_int(r, 9, 15))); ot_input(c, 1, c->ndim[0], c->shape[0]); break;
-    case 2: ot_input(c, 0, SHAPE(3, 5, 33)); ot_input(c, 1, SHAPE(3, 5, 33)); c->strided[0] = c->strided[1] = true; break;
-    default: ot_input(c, 0, SHAPE(2, 67)); ot_input(c, 1, SHAPE(2, 67)); c->no_grad[1] = true; break;
+    case 0:
+        ot_input(c, 0, SHAPE(1));
+        ot_input(c, 1, SHAPE(1));
+        break;
+    case 1:
+        ot_input(c, 0, SHAPE(7, ot_rand_int(r, 9, 15)));
+        ot_input(c, 1, c->ndim[0], c->shape[0]);
+        break;
+    case 2:
+        ot_input(c, 0, SHAPE(3, 5, 33));
+        ot_input(c, 1, SHAPE(3, 5, 33));
+        c->strided[0] = c->strided[1] = true;
+        break;
+    default:
+        ot_input(c, 0, SHAPE(2, 67));
+        ot_input(c, 1, SHAPE(2, 67));
+        c->no_grad[1] = true;
+        break;
     }
     c->K = ot_numel(c->ndim[0], c->shape[0]);
     snprintf(c->label, sizeof c->label, "v%d n%lld", v, (long long)c->K);
@@ -225,12 +305,15 @@ static void dropout_make(ot_case *c, int v, uint64_t *r) {
     switch (v) {
     case 0: ot_input(c, 0, SHAPE(1)); break;
     case 1: ot_input(c, 0, SHAPE(7, ot_rand_int(r, 9, 15))); break;
-    case 2: ot_input(c, 0, SHAPE(3, 5, 33)); c->strided[0] = true; break;
+    case 2:
+        ot_input(c, 0, SHAPE(3, 5, 33));
+        c->strided[0] = true;
+        break;
     case 3: ot_input(c, 0, SHAPE(1031)); break;
     default: ot_input(c, 0, SHAPE(4, 9)); break;
     }
     c->dp[0] = ps[v % 5];
-    c->ip[0] = v != 4;   /* the last variant runs in eval mode: identity */
+    c->ip[0] = v != 4; /* the last variant runs in eval mode: identity */
     c->K = 1;
     snprintf(c->label, sizeof c->label, "v%d p %.1f training %d", v, c->dp[0], c->ip[0]);
 }
@@ -263,8 +346,11 @@ static const ot_op dropout_op = {"dropout", 5, dropout_make, dropout_run, same_s
 static void pe_make(ot_case *c, int v, uint64_t *r) {
     switch (v) {
     case 0: ot_input(c, 0, SHAPE(1, 1)); break;
-    case 1: ot_input(c, 0, SHAPE(7, ot_rand_int(r, 9, 15) | 1)); break;   /* odd D */
-    case 2: ot_input(c, 0, SHAPE(2, 5, 34)); c->strided[0] = true; break;
+    case 1: ot_input(c, 0, SHAPE(7, ot_rand_int(r, 9, 15) | 1)); break; /* odd D */
+    case 2:
+        ot_input(c, 0, SHAPE(2, 5, 34));
+        c->strided[0] = true;
+        break;
     default: ot_input(c, 0, SHAPE(2, 2, 5, 66)); break;
     }
     c->K = 1;
@@ -288,5 +374,6 @@ static ampc_tensor *pe_run(ampc_ctx *ctx, ampc_tensor *const *in, const ampc_ten
 
 static const ot_op positional_encoding_op = {"positional_encoding", 4, pe_make, pe_run, same_shape, pe_ref, NULL};
 
-const ot_op *const ot_ops_nn[] = {&softmax_op, &log_softmax_op, &layer_norm_op, &embedding_op, &cross_entropy_op,
-                                  &mse_loss_op, &dropout_op, &positional_encoding_op, NULL};
+const ot_op *const ot_ops_nn[] = {&softmax_op,   &log_softmax_op,         &layer_norm_op,
+                                  &embedding_op, &cross_entropy_op,       &mse_loss_op,
+                                  &dropout_op,   &positional_encoding_op, NULL};

@@ -15,30 +15,30 @@
 #define OT_MAX_IN 4
 
 typedef enum ot_dist {
-    OT_NORMAL = 0,    /* N(0, 1) */
-    OT_POSITIVE,      /* uniform [0.5, 2]: log, sqrt, divisors */
-    OT_AWAY_FROM_0,   /* N(0, 1) with |x| >= 0.05: relu's and max's kinks stay far from the FD step */
-    OT_SMALL,         /* N(0, 0.1^2) */
-    OT_DISTINCT,      /* as OT_AWAY_FROM_0, redrawn until no two elements are equal after rounding (max
+    OT_NORMAL = 0,  /* N(0, 1) */
+    OT_POSITIVE,    /* uniform [0.5, 2]: log, sqrt, divisors */
+    OT_AWAY_FROM_0, /* N(0, 1) with |x| >= 0.05: relu's and max's kinks stay far from the FD step */
+    OT_SMALL,       /* N(0, 0.1^2) */
+    OT_DISTINCT,    /* as OT_AWAY_FROM_0, redrawn until no two elements are equal after rounding (max
                          and argmax ties would make finite differences split the gradient) */
 } ot_dist;
 
 typedef struct ot_case {
-    int nin;                              /* float inputs */
+    int nin; /* float inputs */
     int ndim[OT_MAX_IN];
     int64_t shape[OT_MAX_IN][4];
     ot_dist dist[OT_MAX_IN];
-    bool no_grad[OT_MAX_IN];              /* input gets no gradient check (and does not require grad) */
-    bool strided[OT_MAX_IN];              /* pass the input as a non-contiguous (transposed-layout) view */
+    bool no_grad[OT_MAX_IN]; /* input gets no gradient check (and does not require grad) */
+    bool strided[OT_MAX_IN]; /* pass the input as a non-contiguous (transposed-layout) view */
     /* one optional integer input (ids, class indices): values uniform in [int_lo, int_hi] */
-    int int_ndim;                         /* 0: none */
+    int int_ndim; /* 0: none */
     int64_t int_shape[4];
     int64_t int_lo, int_hi;
-    int64_t *ints;                        /* filled by the driver */
-    int ip[8];                            /* op parameters */
+    int64_t *ints; /* filled by the driver */
+    int ip[8];     /* op parameters */
     double dp[4];
-    int64_t K;                            /* longest reduction (sum) feeding one output, for the tolerance */
-    char label[96];                       /* printed with failures */
+    int64_t K;      /* longest reduction (sum) feeding one output, for the tolerance */
+    char label[96]; /* printed with failures */
 } ot_case;
 
 typedef struct ot_op {
@@ -56,7 +56,7 @@ typedef struct ot_op {
 } ot_op;
 
 /* Helpers for case makers and references. */
-int64_t ot_rand_int(uint64_t *r, int64_t lo, int64_t hi);   /* uniform in [lo, hi] */
+int64_t ot_rand_int(uint64_t *r, int64_t lo, int64_t hi); /* uniform in [lo, hi] */
 int64_t ot_numel(int ndim, const int64_t *shape);
 /* Sets input i of c to a shape. */
 void ot_input(ot_case *c, int i, int ndim, const int64_t *shape);

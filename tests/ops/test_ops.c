@@ -108,12 +108,12 @@ typedef struct run {
     const ot_op *op;
     ot_case c;
     ampc_dtype dt;
-    double *in[OT_MAX_IN];     /* rounded inputs */
+    double *in[OT_MAX_IN]; /* rounded inputs */
     int64_t n_in[OT_MAX_IN];
     int out_ndim;
     int64_t out_shape[4], n_out;
     double *ref, *R;
-    double worst;              /* largest error / tolerance */
+    double worst; /* largest error / tolerance */
 } run;
 
 static ampc_ctx *g_ctx;
@@ -125,8 +125,9 @@ static void report(run *r, const char *what, double err, double tol) {
     if (g_verbose || !(err <= tol))
         print_message("  %-22s %-5s %-40s %-10s err %.3g tol %.3g (%.2f)\n", r->op->name, ampc_dtype_name(r->dt),
                       r->c.label, what, err, tol, ratio);
-    if (!(err <= tol)) fail_msg("%s %s [%s] %s: error %.3g exceeds tolerance %.3g", r->op->name,
-                                ampc_dtype_name(r->dt), r->c.label, what, err, tol);
+    if (!(err <= tol))
+        fail_msg("%s %s [%s] %s: error %.3g exceeds tolerance %.3g", r->op->name, ampc_dtype_name(r->dt), r->c.label,
+                 what, err, tol);
 }
 
 static ampc_tensor *make_input(run *r, int i, ampc_tensor **leaf) {
@@ -199,7 +200,8 @@ static void run_case(run *r, uint64_t seed) {
         ints = ampc_tensor_from_buffer(g_ctx, AMPC_DTYPE_I64, r->c.int_ndim, r->c.int_shape, r->c.ints, AMPC_DTYPE_I64);
     }
     ampc_tensor *out = r->op->run(g_ctx, in, ints, &r->c);
-    if (!out) fail_msg("%s %s [%s]: the op failed: %s", r->op->name, ampc_dtype_name(r->dt), r->c.label, ampc_last_error());
+    if (!out)
+        fail_msg("%s %s [%s]: the op failed: %s", r->op->name, ampc_dtype_name(r->dt), r->c.label, ampc_last_error());
     r->op->out_shape(&r->c, &r->out_ndim, r->out_shape);
     r->n_out = ot_numel(r->out_ndim, r->out_shape);
     assert_int_equal(ampc_tensor_ndim(out), r->out_ndim);
@@ -222,7 +224,8 @@ static void run_case(run *r, uint64_t seed) {
         for (int64_t k = 0; k < r->n_out; k++) rf[k] = (float)(r->R[k] = round_to(want_dt, draw(&rs, OT_NORMAL)));
         ampc_tensor *gr = ampc_tensor_from_buffer(g_ctx, AMPC_DTYPE_F32, r->out_ndim, r->out_shape, rf, AMPC_DTYPE_F32);
         if (ampc_backward_with(g_ctx, out, gr) != AMPC_OK)
-            fail_msg("%s %s [%s]: backward failed: %s", r->op->name, ampc_dtype_name(r->dt), r->c.label, ampc_last_error());
+            fail_msg("%s %s [%s]: backward failed: %s", r->op->name, ampc_dtype_name(r->dt), r->c.label,
+                     ampc_last_error());
         for (int i = 0; i < r->c.nin; i++)
             if (!r->c.no_grad[i]) check_gradient(r, i, leaf[i]);
         free(rf), free(r->R);
@@ -239,7 +242,8 @@ static void test_op(void **state) {
     for (int d = 0; d < 3; d++)
         for (int v = 0; v < op->variants; v++) {
             run r = {.op = op, .dt = dts[d]};
-            uint64_t seed = 0x9E3779B97F4A7C15ull * (uint64_t)(v + 1) + (uint64_t)d * 7919 + strlen(op->name), rs = seed | 1;
+            uint64_t seed = 0x9E3779B97F4A7C15ull * (uint64_t)(v + 1) + (uint64_t)d * 7919 + strlen(op->name),
+                     rs = seed | 1;
             op->make(&r.c, v, &rs);
             run_case(&r, seed ^ 0xabcdef);
             if (r.worst > worst) worst = r.worst;

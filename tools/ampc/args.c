@@ -60,18 +60,10 @@ static void describe(const cli_opt *o, char *buf, size_t size) {
         cli_join(o->choices, list, sizeof list);
         snprintf(buf, size, "accepted: %s", list);
         break;
-    case CLI_INT:
-        snprintf(buf, size, "expected an integer in %" PRId64 "..%" PRId64, o->imin, o->imax);
-        break;
-    case CLI_DOUBLE:
-        snprintf(buf, size, "expected a number in %g..%g", o->dmin, o->dmax);
-        break;
-    case CLI_CUSTOM:
-        snprintf(buf, size, "expected %s", o->accepts ? o->accepts : "a valid value");
-        break;
-    default:
-        snprintf(buf, size, "expected a non-empty value");
-        break;
+    case CLI_INT: snprintf(buf, size, "expected an integer in %" PRId64 "..%" PRId64, o->imin, o->imax); break;
+    case CLI_DOUBLE: snprintf(buf, size, "expected a number in %g..%g", o->dmin, o->dmax); break;
+    case CLI_CUSTOM: snprintf(buf, size, "expected %s", o->accepts ? o->accepts : "a valid value"); break;
+    default: snprintf(buf, size, "expected a non-empty value"); break;
     }
 }
 
@@ -129,10 +121,8 @@ static bool store(const cli_opt *o, const char *v, char *why, size_t why_size) {
         *(double *)o->out = x;
         return true;
     }
-    case CLI_CUSTOM:
-        return o->parse(v, o->out, why, why_size);
-    default:
-        return false;
+    case CLI_CUSTOM: return o->parse(v, o->out, why, why_size);
+    default: return false;
     }
 }
 
@@ -167,7 +157,7 @@ static cli_result unknown_option(const cli_opt *opts, size_t nopts, const char *
     const char *name = arg + strspn(arg, "-"), *eq = strchr(name, '=');
     char bare[64];
     snprintf(bare, sizeof bare, "%.*s", (int)(eq ? eq - name : (ptrdiff_t)strlen(name)), name);
-    size_t best = 3;   /* suggest only close misspellings */
+    size_t best = 3; /* suggest only close misspellings */
     for (size_t i = 0; i < nopts; i++) {
         size_t d = distance(bare, opts[i].name);
         if (d < best) best = d, snprintf(hint, sizeof hint, " (did you mean --%s?)", opts[i].name);
@@ -184,8 +174,7 @@ static cli_result bad_value(const cli_opt *o, const char *v, const char *why, cl
 }
 
 /* One "--name[=value]" at argv[*i]; advances *i past a separate value. */
-static cli_result take_option(const cli_opt *opts, size_t nopts, int argc, char **argv, int *i,
-                              cli_parse_out *out) {
+static cli_result take_option(const cli_opt *opts, size_t nopts, int argc, char **argv, int *i, cli_parse_out *out) {
     const char *arg = argv[*i], *name = arg + 2, *eq = strchr(name, '=');
     size_t len = eq ? (size_t)(eq - name) : strlen(name);
     int k = find_opt(opts, nopts, name, len);
@@ -214,8 +203,8 @@ static cli_result take_option(const cli_opt *opts, size_t nopts, int argc, char 
 
 static bool is_help(const char *a) { return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0; }
 
-static cli_result take_positional(const cli_opt *opts, size_t nopts, const char *arg, int max_pos,
-                                  const char *pos_what, cli_parse_out *out) {
+static cli_result take_positional(const cli_opt *opts, size_t nopts, const char *arg, int max_pos, const char *pos_what,
+                                  cli_parse_out *out) {
     if (out->npos < max_pos) {
         out->pos[out->npos++] = (char *)arg;
         return CLI_PARSED;
@@ -270,7 +259,7 @@ static void help_values(const cli_opt *o, char *buf, size_t size) {
 }
 
 void cli_print_options(FILE *f, const cli_opt *opts, size_t nopts) {
-    int width = 6;   /* "--help" */
+    int width = 6; /* "--help" */
     char left[96], acc[400];
     for (size_t i = 0; i < nopts; i++) {
         int w = left_column(&opts[i], left, sizeof left);

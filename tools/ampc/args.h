@@ -15,12 +15,12 @@
 enum { CLI_EXIT_OK = 0, CLI_EXIT_FAIL = 1, CLI_EXIT_USAGE = 2 };
 
 typedef enum cli_kind {
-    CLI_FLAG,     /* no value; out: bool* set to true */
-    CLI_STRING,   /* any non-empty value; out: const char** (points into argv) */
-    CLI_CHOICE,   /* one of `choices` (exact match); out: int* index into choices */
-    CLI_INT,      /* decimal integer in [imin, imax]; out: int64_t* */
-    CLI_DOUBLE,   /* finite number in [dmin, dmax]; out: double* */
-    CLI_CUSTOM,   /* parsed by `parse`; for lists and other shapes the kinds above do not cover */
+    CLI_FLAG,   /* no value; out: bool* set to true */
+    CLI_STRING, /* any non-empty value; out: const char** (points into argv) */
+    CLI_CHOICE, /* one of `choices` (exact match); out: int* index into choices */
+    CLI_INT,    /* decimal integer in [imin, imax]; out: int64_t* */
+    CLI_DOUBLE, /* finite number in [dmin, dmax]; out: double* */
+    CLI_CUSTOM, /* parsed by `parse`; for lists and other shapes the kinds above do not cover */
 } cli_kind;
 
 /* A CLI_CUSTOM parser: returns false and writes what it expected into why (one short phrase, e.g.
@@ -28,26 +28,26 @@ typedef enum cli_kind {
 typedef bool (*cli_parse_fn)(const char *value, void *out, char *why, size_t why_size);
 
 typedef struct cli_opt {
-    const char *name;                /* without the dashes: "threads" for --threads */
+    const char *name; /* without the dashes: "threads" for --threads */
     cli_kind kind;
     void *out;
-    const char *metavar;             /* value placeholder in --help ("T"); NULL = "VALUE" */
-    const char *help;                /* one line for --help */
-    const char *defval;              /* default shown in --help, or NULL */
-    const char *const *choices;      /* CLI_CHOICE: NULL-terminated list */
-    int64_t imin, imax;              /* CLI_INT range, inclusive */
-    double dmin, dmax;               /* CLI_DOUBLE range, inclusive */
-    cli_parse_fn parse;              /* CLI_CUSTOM */
-    const char *accepts;             /* CLI_CUSTOM: what is accepted, for error messages */
+    const char *metavar;        /* value placeholder in --help ("T"); NULL = "VALUE" */
+    const char *help;           /* one line for --help */
+    const char *defval;         /* default shown in --help, or NULL */
+    const char *const *choices; /* CLI_CHOICE: NULL-terminated list */
+    int64_t imin, imax;         /* CLI_INT range, inclusive */
+    double dmin, dmax;          /* CLI_DOUBLE range, inclusive */
+    cli_parse_fn parse;         /* CLI_CUSTOM */
+    const char *accepts;        /* CLI_CUSTOM: what is accepted, for error messages */
 } cli_opt;
 
 typedef enum cli_result { CLI_PARSED = 0, CLI_HELP, CLI_ERROR } cli_result;
 
 typedef struct cli_parse_out {
-    int npos;                        /* positional arguments found, in order */
-    char **pos;                      /* points into a caller array of at least max_pos entries */
-    bool *seen;                      /* optional (NULL): seen[i] set when opts[i] was given */
-    char error[1600];                /* the one-line message when CLI_ERROR (no prefix, no newline) */
+    int npos;         /* positional arguments found, in order */
+    char **pos;       /* points into a caller array of at least max_pos entries */
+    bool *seen;       /* optional (NULL): seen[i] set when opts[i] was given */
+    char error[1600]; /* the one-line message when CLI_ERROR (no prefix, no newline) */
 } cli_parse_out;
 
 /* Parses argv[0..argc) (argv[0] is the first argument, not the program). --help and -h anywhere give

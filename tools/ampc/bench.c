@@ -61,8 +61,7 @@ int cmd_bench(int argc, char **argv) {
     for (char *c = q; *c; c++)
         if ((unsigned char)*c < 0x20) *c = '?';
     if (q[0] == '-')
-        fprintf(stderr, "ampc bench: unknown option '%s' before the kind; accepted: --help, or a kind: %s\n", q,
-                list);
+        fprintf(stderr, "ampc bench: unknown option '%s' before the kind; accepted: --help, or a kind: %s\n", q, list);
     else fprintf(stderr, "ampc bench: unknown benchmark kind '%s'; expected one of: %s\n", q, list);
     return CLI_EXIT_USAGE;
 }
@@ -158,9 +157,21 @@ static int run_convert(int argc, char **argv) {
     int64_t threads = 1, mib = 64;
     const cli_opt opts[] = {
         {.name = "json", .kind = CLI_FLAG, .out = &json, .help = "one JSON object per measurement, one per line"},
-        {.name = "threads", .kind = CLI_INT, .out = &threads, .metavar = "T", .imin = 1, .imax = 1024,
-         .defval = "1", .help = "split each array into T contiguous parts run in parallel"},
-        {.name = "mib", .kind = CLI_INT, .out = &mib, .metavar = "N", .imin = 1, .imax = 4096, .defval = "64",
+        {.name = "threads",
+         .kind = CLI_INT,
+         .out = &threads,
+         .metavar = "T",
+         .imin = 1,
+         .imax = 1024,
+         .defval = "1",
+         .help = "split each array into T contiguous parts run in parallel"},
+        {.name = "mib",
+         .kind = CLI_INT,
+         .out = &mib,
+         .metavar = "N",
+         .imin = 1,
+         .imax = 4096,
+         .defval = "64",
          .help = "MiB of F32 source per array"},
     };
     cli_parse_out po = {0};

@@ -64,7 +64,7 @@ static void print_human(const bench_gemm_report *rep) {
     for (size_t i = 0; i < rep->nrows; i++) {
         const bench_gemm_row *r = &rep->rows[i];
         char pct[16];
-        if (r->above_peak) snprintf(pct, sizeof pct, "   busy");   /* never "more than 100%" */
+        if (r->above_peak) snprintf(pct, sizeof pct, "   busy"); /* never "more than 100%" */
         else snprintf(pct, sizeof pct, "%6.1f%%", 100 * r->peak_fraction);
         busy |= r->above_peak;
         printf("%-16s %-34s %s %-12s %5lld %5lld %5lld %9.1f %s %s %s\n", r->slot, r->kernel, r->chosen ? "*" : " ",
@@ -87,9 +87,21 @@ int bench_gemm_main(int argc, char **argv) {
     int64_t threads = 1, max = 2048;
     const cli_opt opts[] = {
         {.name = "json", .kind = CLI_FLAG, .out = &json, .help = "one JSON object per measurement, one per line"},
-        {.name = "threads", .kind = CLI_INT, .out = &threads, .metavar = "T", .imin = 1, .imax = 1024,
-         .defval = "1", .help = "threads for the kernels and the peak loops"},
-        {.name = "max", .kind = CLI_INT, .out = &max, .metavar = "N", .imin = 256, .imax = 8192, .defval = "2048",
+        {.name = "threads",
+         .kind = CLI_INT,
+         .out = &threads,
+         .metavar = "T",
+         .imin = 1,
+         .imax = 1024,
+         .defval = "1",
+         .help = "threads for the kernels and the peak loops"},
+        {.name = "max",
+         .kind = CLI_INT,
+         .out = &max,
+         .metavar = "N",
+         .imin = 256,
+         .imax = 8192,
+         .defval = "2048",
          .help = "largest square (powers of two from 256)"},
         {.name = "no-gpt", .kind = CLI_FLAG, .out = &no_gpt, .help = "leave out the GPT step shapes"},
     };

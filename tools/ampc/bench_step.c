@@ -81,10 +81,11 @@ static int run_all(const char *prog, run_config *cfg, const prec_list *pl, int64
         if (i == 0) base = f;
         if (json) print_json(cfg, cfg->label, &f, cfg->steps - warmup, warmup, lm);
         else {
-            if (i == 0) printf("%s, batch %lld, %d threads: median of %lld steps after %lld warm-up\n\n"
-                               "precision  ms/step   min ms  %11s  peak MiB  vs %s\n", desc, (long long)cfg->batch,
-                               cfg->threads, (long long)(cfg->steps - warmup), (long long)warmup,
-                               out.r.throughput_unit, cfg->label);
+            if (i == 0)
+                printf("%s, batch %lld, %d threads: median of %lld steps after %lld warm-up\n\n"
+                       "precision  ms/step   min ms  %11s  peak MiB  vs %s\n",
+                       desc, (long long)cfg->batch, cfg->threads, (long long)(cfg->steps - warmup), (long long)warmup,
+                       out.r.throughput_unit, cfg->label);
             printf("%-9s %8.1f %8.1f %12.0f %9.1f  %.2fx\n", cfg->label, f.ms, f.ms_min, f.per_s,
                    (double)f.peak / 1048576.0, base.ms / f.ms);
         }
@@ -102,10 +103,20 @@ int bench_step_main(int argc, char **argv) {
     bool json = false;
     cli_opt opts[MAX_OPTS];
     int n = run_options(&cfg, opts, MAX_OPTS - 3);
-    opts[n++] = (cli_opt){.name = "precisions", .kind = CLI_CUSTOM, .out = &pl, .parse = run_parse_precisions,
-                          .metavar = "LIST", .accepts = "a comma-separated list of fp32, bf16, fp16",
-                          .defval = "fp32,bf16,fp16", .help = "the precisions to time, in order"};
-    opts[n++] = (cli_opt){.name = "untimed", .kind = CLI_INT, .out = &warmup, .imin = 0, .imax = 1000, .defval = "2",
+    opts[n++] = (cli_opt){.name = "precisions",
+                          .kind = CLI_CUSTOM,
+                          .out = &pl,
+                          .parse = run_parse_precisions,
+                          .metavar = "LIST",
+                          .accepts = "a comma-separated list of fp32, bf16, fp16",
+                          .defval = "fp32,bf16,fp16",
+                          .help = "the precisions to time, in order"};
+    opts[n++] = (cli_opt){.name = "untimed",
+                          .kind = CLI_INT,
+                          .out = &warmup,
+                          .imin = 0,
+                          .imax = 1000,
+                          .defval = "2",
                           .help = "untimed steps first"};
     opts[n++] = (cli_opt){.name = "json", .kind = CLI_FLAG, .out = &json, .help = "one JSON object per precision"};
     bool seen[MAX_OPTS] = {false};

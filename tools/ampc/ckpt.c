@@ -55,8 +55,8 @@ static int link_newest(const char *prog, const char *numbered, const char *path)
     snprintf(tmp, sizeof tmp, "%s.link", path);
     unlink(tmp);
     if (link(numbered, tmp) != 0 || rename(tmp, path) != 0) {
-        fprintf(stderr, "%s: --checkpoint: cannot make '%s' name the newest checkpoint '%s': %s\n", prog, path, numbered,
-                strerror(errno));
+        fprintf(stderr, "%s: --checkpoint: cannot make '%s' name the newest checkpoint '%s': %s\n", prog, path,
+                numbered, strerror(errno));
         unlink(tmp);
         return 1;
     }
@@ -128,7 +128,8 @@ int ckpt_save_or_rescue(const char *prog, const char *path, int64_t keep, const 
                         char *rescue, size_t size) {
     if (ckpt_save(prog, path, keep, state) == 0) return 0;
     const char *tmp = getenv("TMPDIR"), *slash = strrchr(path, '/');
-    snprintf(rescue, size, "%s/ampc-rescue-%ld-%s", tmp && *tmp ? tmp : "/tmp", (long)getpid(), slash ? slash + 1 : path);
+    snprintf(rescue, size, "%s/ampc-rescue-%ld-%s", tmp && *tmp ? tmp : "/tmp", (long)getpid(),
+             slash ? slash + 1 : path);
     if (ampc_checkpoint_save(rescue, state) == AMPC_OK) return 1;
     fprintf(stderr, "%s: --checkpoint: the rescue copy failed too: %s\n", prog, ampc_last_error());
     rescue[0] = '\0';

@@ -19,8 +19,8 @@ int cmd_inspect(int argc, char **argv);
 /* Parses a subcommand's options, then checks AMPC_ISA. Returns -1 when the caller should go on;
  * otherwise the exit status to return now: 0 after printing help (usage(stdout), then the option list),
  * 2 after printing one line `prog: <error>` on stderr. */
-int cli_parse_or_exit(const char *prog, void (*usage)(FILE *), const cli_opt *opts, size_t nopts, int argc,
-                      char **argv, int max_pos, const char *pos_what, cli_parse_out *out);
+int cli_parse_or_exit(const char *prog, void (*usage)(FILE *), const cli_opt *opts, size_t nopts, int argc, char **argv,
+                      int max_pos, const char *pos_what, cli_parse_out *out);
 
 /* The whole option handling of a command whose only option is --json: -1 to go on (with *json set),
  * else the exit status to return now, as cli_parse_or_exit. */

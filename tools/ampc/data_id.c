@@ -24,7 +24,7 @@ void data_id_absolute(const char *spec, char *buf, size_t size) {
 
 static void add(data_id *id, const void *p, size_t n) {
     const unsigned char *b = p;
-    for (size_t done = 0; done < n;) {   /* zlib takes a uInt length */
+    for (size_t done = 0; done < n;) { /* zlib takes a uInt length */
         uInt k = n - done > (1u << 30) ? 1u << 30 : (uInt)(n - done);
         id->crc32 = (uint32_t)crc32(id->crc32, b + done, k);
         done += k;

@@ -11,9 +11,9 @@
 #include <stdint.h>
 
 typedef struct data_id {
-    char spec[4200];      /* "text:/home/u/fortunes.txt", "fashion-mnist:/data/fm", "builtin" */
-    uint64_t size;        /* bytes fingerprinted */
-    uint32_t crc32;       /* zlib's CRC-32 of them */
+    char spec[4200]; /* "text:/home/u/fortunes.txt", "fashion-mnist:/data/fm", "builtin" */
+    uint64_t size;   /* bytes fingerprinted */
+    uint32_t crc32;  /* zlib's CRC-32 of them */
 } data_id;
 
 /* spec with a relative path made absolute against the current directory ("builtin" and a bare

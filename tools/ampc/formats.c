@@ -18,13 +18,11 @@ static void usage(FILE *f) {
 static const char *yes_no(bool b) { return b ? "yes" : "no"; }
 
 /* Hex digits of a bit pattern: TF32 (19 bits) lives in FP32's 32-bit layout. */
-static int hex_width(const ampc_format_info *fi) {
-    return fi->total_bits <= 8 ? 2 : fi->total_bits <= 16 ? 4 : 8;
-}
+static int hex_width(const ampc_format_info *fi) { return fi->total_bits <= 8 ? 2 : fi->total_bits <= 16 ? 4 : 8; }
 
 static void print_layout(const ampc_format_info *fis) {
-    printf("%-9s %4s %4s %4s %5s %5s %5s %4s %11s %9s\n", "format", "bits", "exp", "man", "bias", "emin", "emax",
-           "inf", "max bits", "verified");
+    printf("%-9s %4s %4s %4s %5s %5s %5s %4s %11s %9s\n", "format", "bits", "exp", "man", "bias", "emin", "emax", "inf",
+           "max bits", "verified");
     for (int i = 0; i < AMPC_FORMAT_COUNT; i++) {
         const ampc_format_info *f = &fis[i];
         printf("%-9s %4d %4d %4d %5d %5d %5d %4s  0x%0*x%*s %9s\n", f->name, f->total_bits, f->exponent_bits,
@@ -34,8 +32,8 @@ static void print_layout(const ampc_format_info *fis) {
 }
 
 static void print_values(const ampc_format_info *fis) {
-    printf("%-9s %12s %12s %12s %12s %7s %8s %8s\n", "format", "max finite", "min normal", "min subnorm",
-           "epsilon", "digits", "decades", "normal");
+    printf("%-9s %12s %12s %12s %12s %7s %8s %8s\n", "format", "max finite", "min normal", "min subnorm", "epsilon",
+           "digits", "decades", "normal");
     for (int i = 0; i < AMPC_FORMAT_COUNT; i++) {
         const ampc_format_info *f = &fis[i];
         printf("%-9s %12.5e %12.5e %12.5e %12.5e %7.2f %8.2f %8.2f\n", f->name, f->max_finite, f->min_normal,

@@ -26,9 +26,9 @@ static const char *const status_names[] = {"native", "native-capable", "emulated
 
 typedef struct cell {
     cell_status status;
-    const char *feature;   /* the usable feature that decides it, or NULL */
-    const char *how;       /* the instruction (native) or the method (emulated) */
-    const char *note;      /* one sentence for the notes, or NULL */
+    const char *feature; /* the usable feature that decides it, or NULL */
+    const char *how;     /* the instruction (native) or the method (emulated) */
+    const char *note;    /* one sentence for the notes, or NULL */
 } cell;
 
 enum { ROW_F32, ROW_F16, ROW_BF16, NROWS };
@@ -79,8 +79,7 @@ static cell cvt_bf16(void) {
     if (has(AMPC_CPU_AVX512_BF16))
         return (cell){ST_NATIVE, "avx512_bf16", "vcvtneps2bf16",
                       "F32->BF16 in one instruction; BF16->F32 is an exact shift."};
-    return (cell){ST_EMULATED, NULL, "integer RNE",
-                  "F32->BF16 rounds with integer adds; BF16->F32 is an exact shift."};
+    return (cell){ST_EMULATED, NULL, "integer RNE", "F32->BF16 rounds with integer adds; BF16->F32 is an exact shift."};
 }
 
 static cell elem_f32(void) {
@@ -93,17 +92,18 @@ static cell elem_low(bool f16) {
     if (f16 && has(AMPC_CPU_AVX512_FP16))
         return (cell){ST_CAPABLE, "avx512_fp16", "vmulph",
                       "The CPU has FP16 arithmetic, but ampc computes elementwise work in F32."};
-    return (cell){ST_EMULATED, NULL, "computed in F32",
-                  "Widened to F32, computed, rounded once on store."};
+    return (cell){ST_EMULATED, NULL, "computed in F32", "Widened to F32, computed, rounded once on store."};
 }
 
 static void build_grid(cell g[NROWS][NOPS]) {
     g[ROW_F32][OP_GEMM] = gemm_cell("gemm_f32", NULL);
     g[ROW_F32][OP_CVT] = (cell){ST_NA, NULL, "the hub", "F16 and BF16 convert to and from F32."};
     g[ROW_F32][OP_ELEM] = elem_f32();
-    g[ROW_F16][OP_GEMM] = gemm_cell("gemm_f16", has(AMPC_CPU_AVX512_FP16)
-        ? "Operands widen exactly (vcvtph2ps), then FP32 FMA. The CPU's vfmadd231ph would accumulate in FP16."
-        : "No FP16 dot product: operands widen exactly (vcvtph2ps), then FP32 FMA.");
+    g[ROW_F16][OP_GEMM] = gemm_cell(
+        "gemm_f16",
+        has(AMPC_CPU_AVX512_FP16)
+            ? "Operands widen exactly (vcvtph2ps), then FP32 FMA. The CPU's vfmadd231ph would accumulate in FP16."
+            : "No FP16 dot product: operands widen exactly (vcvtph2ps), then FP32 FMA.");
     g[ROW_F16][OP_CVT] = cvt_f16();
     g[ROW_F16][OP_ELEM] = elem_low(true);
     g[ROW_BF16][OP_GEMM] = gemm_cell("gemm_bf16", "No BF16 dot product used: BF16 widens exactly (a shift), then "
@@ -124,9 +124,9 @@ typedef struct info {
     cell grid[NROWS][NOPS];
 } info;
 
-static const char *const xcr0_names[64] = {[0] = "x87", [1] = "SSE", [2] = "AVX", [5] = "opmask",
-                                           [6] = "ZMM_Hi256", [7] = "Hi16_ZMM", [9] = "PKRU",
-                                           [17] = "XTILECFG", [18] = "XTILEDATA"};
+static const char *const xcr0_names[64] = {
+    [0] = "x87",      [1] = "SSE",  [2] = "AVX",       [5] = "opmask",    [6] = "ZMM_Hi256",
+    [7] = "Hi16_ZMM", [9] = "PKRU", [17] = "XTILECFG", [18] = "XTILEDATA"};
 
 static void xcr0_text(uint64_t x, char *buf, size_t size) {
     size_t used = 0;
@@ -175,15 +175,14 @@ static ampc_status gather(info *in) {
 }
 
 /* The conversion pairs of the tensor float dtypes, in the order the bench prints them. */
-static const ampc_dtype cvt_pairs[][2] = {   /* {src, dst} */
-    {AMPC_DTYPE_F32, AMPC_DTYPE_F16}, {AMPC_DTYPE_F32, AMPC_DTYPE_BF16}, {AMPC_DTYPE_F16, AMPC_DTYPE_F32},
+static const ampc_dtype cvt_pairs[][2] = {
+    /* {src, dst} */
+    {AMPC_DTYPE_F32, AMPC_DTYPE_F16},  {AMPC_DTYPE_F32, AMPC_DTYPE_BF16}, {AMPC_DTYPE_F16, AMPC_DTYPE_F32},
     {AMPC_DTYPE_F16, AMPC_DTYPE_BF16}, {AMPC_DTYPE_BF16, AMPC_DTYPE_F32}, {AMPC_DTYPE_BF16, AMPC_DTYPE_F16},
 };
 #define NPAIRS (sizeof cvt_pairs / sizeof cvt_pairs[0])
 
-static const char *cvt_kernel(size_t i) {
-    return ampc_convert_kernel_name(cvt_pairs[i][1], cvt_pairs[i][0]);
-}
+static const char *cvt_kernel(size_t i) { return ampc_convert_kernel_name(cvt_pairs[i][1], cvt_pairs[i][0]); }
 
 /* ---- the registry: candidates besides the chosen kernel ---- */
 
@@ -231,14 +230,16 @@ static const char *other_candidates(const char *slot, char *buf, size_t size) {
 static void verdict(const info *in, int row, char *buf, size_t size) {
     const cell *g = &in->grid[row][OP_GEMM];
     if (strcmp(g->how, "3 exact BF16 tile passes") == 0)
-        snprintf(buf, size, "matrix multiply on the AMX BF16 tiles, three exact passes (FP32 accumulate): saves "
-                            "memory and bandwidth, and compute wherever three tile passes beat FP32 FMAs");
+        snprintf(buf, size,
+                 "matrix multiply on the AMX BF16 tiles, three exact passes (FP32 accumulate): saves "
+                 "memory and bandwidth, and compute wherever three tile passes beat FP32 FMAs");
     else if (g->status == ST_NATIVE)
         snprintf(buf, size, "native matrix multiply (%s, FP32 accumulate): saves compute, memory and bandwidth",
                  g->how);
     else
-        snprintf(buf, size, "no native matrix multiply: its math runs in F32, so it saves memory and bandwidth, "
-                            "not compute");
+        snprintf(buf, size,
+                 "no native matrix multiply: its math runs in F32, so it saves memory and bandwidth, "
+                 "not compute");
 }
 
 /* ---- human output ---- */
@@ -260,8 +261,7 @@ static void print_features(const info *in) {
         const char *why = unusable_reason(in->cpu, f);
         const char *name = ampc_cpu_feature_name((ampc_cpu_feature)f);
         if (*why) printf("  %-12s %-6s %-6s %s\n", name, in->cpu->cpuid[f] ? "yes" : "no", "no", why);
-        else printf("  %-12s %-6s %s\n", name, in->cpu->cpuid[f] ? "yes" : "no",
-                    in->cpu->os_enabled[f] ? "yes" : "no");
+        else printf("  %-12s %-6s %s\n", name, in->cpu->cpuid[f] ? "yes" : "no", in->cpu->os_enabled[f] ? "yes" : "no");
     }
 }
 
@@ -306,7 +306,7 @@ static void print_grid(const info *in) {
         printf("  %-5s", row_names[r]);
         for (int o = 0; o < NOPS; o++) {
             cell_text(&in->grid[r][o], t, sizeof t);
-            printf("  %-*s", o + 1 < NOPS ? w[o] : 0, t);   /* no trailing blanks */
+            printf("  %-*s", o + 1 < NOPS ? w[o] : 0, t); /* no trailing blanks */
         }
         printf("\n");
     }
@@ -458,8 +458,8 @@ static void json_cell(json_writer *w, const cell *c) {
     json_kstr(w, "status", status_names[c->status]);
     json_kstr(w, "feature", c->feature);
     bool native = c->status == ST_NATIVE || c->status == ST_CAPABLE;
-    json_kstr(w, "instruction", native ? c->how : NULL);   /* what the CPU executes natively */
-    json_kstr(w, "emulation", c->status == ST_EMULATED ? c->how : NULL);   /* how ampc gets by without it */
+    json_kstr(w, "instruction", native ? c->how : NULL);                 /* what the CPU executes natively */
+    json_kstr(w, "emulation", c->status == ST_EMULATED ? c->how : NULL); /* how ampc gets by without it */
     json_kstr(w, "note", c->note);
     json_obj_end(w);
 }

@@ -27,7 +27,8 @@ static bool is_state(const char *name) { return !strncmp(name, "optim.", 6) || !
 
 static void shape_text(const ampc_st_tensor *t, char *buf, size_t size) {
     size_t n = (size_t)snprintf(buf, size, "[");
-    for (int d = 0; d < t->ndim && n < size; d++) n += (size_t)snprintf(buf + n, size - n, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+    for (int d = 0; d < t->ndim && n < size; d++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
     if (n < size) snprintf(buf + n, size - n, "]");
 }
 
@@ -47,7 +48,8 @@ static void summary_human(const ampc_safetensors *st) {
     if (ampc_checkpoint_model_config(st, &mc) == AMPC_OK) {
         char d[256];
         run_describe_model(&mc, d, sizeof d);
-        printf("model:      %s, parameters %s, seed %llu\n", d, ampc_dtype_name(mc.param_dtype), (unsigned long long)mc.seed);
+        printf("model:      %s, parameters %s, seed %llu\n", d, ampc_dtype_name(mc.param_dtype),
+               (unsigned long long)mc.seed);
     }
     if (ampc_safetensors_metadata(st, "ampc.optim.kind"))
         printf("optimizer:  %s, lr %s (base %s), %s steps\n", meta(st, "ampc.optim.kind"), meta(st, "ampc.optim.lr"),
@@ -87,11 +89,11 @@ static void print_human(const ampc_safetensors *st, bool checkpoint) {
     if (checkpoint) summary_human(st);
     int nm = ampc_safetensors_metadata_count(st);
     printf("\nmetadata (%d):\n", nm);
-    for (int i = 0; i < nm; i++) {   /* every entry, so the count is what is listed */
+    for (int i = 0; i < nm; i++) { /* every entry, so the count is what is listed */
         const char *k, *v;
         char line[4096];
         ampc_safetensors_metadata_at(st, i, &k, &v);
-        args_line(v, line, sizeof line);   /* train.args holds one token per line */
+        args_line(v, line, sizeof line); /* train.args holds one token per line */
         printf("  %-28s %s\n", k, line);
     }
     printf("\n%-44s %-6s %-18s %s\n", "tensor", "dtype", "shape", "bytes");
@@ -161,7 +163,7 @@ int cmd_inspect(int argc, char **argv) {
     ampc_safetensors *st;
     if (ampc_safetensors_read(pos[0], &st) != AMPC_OK) return cli_fail_lib(prog, ampc_last_status());
     bool checkpoint = ampc_safetensors_metadata(st, "ampc.format") != NULL;
-    if (checkpoint) {   /* the checks --resume makes: version and checksum */
+    if (checkpoint) { /* the checks --resume makes: version and checksum */
         ampc_safetensors_free(st);
         if (ampc_checkpoint_open(pos[0], &st) != AMPC_OK) return cli_fail_lib(prog, ampc_last_status());
     }

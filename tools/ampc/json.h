@@ -13,10 +13,10 @@
 
 typedef struct json_writer {
     FILE *f;
-    bool pretty;                      /* newlines + 2-space indent; else one line */
+    bool pretty; /* newlines + 2-space indent; else one line */
     int depth;
-    bool has_items[JSON_MAX_DEPTH];   /* the open container already holds a value (comma needed) */
-    bool after_key;                   /* a key was written; its value comes next */
+    bool has_items[JSON_MAX_DEPTH]; /* the open container already holds a value (comma needed) */
+    bool after_key;                 /* a key was written; its value comes next */
 } json_writer;
 
 void json_init(json_writer *w, FILE *f, bool pretty);
@@ -30,7 +30,7 @@ void json_arr_end(json_writer *w);
 /* The key of the next member; only inside an object. */
 void json_key(json_writer *w, const char *key);
 
-void json_str(json_writer *w, const char *s);   /* NULL writes null */
+void json_str(json_writer *w, const char *s); /* NULL writes null */
 void json_num(json_writer *w, double x);
 void json_int(json_writer *w, int64_t x);
 void json_uint(json_writer *w, uint64_t x);

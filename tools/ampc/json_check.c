@@ -13,7 +13,7 @@
 
 typedef struct reader {
     const unsigned char *p, *end, *start;
-    const char *error;   /* first error, NULL while fine */
+    const char *error; /* first error, NULL while fine */
     const unsigned char *error_at;
 } reader;
 
@@ -43,7 +43,8 @@ static bool literal(reader *r, const char *word) {
 static bool number(reader *r) {
     if (at(r, '-')) r->p++;
     if (at(r, '0')) r->p++;
-    else if (is_digit(r)) while (is_digit(r)) r->p++;
+    else if (is_digit(r))
+        while (is_digit(r)) r->p++;
     else return fail(r, "expected a digit");
     if (at(r, '.')) {
         r->p++;
@@ -77,7 +78,7 @@ static bool utf8(reader *r) {
 }
 
 static bool escape(reader *r) {
-    r->p++;   /* the backslash */
+    r->p++; /* the backslash */
     if (r->p >= r->end) return fail(r, "unterminated escape");
     if (strchr("\"\\/bfnrt", *r->p) && *r->p) {
         r->p++;
@@ -92,11 +93,13 @@ static bool escape(reader *r) {
 }
 
 static bool string(reader *r) {
-    r->p++;   /* the opening quote */
+    r->p++; /* the opening quote */
     while (r->p < r->end && *r->p != '"') {
         unsigned c = *r->p;
-        bool ok = c == '\\' ? escape(r) : c < 0x20 ? fail(r, "control character in a string")
-                                        : c < 0x80 ? (r->p++, true) : utf8(r);
+        bool ok = c == '\\'  ? escape(r)
+                  : c < 0x20 ? fail(r, "control character in a string")
+                  : c < 0x80 ? (r->p++, true)
+                             : utf8(r);
         if (!ok) return false;
     }
     if (!at(r, '"')) return fail(r, "unterminated string");
@@ -179,8 +182,7 @@ static int report(const reader *r, const unsigned char *all, const char *source)
     const unsigned char *bol = all;
     for (const unsigned char *q = all; q < r->error_at; q++)
         if (*q == '\n') line++, bol = q + 1;
-    fprintf(stderr, "json_check: %s line %ld, byte %ld: %s\n", source, line, (long)(r->error_at - bol) + 1,
-            r->error);
+    fprintf(stderr, "json_check: %s line %ld, byte %ld: %s\n", source, line, (long)(r->error_at - bol) + 1, r->error);
     return 1;
 }
 

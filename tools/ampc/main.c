@@ -72,11 +72,8 @@ int cli_parse_or_exit(const char *prog, void (*usage_fn)(FILE *), const cli_opt 
         usage_fn(stdout);
         cli_print_options(stdout, opts, nopts);
         return CLI_EXIT_OK;
-    case CLI_ERROR:
-        fprintf(stderr, "%s: %s\n", prog, out->error);
-        return CLI_EXIT_USAGE;
-    default:
-        return isa_env_ok(prog) ? -1 : CLI_EXIT_USAGE;
+    case CLI_ERROR: fprintf(stderr, "%s: %s\n", prog, out->error); return CLI_EXIT_USAGE;
+    default: return isa_env_ok(prog) ? -1 : CLI_EXIT_USAGE;
     }
 }
 

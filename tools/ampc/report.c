@@ -86,17 +86,30 @@ static void sb_add(sbuf *b, const char *f, ...) {
 
 /* ---- the table model ---- */
 
-enum { C_LABEL, C_LOSS, C_EVAL_LOSS, C_EVAL_ACC, C_MAX_D, C_FINAL_D, C_SKIPPED, C_SCALE, C_PEAK,
-       C_TPUT, C_TIME, C_SPEEDUP, NCOLS };
+enum {
+    C_LABEL,
+    C_LOSS,
+    C_EVAL_LOSS,
+    C_EVAL_ACC,
+    C_MAX_D,
+    C_FINAL_D,
+    C_SKIPPED,
+    C_SCALE,
+    C_PEAK,
+    C_TPUT,
+    C_TIME,
+    C_SPEEDUP,
+    NCOLS
+};
 #define CELL 48
 
 typedef struct table {
-    bool compact;                   /* short headers, for narrow terminals */
+    bool compact; /* short headers, for narrow terminals */
     int ncols;
-    int col[NCOLS];                 /* which C_* each shown column is */
+    int col[NCOLS]; /* which C_* each shown column is */
     const char *head[NCOLS];
     int nrows;
-    char (*cell)[NCOLS][CELL];      /* [row][shown column] */
+    char (*cell)[NCOLS][CELL]; /* [row][shown column] */
 } table;
 
 /* The Δloss cells: "-" where there is nothing to compare (the reference itself, or no FP32 run), but a
@@ -132,16 +145,24 @@ static bool column_shown(int c, const run_result *runs, int n, bool timing) {
     return false;
 }
 
-static const char *const full_heads[NCOLS] = {"precision", "final loss", "eval loss", "eval acc", "max |Δloss|",
-                                              "final |Δloss|", "skipped", "final scale", "peak MiB", NULL,
-                                              "time s", "speed-up"};
+static const char *const full_heads[NCOLS] = {"precision",     "final loss", "eval loss",   "eval acc", "max |Δloss|",
+                                              "final |Δloss|", "skipped",    "final scale", "peak MiB", NULL,
+                                              "time s",        "speed-up"};
 /* The compact table's headers and the key printed under it (NULL: nothing to explain). */
-static const char *const short_heads[NCOLS] = {"prec", "loss", "eval", "acc", "max Δ", "end Δ", "skip", "scale",
-                                               "MiB", NULL, "s", "speed"};
-static const char *const short_keys[NCOLS] = {NULL, "loss = final train loss", "eval = eval loss",
-                                              "acc = eval accuracy", "max Δ / end Δ = largest / final |Δloss| "
-                                              "against fp32", NULL, "skip = skipped steps", "scale = final loss scale",
-                                              "MiB = peak memory", NULL, "s = training seconds",
+static const char *const short_heads[NCOLS] = {"prec", "loss",  "eval", "acc", "max Δ", "end Δ",
+                                               "skip", "scale", "MiB",  NULL,  "s",     "speed"};
+static const char *const short_keys[NCOLS] = {NULL,
+                                              "loss = final train loss",
+                                              "eval = eval loss",
+                                              "acc = eval accuracy",
+                                              "max Δ / end Δ = largest / final |Δloss| "
+                                              "against fp32",
+                                              NULL,
+                                              "skip = skipped steps",
+                                              "scale = final loss scale",
+                                              "MiB = peak memory",
+                                              NULL,
+                                              "s = training seconds",
                                               "speed = speed-up over fp32"};
 
 static const char *unit_head(const run_result *runs, int n, bool compact) {
@@ -325,8 +346,9 @@ static void verdict_vs(sbuf *b, const run_result *r, const run_result *ref, bool
     if (!finite) sb_add(b, "final loss %s, ", isnan(r->final_train_loss) ? "nan" : "inf");
     else if (fabs(rel) <= MATCH_REL) sb_add(b, "final loss within %.2f%% of fp32, ", fabs(rel) * 100);
     else sb_add(b, "final loss %.2f%% %s than fp32, ", fabs(rel) * 100, rel > 0 ? "higher" : "lower");
-    if (acc) sb_add(b, "eval accuracy %.2f%% vs %.2f%% (%+.2f points), ", r->eval_accuracy * 100,
-                    ref->eval_accuracy * 100, pts);
+    if (acc)
+        sb_add(b, "eval accuracy %.2f%% vs %.2f%% (%+.2f points), ", r->eval_accuracy * 100, ref->eval_accuracy * 100,
+               pts);
     verdict_skipped(b, r);
 }
 
@@ -383,7 +405,7 @@ void report_print_table_fit(FILE *f, const report_meta *meta, const run_result *
                             int columns) {
     table t;
     if (table_build(&t, runs, nruns, timing, false) != 0) return;
-    if (columns > 0 && table_width(&t) > columns) {   /* too wide: short headers, then blocks of columns */
+    if (columns > 0 && table_width(&t) > columns) { /* too wide: short headers, then blocks of columns */
         free(t.cell);
         if (table_build(&t, runs, nruns, timing, true) != 0) return;
     }
@@ -452,10 +474,11 @@ static void md_write(FILE *f, const report_meta *m, const run_result *runs, int 
     md_files(f, runs, n);
     fputs("## How to read this\n\n", f);
     fputs(how_to_read, f);
-    fprintf(f, "- **Verdict**: *faster* compares wall time with FP32's (within %g%% it is *about as fast*); "
-               "*matches fp32* means the final loss is within %g%% of FP32's (and eval accuracy within %g "
-               "points), *close to fp32* within %g%% (%g points), *differs from fp32* beyond that; *diverged* "
-               "means the final loss is not finite.\n",
+    fprintf(f,
+            "- **Verdict**: *faster* compares wall time with FP32's (within %g%% it is *about as fast*); "
+            "*matches fp32* means the final loss is within %g%% of FP32's (and eval accuracy within %g "
+            "points), *close to fp32* within %g%% (%g points), *differs from fp32* beyond that; *diverged* "
+            "means the final loss is not finite.\n",
             SAME_SPEED * 100, MATCH_REL * 100, MATCH_PTS, CLOSE_REL * 100, CLOSE_PTS);
     fputs(how_to_timing, f);
 }
@@ -478,7 +501,7 @@ static double ema_weight(const run_result *runs, int n) {
  * never anticipates a spike, and it stays within the range of the losses it has seen. A non-finite loss
  * leaves a gap and does not enter the average. */
 static void smooth_loss(const double *y, int64_t n, double w, double *out) {
-    double avg = 0, wk = 1;   /* wk = w^k, kept by multiplication so the bytes do not depend on pow() */
+    double avg = 0, wk = 1; /* wk = w^k, kept by multiplication so the bytes do not depend on pow() */
     for (int64_t i = 0; i < n; i++) {
         if (!isfinite(y[i])) {
             out[i] = NAN;
@@ -507,15 +530,26 @@ static int write_loss_chart(const char *path, const run_result *runs, int n, cha
         if (!(smooth[i] = malloc(((size_t)runs[i].n + 1) * sizeof **smooth))) goto oom;
         smooth_loss(runs[i].loss, runs[i].n, w, smooth[i]);
         s[i] = (svg_series){.y = runs[i].loss, .n = runs[i].n, .color = svg_color(i), .width = 1, .opacity = 0.35};
-        s[n + i] = (svg_series){.label = runs[i].label, .y = smooth[i], .n = runs[i].n, .color = svg_color(i),
-                                .width = i ? 2 : 3.5, .dash = run_dash(i)};
+        s[n + i] = (svg_series){.label = runs[i].label,
+                                .y = smooth[i],
+                                .n = runs[i].n,
+                                .color = svg_color(i),
+                                .width = i ? 2 : 3.5,
+                                .dash = run_dash(i)};
     }
     char sub[160], legend[40];
-    snprintf(sub, sizeof sub, "faint: loss of each step; solid and dashed: exponential moving average, weight %.2f "
-             "(TensorBoard's smoothing)", w);
+    snprintf(sub, sizeof sub,
+             "faint: loss of each step; solid and dashed: exponential moving average, weight %.2f "
+             "(TensorBoard's smoothing)",
+             w);
     snprintf(legend, sizeof legend, "smoothing %.2f", w);
-    svg_chart c = {.title = "Training loss", .subtitle = sub, .xlabel = "optimizer step",
-                   .ylabel = "training loss", .series = s, .nseries = 2 * n, .legend_title = legend,
+    svg_chart c = {.title = "Training loss",
+                   .subtitle = sub,
+                   .xlabel = "optimizer step",
+                   .ylabel = "training loss",
+                   .series = s,
+                   .nseries = 2 * n,
+                   .legend_title = legend,
                    .empty_note = "no finite loss"};
     rc = svg_write_file(path, &c, err, errsize);
     goto out;
@@ -545,14 +579,25 @@ static int write_scale_chart(const char *path, const run_result *runs, int n, ch
         pts[2 * i] = malloc(((size_t)runs[i].n + 1) * sizeof(double));
         pts[2 * i + 1] = malloc(((size_t)runs[i].n + 1) * sizeof(double));
         if (!pts[2 * i] || !pts[2 * i + 1]) goto oom;
-        s[ns++] = (svg_series){.label = runs[i].label, .y = runs[i].scale, .n = runs[i].n, .color = svg_color(i),
-                               .width = 2, .steps = true, .marker_x = pts[2 * i], .marker_y = pts[2 * i + 1],
+        s[ns++] = (svg_series){.label = runs[i].label,
+                               .y = runs[i].scale,
+                               .n = runs[i].n,
+                               .color = svg_color(i),
+                               .width = 2,
+                               .steps = true,
+                               .marker_x = pts[2 * i],
+                               .marker_y = pts[2 * i + 1],
                                .nmarkers = skipped_points(&runs[i], pts[2 * i], pts[2 * i + 1])};
     }
-    svg_chart c = {.title = "Loss scale", .subtitle = "multiplies the loss before backward; backs off when a step "
-                   "is skipped (non-finite gradients), grows after a run of good steps",
-                   .xlabel = "optimizer step", .ylabel = "loss scale (log)", .log_y = true, .series = s,
-                   .nseries = ns, .marker_label = "skipped step",
+    svg_chart c = {.title = "Loss scale",
+                   .subtitle = "multiplies the loss before backward; backs off when a step "
+                               "is skipped (non-finite gradients), grows after a run of good steps",
+                   .xlabel = "optimizer step",
+                   .ylabel = "loss scale (log)",
+                   .log_y = true,
+                   .series = s,
+                   .nseries = ns,
+                   .marker_label = "skipped step",
                    .empty_note = "No run used a loss scaler: FP32 and BF16 have FP32's range and need none."};
     rc = svg_write_file(path, &c, err, errsize);
     goto out;
@@ -571,8 +616,7 @@ static int join(char *out, size_t size, const char *dir, const char *name, char 
     return -1;
 }
 
-static int write_md(const char *path, const report_meta *m, const run_result *runs, int n, char *err,
-                    size_t errsize) {
+static int write_md(const char *path, const report_meta *m, const run_result *runs, int n, char *err, size_t errsize) {
     table t;
     if (table_build(&t, runs, n, true, false) != 0) {
         snprintf(err, errsize, "cannot write %s: out of memory", path);
@@ -597,11 +641,9 @@ int report_write_dir(const char *dir, const report_meta *meta, const run_result 
     char path[4096];
     if (join(path, sizeof path, dir, "report.md", err, errsize) || write_md(path, meta, runs, nruns, err, errsize))
         return -1;
-    if (join(path, sizeof path, dir, "loss.svg", err, errsize) ||
-        write_loss_chart(path, runs, nruns, err, errsize))
+    if (join(path, sizeof path, dir, "loss.svg", err, errsize) || write_loss_chart(path, runs, nruns, err, errsize))
         return -1;
-    if (join(path, sizeof path, dir, "scale.svg", err, errsize) ||
-        write_scale_chart(path, runs, nruns, err, errsize))
+    if (join(path, sizeof path, dir, "scale.svg", err, errsize) || write_scale_chart(path, runs, nruns, err, errsize))
         return -1;
     return 0;
 }

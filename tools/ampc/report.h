@@ -10,33 +10,33 @@
 #include <stdio.h>
 
 typedef struct run_result {
-    const char *label;            /* "fp32", "bf16", "fp16" */
+    const char *label; /* "fp32", "bf16", "fp16" */
     /* per optimizer step (n entries) */
     int64_t n;
-    const double *loss;           /* unscaled training loss */
-    const double *scale;          /* loss scale used for the step's backward (1 when the scaler is off) */
-    const bool *skipped;          /* the step was skipped (non-finite gradient) */
+    const double *loss;  /* unscaled training loss */
+    const double *scale; /* loss scale used for the step's backward (1 when the scaler is off) */
+    const bool *skipped; /* the step was skipped (non-finite gradient) */
     /* summary */
-    double final_train_loss;      /* mean of the last min(n, 20) training losses */
-    double eval_loss;             /* NaN when not evaluated */
-    double eval_accuracy;         /* fraction in [0, 1]; NaN for language models */
-    double max_abs_dloss;         /* max over steps of |loss - loss_fp32| (NaN for the FP32 run or without one) */
-    double final_abs_dloss;       /* |final_train_loss - fp32's final_train_loss| */
+    double final_train_loss; /* mean of the last min(n, 20) training losses */
+    double eval_loss;        /* NaN when not evaluated */
+    double eval_accuracy;    /* fraction in [0, 1]; NaN for language models */
+    double max_abs_dloss;    /* max over steps of |loss - loss_fp32| (NaN for the FP32 run or without one) */
+    double final_abs_dloss;  /* |final_train_loss - fp32's final_train_loss| */
     int64_t skipped_steps;
     double final_scale;
-    size_t peak_bytes;            /* peak memory of the run */
-    double throughput;            /* samples/s or tokens/s over the whole run */
-    const char *throughput_unit;  /* "samples/s" or "tokens/s" */
-    double seconds;               /* wall time of the training loop */
-    double speedup;               /* FP32's seconds / this run's seconds (NaN without an FP32 run) */
-    const char *log_file;         /* the run's JSONL, relative to the report folder (linked from report.md),
+    size_t peak_bytes;           /* peak memory of the run */
+    double throughput;           /* samples/s or tokens/s over the whole run */
+    const char *throughput_unit; /* "samples/s" or "tokens/s" */
+    double seconds;              /* wall time of the training loop */
+    double speedup;              /* FP32's seconds / this run's seconds (NaN without an FP32 run) */
+    const char *log_file;        /* the run's JSONL, relative to the report folder (linked from report.md),
                                      or NULL */
 } run_result;
 
 typedef struct report_meta {
-    const char *model;            /* "gpt (2 layers, d 128, 4 heads, context 64)" */
-    const char *data;             /* "builtin: arithmetic (300000 bytes)" */
-    const char *command;          /* the command line that produced it */
+    const char *model;   /* "gpt (2 layers, d 128, 4 heads, context 64)" */
+    const char *data;    /* "builtin: arithmetic (300000 bytes)" */
+    const char *command; /* the command line that produced it */
     int64_t steps;
     int threads;
     uint64_t seed;

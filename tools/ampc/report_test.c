@@ -19,14 +19,14 @@
 
 static int failures;
 
-#define CHECK(cond, ...)                                                  \
-    do {                                                                  \
-        if (!(cond)) {                                                    \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);          \
-            fprintf(stderr, __VA_ARGS__);                                 \
-            fputc('\n', stderr);                                          \
-            failures++;                                                   \
-        }                                                                 \
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fputc('\n', stderr);                                                                                       \
+            failures++;                                                                                                \
+        }                                                                                                              \
     } while (0)
 
 /* ---- helpers ---- */
@@ -132,16 +132,22 @@ static void make_runs(synth *s, int nruns, int64_t n, bool classifier) {
     static const double offsets[NRUNS] = {0.0, 0.004, 0.05};
     static const double tput[NRUNS] = {12345.678, 23456.7, 21987.6};
     static const double acc[NRUNS] = {0.8734, 0.8712, 0.8650};
-    static const double seconds[NRUNS] = {987.654, 456.789, 512.345};   /* strings found nowhere else */
+    static const double seconds[NRUNS] = {987.654, 456.789, 512.345}; /* strings found nowhere else */
     static const char *const logs[NRUNS] = {"fp32.jsonl", "bf16.jsonl", "fp16.jsonl"};
     for (int k = 0; k < nruns; k++) {
         fill_loss(s->loss[k], n, k, offsets[k]);
         for (int64_t i = 0; i < n; i++) s->scale[k][i] = 1, s->skipped[k][i] = false;
         if (k == 2) fill_fp16_scale(s->scale[k], s->skipped[k], n), s->loss[k][50] = INFINITY;
-        s->runs[k] = (run_result){.label = labels[k], .n = n, .loss = s->loss[k], .scale = s->scale[k],
-                                  .skipped = s->skipped[k], .peak_bytes = (size_t)(13107200 - 2621440 * k + 4321),
-                                  .throughput = tput[k], .throughput_unit = classifier ? "samples/s" : "tokens/s",
-                                  .seconds = seconds[k], .log_file = logs[k]};
+        s->runs[k] = (run_result){.label = labels[k],
+                                  .n = n,
+                                  .loss = s->loss[k],
+                                  .scale = s->scale[k],
+                                  .skipped = s->skipped[k],
+                                  .peak_bytes = (size_t)(13107200 - 2621440 * k + 4321),
+                                  .throughput = tput[k],
+                                  .throughput_unit = classifier ? "samples/s" : "tokens/s",
+                                  .seconds = seconds[k],
+                                  .log_file = logs[k]};
         s->runs[k].eval_loss = mean_last(s->loss[k], n) + 0.05;
         s->runs[k].eval_accuracy = classifier ? acc[k] : NAN;
     }
@@ -198,8 +204,7 @@ static void check_svg(const char *path, const char *const *want, int nwant, int 
     CHECK(xml_balanced(s, why, sizeof why), "%s is not well-formed: %s", path, why);
     CHECK(points_numeric(s), "%s has a non-numeric coordinate", path);
     for (int i = 0; i < nwant; i++) CHECK(strstr(s, want[i]), "%s lacks \"%s\"", path, want[i]);
-    CHECK(count(s, "class=\"series\"") == series, "%s: %d series, want %d", path, count(s, "class=\"series\""),
-          series);
+    CHECK(count(s, "class=\"series\"") == series, "%s: %d series, want %d", path, count(s, "class=\"series\""), series);
     CHECK(count(s, "<polyline") >= series, "%s: fewer polylines than series", path);
     CHECK(count(s, "class=\"marker\"") == markers, "%s: %d markers, want %d", path, count(s, "class=\"marker\""),
           markers);
@@ -289,8 +294,11 @@ static void scenario_lm(const char *out) {
     static synth s;
     make_runs(&s, NRUNS, N, false);
     const run_result *r = s.runs;
-    report_meta m = {.model = "gpt (2 layers, d 128, 4 heads, context 64)", .data = "builtin: arithmetic",
-                     .command = "ampc compare --steps 200 --seed 42 --report out", .steps = N, .threads = 4,
+    report_meta m = {.model = "gpt (2 layers, d 128, 4 heads, context 64)",
+                     .data = "builtin: arithmetic",
+                     .command = "ampc compare --steps 200 --seed 42 --report out",
+                     .steps = N,
+                     .threads = 4,
                      .seed = 42};
     char dir[1024], dir2[1024], path[1100], path2[1100];
     snprintf(dir, sizeof dir, "%s/lm", out);
@@ -316,9 +324,20 @@ static void scenario_lm(const char *out) {
     char *quiet = table_text(&m, r, NRUNS, false);
     CHECK(md && text && quiet, "cannot read the outputs");
     if (!md || !text || !quiet) return;
-    const char *md_want[] = {m.model, m.data, m.command, "seed: 42", "4 threads", "Steps: 200",
-                             "![loss](loss.svg)", "![scale](scale.svg)", "[fp16.jsonl](fp16.jsonl)", "tokens/s",
-                             "max \\|Δloss\\|", "How to read this", "BF16", "loss scale"};
+    const char *md_want[] = {m.model,
+                             m.data,
+                             m.command,
+                             "seed: 42",
+                             "4 threads",
+                             "Steps: 200",
+                             "![loss](loss.svg)",
+                             "![scale](scale.svg)",
+                             "[fp16.jsonl](fp16.jsonl)",
+                             "tokens/s",
+                             "max \\|Δloss\\|",
+                             "How to read this",
+                             "BF16",
+                             "loss scale"};
     for (size_t i = 0; i < sizeof md_want / sizeof *md_want; i++)
         CHECK(strstr(md, md_want[i]), "report.md lacks \"%s\"", md_want[i]);
     CHECK(!strstr(md, "| eval acc |"), "report.md shows an accuracy column for a language model");
@@ -329,9 +348,12 @@ static void scenario_lm(const char *out) {
     }
     check_same_rows(md, text, r, NRUNS);
 
-    const char *verdicts[] = {"fp32: the reference — final loss ", str("bf16: matches fp32 — %.2fx faster, ",
-                              r[1].speedup), rel_phrase(&r[1], &r[0]), "fp16: close to fp32 — ",
-                              rel_phrase(&r[2], &r[0]), "3 of 200 steps skipped, final loss scale 16384",
+    const char *verdicts[] = {"fp32: the reference — final loss ",
+                              str("bf16: matches fp32 — %.2fx faster, ", r[1].speedup),
+                              rel_phrase(&r[1], &r[0]),
+                              "fp16: close to fp32 — ",
+                              rel_phrase(&r[2], &r[0]),
+                              "3 of 200 steps skipped, final loss scale 16384",
                               "bf16: matches fp32 — final loss within"};
     for (int i = 0; i < 6; i++) {
         /* report.md writes the label in bold: look for the rest of the line there */
@@ -368,8 +390,7 @@ static void scenario_classifier(const char *out) {
     if (!md) return;
     CHECK(strstr(md, "| eval acc |"), "classifier report lacks the accuracy column");
     CHECK(strstr(md, "samples/s"), "classifier report lacks samples/s");
-    CHECK(strstr(md, "eval accuracy 87.12% vs 87.34% (-0.22 points)"),
-          "classifier verdict lacks the accuracy gap");
+    CHECK(strstr(md, "eval accuracy 87.12% vs 87.34% (-0.22 points)"), "classifier verdict lacks the accuracy gap");
     for (int k = 0; k < 2; k++) check_values(md, "classifier report.md", &s.runs[k], true);
     free(md);
 }
@@ -427,7 +448,8 @@ static void check_smoothing(const char *path, const char *what) {
     CHECK(sm_move >= raw_move, "%s: the smoothed curve moves at x %.1f, before the data (x %.1f)", what, sm_move,
           raw_move);
     for (int i = 0, r = 0; i < ns; i++) {
-        for (; r < nr && raw[2 * r] <= sm[2 * i] + 0.05; r++) lo = fmin(lo, raw[2 * r + 1]), hi = fmax(hi, raw[2 * r + 1]);
+        for (; r < nr && raw[2 * r] <= sm[2 * i] + 0.05; r++)
+            lo = fmin(lo, raw[2 * r + 1]), hi = fmax(hi, raw[2 * r + 1]);
         if (sm[2 * i + 1] < lo - 0.15 || sm[2 * i + 1] > hi + 0.15) {
             CHECK(false, "%s: smoothed point (%.1f, %.1f) outside the data so far (y %.1f..%.1f)", what, sm[2 * i],
                   sm[2 * i + 1], lo, hi);
@@ -484,9 +506,13 @@ static int widest_line(const char *s) {
 /* The text table fitted to a width: no line wider, every value still there. */
 static void scenario_fit(void) {
     static synth s;
-    make_runs(&s, NRUNS, N, true);   /* a classifier: the widest table */
-    report_meta m = {.model = "cnn (conv32-pool-conv64-pool-fc128-fc10)", .data = "fashion-mnist",
-                     .command = "ampc compare", .steps = N, .threads = 2, .seed = 1};
+    make_runs(&s, NRUNS, N, true); /* a classifier: the widest table */
+    report_meta m = {.model = "cnn (conv32-pool-conv64-pool-fc128-fc10)",
+                     .data = "fashion-mnist",
+                     .command = "ampc compare",
+                     .steps = N,
+                     .threads = 2,
+                     .seed = 1};
     static const int widths[] = {100, 80, 60, 40};
     for (int i = 0; i < 4; i++) {
         FILE *f = tmpfile();

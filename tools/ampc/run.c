@@ -54,12 +54,12 @@ typedef struct run_state {
     ampc_loader *train, *eval;
     ampc_dataset_info info;
     bool lm;
-    int64_t steps, per_step;   /* optimizer steps; samples (or tokens) per step */
-    int64_t start;             /* the first step of this process (> 0 after --resume) */
-    run_schedule sched;        /* the learning rate's, resolved */
-    int64_t saved_step;        /* the step of the newest checkpoint this process wrote (-1: none) */
-    bool save_failed;          /* that checkpoint is not at --checkpoint (see out->saved_to) */
-    int line_len;              /* columns of the live progress line on a terminal (0: none open) */
+    int64_t steps, per_step; /* optimizer steps; samples (or tokens) per step */
+    int64_t start;           /* the first step of this process (> 0 after --resume) */
+    run_schedule sched;      /* the learning rate's, resolved */
+    int64_t saved_step;      /* the step of the newest checkpoint this process wrote (-1: none) */
+    bool save_failed;        /* that checkpoint is not at --checkpoint (see out->saved_to) */
+    int line_len;            /* columns of the live progress line on a terminal (0: none open) */
 } run_state;
 
 static void state_free(run_state *s) {
@@ -79,7 +79,8 @@ static int check_pairing(run_state *s) {
     ampc_model_kind k = s->cfg->model.kind;
     if (k == AMPC_MODEL_SIMPLE || (k == AMPC_MODEL_GPT) == s->lm) return 0;
     fprintf(stderr, "%s: --model %s cannot train on --data %s (%s); use %s\n", s->prog, ampc_model_kind_name(k),
-            s->cfg->data_spec, s->lm ? "text" : "images", s->lm ? "--model gpt for text" : "--model mlp or cnn for images");
+            s->cfg->data_spec, s->lm ? "text" : "images",
+            s->lm ? "--model gpt for text" : "--model mlp or cnn for images");
     return CLI_EXIT_USAGE;
 }
 
@@ -123,8 +124,11 @@ static int setup(run_state *s, const ampc_dataset *ds) {
         mc.in_features = (int)(s->info.input_shape[0] * s->info.input_shape[1] * s->info.input_shape[2]);
     }
     if (ampc_model_new(s->ctx, &mc, &s->model) != AMPC_OK) return fail(s->prog, "model");
-    ampc_optim_params op = {.kind = cfg->optimizer == RUN_OPTIM_SGD ? AMPC_OPTIM_SGD : AMPC_OPTIM_ADAMW, .lr = cfg->lr,
-                            .weight_decay = cfg->weight_decay, .momentum = cfg->momentum, .beta2 = cfg->beta2,
+    ampc_optim_params op = {.kind = cfg->optimizer == RUN_OPTIM_SGD ? AMPC_OPTIM_SGD : AMPC_OPTIM_ADAMW,
+                            .lr = cfg->lr,
+                            .weight_decay = cfg->weight_decay,
+                            .momentum = cfg->momentum,
+                            .beta2 = cfg->beta2,
                             .master = cfg->master};
     if (ampc_optim_new(s->ctx, &op, &s->opt) != AMPC_OK || ampc_model_add_to_optim(s->model, s->opt) != AMPC_OK)
         return fail(s->prog, "optimizer");
@@ -132,7 +136,8 @@ static int setup(run_state *s, const ampc_dataset *ds) {
     if (ampc_ctx_set_fp32_matmul_precision(s->ctx, cfg->fp32_matmul) != AMPC_OK)
         return fail(s->prog, "fp32 matmul precision");
     for (int i = 0; i < cfg->n_fp32_ops; i++)
-        if (ampc_autocast_set_policy(s->ctx, cfg->fp32_ops[i], AMPC_CAST_FP32) != AMPC_OK) return fail(s->prog, "--fp32-ops");
+        if (ampc_autocast_set_policy(s->ctx, cfg->fp32_ops[i], AMPC_CAST_FP32) != AMPC_OK)
+            return fail(s->prog, "--fp32-ops");
     ampc_grad_scaler_params sp = cfg->scaler;
     sp.enabled = scaler_enabled(cfg);
     if (ampc_grad_scaler_new(s->ctx, &sp, &s->scaler) != AMPC_OK) return fail(s->prog, "scaler");
@@ -142,8 +147,13 @@ static int setup(run_state *s, const ampc_dataset *ds) {
         return 0;
     }
     int64_t T = s->lm ? ampc_model_get_config(s->model).context : 0;
-    ampc_loader_params tp = {.split = AMPC_SPLIT_TRAIN, .batch = cfg->batch, .context = T, .seed = cfg->seed,
-                             .shuffle = true, .drop_last = true, .repeat = true};
+    ampc_loader_params tp = {.split = AMPC_SPLIT_TRAIN,
+                             .batch = cfg->batch,
+                             .context = T,
+                             .seed = cfg->seed,
+                             .shuffle = true,
+                             .drop_last = true,
+                             .repeat = true};
     ampc_loader_params ep = {.split = AMPC_SPLIT_EVAL, .batch = cfg->batch, .context = T};
     if (ampc_loader_new(s->ctx, ds, &tp, &s->train) != AMPC_OK || ampc_loader_new(s->ctx, ds, &ep, &s->eval) != AMPC_OK)
         return fail(s->prog, "data");
@@ -163,7 +173,7 @@ static run_schedule resolve_schedule(const run_state *s, run_schedule sc, int64_
 /* Past the schedule's end (--schedule-steps shorter than the run) the progress stays at 1: the lr holds at
  * its final value, lr/10 for cosine. Within it the formula is the one every earlier version used. */
 static double lr_at(const run_schedule *sc, int64_t step) {
-    if (step < sc->warmup) return sc->lr * (double)(step + 1) / (double)sc->warmup;   /* either schedule */
+    if (step < sc->warmup) return sc->lr * (double)(step + 1) / (double)sc->warmup; /* either schedule */
     if (sc->kind == RUN_LR_CONSTANT) return sc->lr;
     double progress = sc->steps > sc->warmup ? (double)(step - sc->warmup) / (double)(sc->steps - sc->warmup) : 1.0;
     if (progress > 1) progress = 1;
@@ -172,8 +182,14 @@ static double lr_at(const run_schedule *sc, int64_t step) {
 
 /* What a checkpoint holds of this run. */
 static ampc_checkpoint_state ck_state(run_state *s, int64_t step) {
-    return (ampc_checkpoint_state){.model = s->model, .optim = s->opt, .scaler = s->scaler, .rng = ampc_ctx_rng(s->ctx),
-                                   .loader = s->train, .step = step, .extra = s->cfg->ck_meta, .n_extra = s->cfg->n_ck_meta};
+    return (ampc_checkpoint_state){.model = s->model,
+                                   .optim = s->opt,
+                                   .scaler = s->scaler,
+                                   .rng = ampc_ctx_rng(s->ctx),
+                                   .loader = s->train,
+                                   .step = step,
+                                   .extra = s->cfg->ck_meta,
+                                   .n_extra = s->cfg->n_ck_meta};
 }
 
 /* A resumed run whose learning rate differs from the one its checkpoint's own options give (a new --steps
@@ -184,16 +200,18 @@ static void note_schedule_change(const run_state *s) {
     run_schedule was = resolve_schedule(s, cfg->recorded_schedule, s->steps);
     double old_lr = lr_at(&was, s->start), new_lr = lr_at(&s->sched, s->start);
     if (old_lr == new_lr) return;
-    fprintf(stderr, "%s: note: the learning-rate schedule changes here: lr %.3g at step %lld, where the schedule "
-            "recorded in the checkpoint (over %lld steps) gives %.3g", s->prog, new_lr, (long long)s->start,
-            (long long)was.steps, old_lr);
+    fprintf(stderr,
+            "%s: note: the learning-rate schedule changes here: lr %.3g at step %lld, where the schedule "
+            "recorded in the checkpoint (over %lld steps) gives %.3g",
+            s->prog, new_lr, (long long)s->start, (long long)was.steps, old_lr);
     char warmup[48] = "";
     if (was.warmup != run_default_warmup(cfg->model.kind, was.steps))
         snprintf(warmup, sizeof warmup, " --warmup %lld", (long long)was.warmup);
     if (was.steps != s->sched.steps) {
         fprintf(stderr, "; --schedule-steps %lld%s keeps it", (long long)was.steps, warmup);
         if (was.steps >= was.warmup)
-            fprintf(stderr, " (and holds the lr at %.3g after step %lld)", lr_at(&was, was.steps), (long long)was.steps);
+            fprintf(stderr, " (and holds the lr at %.3g after step %lld)", lr_at(&was, was.steps),
+                    (long long)was.steps);
     }
     fputc('\n', stderr);
 }
@@ -220,9 +238,11 @@ static int take_cursor(run_state *s) {
     if (c.epoch < 0) c.epoch = 0;
     if (c.position < 0) c.position = 0;
     if (ampc_loader_set_cursor(s->train, &c) != AMPC_OK) return fail(s->prog, "--resume");
-    fprintf(stderr, "%s: note: the data has %lld samples per epoch, the checkpoint's had %lld; it goes on at epoch "
-            "%lld, sample %lld\n", s->prog, (long long)n, (long long)meta_int(ck, "ampc.data.samples"),
-            (long long)c.epoch, (long long)c.position);
+    fprintf(stderr,
+            "%s: note: the data has %lld samples per epoch, the checkpoint's had %lld; it goes on at epoch "
+            "%lld, sample %lld\n",
+            s->prog, (long long)n, (long long)meta_int(ck, "ampc.data.samples"), (long long)c.epoch,
+            (long long)c.position);
     return 0;
 }
 
@@ -235,7 +255,7 @@ static int resume(run_state *s) {
     if (ampc_checkpoint_restore(s->cfg->resume, &st) != AMPC_OK) return fail(s->prog, "--resume");
     if (own_cursor && take_cursor(s)) return 1;
     s->start = st.step;
-    if (s->start >= s->steps) return 0;   /* complete: run_training says so */
+    if (s->start >= s->steps) return 0; /* complete: run_training says so */
     if (!s->cfg->quiet)
         fprintf(stderr, "%s: resumed from %s after %lld of %lld steps%s\n", s->cfg->label,
                 ampc_safetensors_name(s->cfg->resume), (long long)s->start, (long long)s->steps,
@@ -257,7 +277,7 @@ static void status_line(run_state *s, const char *text, bool live, bool last) {
         return;
     }
     bool keep = !live || last;
-    int room = width > 1 ? width - 1 : 1;   /* the last column would make some terminals wrap */
+    int room = width > 1 ? width - 1 : 1; /* the last column would make some terminals wrap */
     size_t n = live ? term_fit(text, room) : strlen(text);
     int w = live && term_text_width(text) > room ? room : term_text_width(text);
     int clear = s->line_len > w ? s->line_len - w : 0;
@@ -283,15 +303,17 @@ static void status_clear(run_state *s) {
 static void save(run_state *s, int64_t step, run_output *out) {
     ampc_checkpoint_state st = ck_state(s, step);
     char rescue[sizeof out->saved_to];
-    status_clear(s);   /* a failure is reported on a line of its own */
+    status_clear(s); /* a failure is reported on a line of its own */
     int r = ckpt_save_or_rescue(s->prog, s->cfg->checkpoint, s->cfg->keep, &st, rescue, sizeof rescue);
     s->saved_step = step;
     s->save_failed = r != 0;
     out->saved_elsewhere = r != 0;
     snprintf(out->saved_to, sizeof out->saved_to, "%s", r == 0 ? s->cfg->checkpoint : rescue);
     if (r == 1)
-        fprintf(stderr, "%s: the checkpoint after %lld steps is saved to %s instead; training goes on (resume from "
-                "it with --resume %s --checkpoint %s)\n", s->prog, (long long)step, rescue, rescue, s->cfg->checkpoint);
+        fprintf(stderr,
+                "%s: the checkpoint after %lld steps is saved to %s instead; training goes on (resume from "
+                "it with --resume %s --checkpoint %s)\n",
+                s->prog, (long long)step, rescue, rescue, s->cfg->checkpoint);
     else if (r == 2)
         fprintf(stderr, "%s: the checkpoint after %lld steps could not be saved anywhere; training goes on\n", s->prog,
                 (long long)step);
@@ -323,7 +345,8 @@ static int64_t count_correct(const ampc_tensor *logits, const ampc_tensor *y) {
 static bool autocast_begin(run_state *s) {
     if (s->cfg->prec == PREC_FP32) return true;
     ampc_dtype dt = s->cfg->prec == PREC_BF16 ? AMPC_DTYPE_BF16 : AMPC_DTYPE_F16;
-    return ampc_autocast_begin(s->ctx, &(ampc_autocast_params){.dtype = dt, .enabled = true, .cache_enabled = true}) == AMPC_OK;
+    return ampc_autocast_begin(s->ctx, &(ampc_autocast_params){.dtype = dt, .enabled = true, .cache_enabled = true}) ==
+           AMPC_OK;
 }
 
 static void autocast_end(run_state *s) {
@@ -356,7 +379,7 @@ static int evaluate(run_state *s, eval_result *out) {
     int rc = 0;
     for (bool end = false; !rc;) {
         ampc_tensor *x, *y;
-        if (safety_stop_signal()) {   /* an evaluation can be long; the run is saved, stop now */
+        if (safety_stop_signal()) { /* an evaluation can be long; the run is saved, stop now */
             rc = 128 + safety_stop_signal();
             break;
         }
@@ -365,7 +388,8 @@ static int evaluate(run_state *s, eval_result *out) {
         int64_t n = s->lm ? ampc_tensor_numel(y) : ampc_tensor_dim(y, 0);
         autocast_begin(s);
         ampc_tensor *logits = s->lm ? NULL : ampc_model_forward(s->model, x);
-        ampc_tensor *loss = s->lm ? ampc_model_loss(s->model, x, y) : ampc_cross_entropy(s->ctx, logits, y, AMPC_IGNORE_INDEX);
+        ampc_tensor *loss = s->lm ? ampc_model_loss(s->model, x, y)
+                                  : ampc_cross_entropy(s->ctx, logits, y, AMPC_IGNORE_INDEX);
         autocast_end(s);
         float v;
         if (!loss || ampc_tensor_copy_to(loss, &v, AMPC_DTYPE_F32) != AMPC_OK) rc = fail(s->prog, "evaluation");
@@ -399,7 +423,7 @@ static int train_step(run_state *s, int64_t step, step_result *r) {
     float lv;
     if (!loss || ampc_tensor_copy_to(loss, &lv, AMPC_DTYPE_F32) != AMPC_OK) return fail(s->prog, "forward");
     r->loss = lv;
-    r->scale = ampc_grad_scaler_get_scale(s->scaler);   /* the scale this step's backward uses */
+    r->scale = ampc_grad_scaler_get_scale(s->scaler); /* the scale this step's backward uses */
     if (ampc_backward(s->ctx, ampc_grad_scaler_scale(s->scaler, loss)) != AMPC_OK) return fail(s->prog, "backward");
     if (ampc_grad_scaler_unscale(s->scaler, s->opt) != AMPC_OK ||
         ampc_clip_grad_norm(s->opt, s->cfg->clip > 0 ? s->cfg->clip : INFINITY, &r->grad_norm) != AMPC_OK)
@@ -415,7 +439,7 @@ static int train_step(run_state *s, int64_t step, step_result *r) {
         ampc_grad_scaler_get_overflow(s->scaler, &ov);
         if (!stepped) snprintf(r->inf_tensor, sizeof r->inf_tensor, "%s", ov.first_tensor);
         if (ampc_grad_scaler_update(s->scaler) != AMPC_OK) return fail(s->prog, "scaler update");
-    } else if (isfinite(lv) && ampc_optim_grads_finite(s->opt, &bad)) {   /* no scaler: skip non-finite steps */
+    } else if (isfinite(lv) && ampc_optim_grads_finite(s->opt, &bad)) { /* no scaler: skip non-finite steps */
         if (ampc_optim_step(s->opt) != AMPC_OK) return fail(s->prog, "step");
         stepped = true;
     } else {
@@ -470,7 +494,8 @@ static void progress(run_state *s, int64_t step, const step_result *r, double el
     int64_t done = step + 1, every = s->steps >= 10 ? s->steps / 10 : 1;
     bool tty = isatty(STDERR_FILENO);
     if (!tty && done % every && done != s->steps) return;
-    double per_step = elapsed / (double)(done - s->start), rate = (double)s->per_step / (per_step > 0 ? per_step : 1e-9);
+    double per_step = elapsed / (double)(done - s->start),
+           rate = (double)s->per_step / (per_step > 0 ? per_step : 1e-9);
     char eta[32], all[32];
     fmt_eta(per_step * (double)(s->steps - done), eta, sizeof eta);
     fmt_eta(per_step * (double)(s->steps - done + (int64_t)cfg->runs_after * s->steps), all, sizeof all);
@@ -478,9 +503,9 @@ static void progress(run_state *s, int64_t step, const step_result *r, double el
              (long long)s->steps, r->loss, r->scale, rate, s->lm ? "tok/s" : "samples/s", eta,
              cfg->runs_after ? ", all runs " : "", cfg->runs_after ? all : "");
     int width = term_columns(stderr);
-    if (width > 0 && term_text_width(line) >= width)   /* narrow: what matters most, before it is cut */
-        snprintf(line, sizeof line, "%s [%lld/%lld] loss %.4f ETA %s", cfg->label, (long long)done,
-                 (long long)s->steps, r->loss, cfg->runs_after ? all : eta);
+    if (width > 0 && term_text_width(line) >= width) /* narrow: what matters most, before it is cut */
+        snprintf(line, sizeof line, "%s [%lld/%lld] loss %.4f ETA %s", cfg->label, (long long)done, (long long)s->steps,
+                 r->loss, cfg->runs_after ? all : eta);
     status_line(s, line, true, done == s->steps);
 }
 
@@ -492,7 +517,7 @@ static void log_final(FILE *log, const run_state *s, const run_output *out) {
     json_kstr(&w, "precision", s->cfg->label);
     json_kint(&w, "steps", out->r.n);
     json_knum(&w, "eval_loss", out->r.eval_loss);
-    if (!isnan(out->r.eval_accuracy)) json_knum(&w, "eval_accuracy", out->r.eval_accuracy);   /* classifiers */
+    if (!isnan(out->r.eval_accuracy)) json_knum(&w, "eval_accuracy", out->r.eval_accuracy); /* classifiers */
     json_kint(&w, "skipped_steps", out->r.skipped_steps);
     json_knum(&w, "final_scale", out->r.final_scale);
     json_kint(&w, "peak_bytes", (int64_t)out->r.peak_bytes);
@@ -514,7 +539,7 @@ static int alloc_series(run_output *out, int64_t n) {
 
 static void summarise(run_output *out, const run_state *s, double seconds) {
     run_result *r = &out->r;
-    int64_t ran = r->n - s->start, tail = ran < 20 ? ran : 20;   /* steps of this process */
+    int64_t ran = r->n - s->start, tail = ran < 20 ? ran : 20; /* steps of this process */
     double sum = 0;
     for (int64_t i = r->n - tail; i < r->n; i++) sum += out->loss[i];
     r->final_train_loss = tail ? sum / (double)tail : NAN;
@@ -574,10 +599,11 @@ static int loop(run_state *s, FILE *log, run_output *out) {
         out->loss[step] = r.loss, out->scale[step] = r.scale, out->skipped[step] = r.skipped;
         out->r.skipped_steps += r.skipped;
         out->r.n = step + 1;
-        double elapsed = now() - t0, rate = (double)((step + 1 - s->start) * s->per_step) / (elapsed > 0 ? elapsed : 1e-9);
+        double elapsed = now() - t0,
+               rate = (double)((step + 1 - s->start) * s->per_step) / (elapsed > 0 ? elapsed : 1e-9);
         ampc_memory_usage mu;
         ampc_memory_stats(s->ctx, &mu);
-        if (log) log_step(log, s, step, &r, rate, mu.peak_bytes), fflush(log);   /* written out before a checkpoint */
+        if (log) log_step(log, s, step, &r, rate, mu.peak_bytes), fflush(log); /* written out before a checkpoint */
         progress(s, step, &r, elapsed);
         bool last = step + 1 == s->steps;
         if (save_due(cfg, step + 1, last)) save(s, step + 1, out);
@@ -619,8 +645,8 @@ int run_training(const char *prog, const run_config *cfg, const ampc_dataset *ds
         state_free(&s);
         return 0;
     }
-    if (!rc && alloc_series(out, s.steps)) rc = (fprintf(stderr, "%s: out of memory for %lld steps\n", prog,
-                                                         (long long)s.steps), 1);
+    if (!rc && alloc_series(out, s.steps))
+        rc = (fprintf(stderr, "%s: out of memory for %lld steps\n", prog, (long long)s.steps), 1);
     out->r.loss = out->loss, out->r.scale = out->scale, out->r.skipped = out->skipped;
     if (!rc) rc = loop(&s, log, out);
     eval_result e = {NAN, NAN};
@@ -630,7 +656,7 @@ int run_training(const char *prog, const run_config *cfg, const ampc_dataset *ds
     if (!rc && log) log_final(log, &s, out);
     if (!rc) print_eval(cfg, &e);
     out->finished = !rc;
-    if (!rc && s.save_failed) rc = 1;   /* the run is done and evaluated, but its checkpoint is elsewhere */
+    if (!rc && s.save_failed) rc = 1; /* the run is done and evaluated, but its checkpoint is elsewhere */
     state_free(&s);
     return rc;
 }

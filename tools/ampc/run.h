@@ -10,7 +10,7 @@
 #include "ampc.h"
 
 typedef enum precision { PREC_FP32 = 0, PREC_BF16, PREC_FP16, PREC_COUNT } precision;
-extern const char *const precision_names[PREC_COUNT + 1];   /* "fp32", "bf16", "fp16", NULL */
+extern const char *const precision_names[PREC_COUNT + 1]; /* "fp32", "bf16", "fp16", NULL */
 
 /* The choices of options that have no library enum, in the order of their choice lists (run_options.c):
  * a CLI_CHOICE option stores the index of the value given. */
@@ -28,13 +28,13 @@ typedef struct run_schedule {
     double lr;
     run_lr_schedule kind;
     int64_t warmup;
-    int64_t steps;                  /* 0: the run's length (ampc_train: resolved in setup) */
-    int64_t epochs;                 /* when steps is 0 and the run was given in epochs */
+    int64_t steps;  /* 0: the run's length (ampc_train: resolved in setup) */
+    int64_t epochs; /* when steps is 0 and the run was given in epochs */
 } run_schedule;
 
 typedef struct run_config {
     ampc_model_config model;
-    const char *data_spec;          /* "builtin", "fashion-mnist[:DIR]", "text:FILE" */
+    const char *data_spec; /* "builtin", "fashion-mnist[:DIR]", "text:FILE" */
     precision prec;
     run_scaler_mode scaler_mode;    /* auto = on for fp16 only */
     ampc_grad_scaler_params scaler; /* the knobs (enabled is decided by scaler_mode) */
@@ -42,24 +42,24 @@ typedef struct run_config {
     int n_fp32_ops;
     ampc_autocast_table amp_table;
     ampc_fp32_precision fp32_matmul;
-    int64_t steps, epochs;          /* exactly one > 0 after defaults */
+    int64_t steps, epochs; /* exactly one > 0 after defaults */
     int64_t batch;
     double lr;
     run_optimizer optimizer;
     double weight_decay, momentum;
-    double beta2;                   /* AdamW */
-    run_lr_schedule lr_schedule;    /* cosine: with warmup */
+    double beta2;                /* AdamW */
+    run_lr_schedule lr_schedule; /* cosine: with warmup */
     int64_t warmup;
-    int64_t schedule_steps;         /* the schedule spans this many steps (0 = the run's length) */
-    double clip;                    /* 0 = no clipping */
+    int64_t schedule_steps; /* the schedule spans this many steps (0 = the run's length) */
+    double clip;            /* 0 = no clipping */
     uint64_t seed;
     int threads;
     int64_t eval_every, eval_batches;
     bool quiet;
-    bool check_finite;              /* anomaly mode */
-    bool no_eval;                   /* skip the final evaluation (benchmarks) */
-    ampc_master_mode master;        /* for low-precision parameters */
-    const char *label;              /* printed on progress lines */
+    bool check_finite;       /* anomaly mode */
+    bool no_eval;            /* skip the final evaluation (benchmarks) */
+    ampc_master_mode master; /* for low-precision parameters */
+    const char *label;       /* printed on progress lines */
     /* checkpoints (ampc train): */
     const char *checkpoint;         /* saved here at the end, and every checkpoint_every steps */
     int64_t checkpoint_every;       /* 0 = at the end only */
@@ -96,7 +96,7 @@ int run_options(run_config *cfg, cli_opt *opts, int max);
  * --allow-data-change),
  * appended at o[n] (up to max rows in all); returns the new count. The fuzzer drives the same table. */
 typedef struct train_only {
-    int prec;                       /* precision; set to bf16 (the default) by the call */
+    int prec; /* precision; set to bf16 (the default) by the call */
     const char *log_path, *resume_path;
     bool allow_data_change;
 } train_only;
@@ -114,17 +114,17 @@ void run_warn_threads(const char *prog, const run_config *cfg);
 void run_describe_model(const ampc_model_config *c, char *buf, size_t size);
 
 typedef struct run_output {
-    run_result r;                   /* the report's view (label, series, summary) */
-    double *loss, *scale;           /* owned series, r points at them */
+    run_result r;         /* the report's view (label, series, summary) */
+    double *loss, *scale; /* owned series, r points at them */
     bool *skipped;
-    double *step_seconds;           /* wall time of each step (owned) */
-    int64_t per_step;               /* samples or tokens of one step */
-    int64_t total;                  /* the run's length in steps */
-    bool complete;                  /* --resume of a run already at (or past) its length: nothing was done */
-    bool finished;                  /* trained to the end and evaluated */
-    int stopped_by;                 /* the signal that stopped the run (safety.h), or 0 */
-    bool saved_elsewhere;           /* the last save failed at --checkpoint: see saved_to */
-    char saved_to[4200];            /* where the newest checkpoint of this process is ("" = none) */
+    double *step_seconds; /* wall time of each step (owned) */
+    int64_t per_step;     /* samples or tokens of one step */
+    int64_t total;        /* the run's length in steps */
+    bool complete;        /* --resume of a run already at (or past) its length: nothing was done */
+    bool finished;        /* trained to the end and evaluated */
+    int stopped_by;       /* the signal that stopped the run (safety.h), or 0 */
+    bool saved_elsewhere; /* the last save failed at --checkpoint: see saved_to */
+    char saved_to[4200];  /* where the newest checkpoint of this process is ("" = none) */
 } run_output;
 
 /* Runs one training run on ds, writing JSONL to log (may be NULL). 0 on success; 1 after printing a

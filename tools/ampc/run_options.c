@@ -12,16 +12,17 @@
 const char *const precision_names[PREC_COUNT + 1] = {"fp32", "bf16", "fp16", NULL};
 
 /* Choice lists, each in the order of the enum its option stores into (CLI_CHOICE stores the index). */
-static const char *const model_names[] = {"gpt", "mlp", "cnn", "simple", NULL};           /* ampc_model_kind */
-static const char *const scaler_modes[] = {"auto", "on", "off", NULL};                    /* run_scaler_mode */
-static const char *const tables[] = {"tutorial", "pytorch-cpu", "pytorch-cuda", NULL};    /* ampc_autocast_table */
-static const char *const fp32_precisions[] = {"highest", "high", "medium", NULL};         /* ampc_fp32_precision */
-static const char *const optimizers[] = {"adamw", "sgd", NULL};                           /* run_optimizer */
-static const char *const schedules[] = {"constant", "cosine", NULL};                      /* run_lr_schedule */
-static const char *const dtypes[] = {"f32", "bf16", "f16", NULL};                         /* run_param_dtype */
-static const char *const masters[] = {"auto", "none", NULL};                              /* ampc_master_mode */
+static const char *const model_names[] = {"gpt", "mlp", "cnn", "simple", NULL};        /* ampc_model_kind */
+static const char *const scaler_modes[] = {"auto", "on", "off", NULL};                 /* run_scaler_mode */
+static const char *const tables[] = {"tutorial", "pytorch-cpu", "pytorch-cuda", NULL}; /* ampc_autocast_table */
+static const char *const fp32_precisions[] = {"highest", "high", "medium", NULL};      /* ampc_fp32_precision */
+static const char *const optimizers[] = {"adamw", "sgd", NULL};                        /* run_optimizer */
+static const char *const schedules[] = {"constant", "cosine", NULL};                   /* run_lr_schedule */
+static const char *const dtypes[] = {"f32", "bf16", "f16", NULL};                      /* run_param_dtype */
+static const char *const masters[] = {"auto", "none", NULL};                           /* ampc_master_mode */
 /* A CLI_CHOICE option writes an int; every enum above is int-sized (gcc: unsigned int or int). */
-_Static_assert(sizeof(run_scaler_mode) == sizeof(int) && sizeof(run_optimizer) == sizeof(int) && sizeof(run_lr_schedule) == sizeof(int) && sizeof(ampc_model_kind) == sizeof(int) &&
+_Static_assert(sizeof(run_scaler_mode) == sizeof(int) && sizeof(run_optimizer) == sizeof(int) &&
+                   sizeof(run_lr_schedule) == sizeof(int) && sizeof(ampc_model_kind) == sizeof(int) &&
                    sizeof(ampc_autocast_table) == sizeof(int) && sizeof(ampc_fp32_precision) == sizeof(int) &&
                    sizeof(ampc_master_mode) == sizeof(int) && sizeof(run_param_dtype) == sizeof(int),
                "CLI_CHOICE outputs are ints");
@@ -53,7 +54,7 @@ static bool known_op(const char *name) {
 /* --fp32-ops softmax,gelu: op names autocast knows */
 static bool parse_fp32_ops(const char *v, void *out, char *why, size_t why_size) {
     run_config *cfg = out;
-    static char buf[1024];   /* the names point into it; options are parsed once per process */
+    static char buf[1024]; /* the names point into it; options are parsed once per process */
     snprintf(buf, sizeof buf, "%s", v);
     cfg->n_fp32_ops = 0;
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
@@ -68,7 +69,8 @@ static bool parse_fp32_ops(const char *v, void *out, char *why, size_t why_size)
     return cfg->n_fp32_ops > 0;
 }
 
-#define OPT(...) (cli_opt){__VA_ARGS__}
+#define OPT(...)                                                                                                       \
+    (cli_opt) { __VA_ARGS__ }
 
 int run_options(run_config *cfg, cli_opt *o, int max) {
     int n = 0;
@@ -81,8 +83,8 @@ int run_options(run_config *cfg, cli_opt *o, int max) {
             .help = "dynamic loss scaling (auto: on for fp16 only)"),
         OPT(.name = "init-scale", .kind = CLI_DOUBLE, .out = &cfg->scaler.init_scale, .dmin = 1e-30, .dmax = 3e38,
             .defval = "65536", .help = "initial loss scale"),
-        OPT(.name = "growth-factor", .kind = CLI_DOUBLE, .out = &cfg->scaler.growth_factor, .dmin = 1.000001, .dmax = 1e6,
-            .defval = "2", .help = "scale growth after growth-interval clean steps"),
+        OPT(.name = "growth-factor", .kind = CLI_DOUBLE, .out = &cfg->scaler.growth_factor, .dmin = 1.000001,
+            .dmax = 1e6, .defval = "2", .help = "scale growth after growth-interval clean steps"),
         OPT(.name = "backoff-factor", .kind = CLI_DOUBLE, .out = &cfg->scaler.backoff_factor, .dmin = 1e-6,
             .dmax = 0.999999, .defval = "0.5", .help = "scale backoff on overflow"),
         OPT(.name = "growth-interval", .kind = CLI_INT, .out = &cfg->cli.growth_interval, .imin = 1, .imax = 1 << 30,
@@ -101,11 +103,12 @@ int run_options(run_config *cfg, cli_opt *o, int max) {
             .defval = "highest", .help = "FP32 GEMMs: high/medium allow BF16x3/BF16 passes where faster (TF32 switch)"),
         OPT(.name = "steps", .kind = CLI_INT, .out = &cfg->steps, .imin = 1, .imax = INT64_MAX / 2,
             .defval = "300 (text) / 1 epoch (images)", .help = "optimizer steps"),
-        OPT(.name = "epochs", .kind = CLI_INT, .out = &cfg->epochs, .imin = 1, .imax = 100000, .help = "epochs instead of steps"),
+        OPT(.name = "epochs", .kind = CLI_INT, .out = &cfg->epochs, .imin = 1, .imax = 100000,
+            .help = "epochs instead of steps"),
         OPT(.name = "batch", .kind = CLI_INT, .out = &cfg->batch, .imin = 1, .imax = 1 << 20,
             .defval = "gpt 16, mlp/cnn 64, simple 6", .help = "batch size"),
-        OPT(.name = "lr", .kind = CLI_DOUBLE, .out = &cfg->lr, .dmin = 1e-12, .dmax = 100, .defval = "adamw 1e-3, sgd 0.1",
-            .help = "learning rate"),
+        OPT(.name = "lr", .kind = CLI_DOUBLE, .out = &cfg->lr, .dmin = 1e-12, .dmax = 100,
+            .defval = "adamw 1e-3, sgd 0.1", .help = "learning rate"),
         OPT(.name = "optimizer", .kind = CLI_CHOICE, .out = &cfg->optimizer, .choices = optimizers, .defval = "adamw",
             .help = "optimizer"),
         OPT(.name = "weight-decay", .kind = CLI_DOUBLE, .out = &cfg->weight_decay, .dmin = 0, .dmax = 10, .defval = "0",
@@ -121,8 +124,8 @@ int run_options(run_config *cfg, cli_opt *o, int max) {
         OPT(.name = "schedule-steps", .kind = CLI_INT, .out = &cfg->schedule_steps, .imin = 1, .imax = INT64_MAX / 2,
             .metavar = "N", .defval = "the run's length",
             .help = "the schedule (warmup default, cosine) spans N steps; after them the lr holds at its end value"),
-        OPT(.name = "clip", .kind = CLI_DOUBLE, .out = &cfg->clip, .dmin = 0, .dmax = 1e30, .defval = "gpt 1, else none",
-            .help = "clip the global gradient norm (after unscaling); 0 = none"),
+        OPT(.name = "clip", .kind = CLI_DOUBLE, .out = &cfg->clip, .dmin = 0, .dmax = 1e30,
+            .defval = "gpt 1, else none", .help = "clip the global gradient norm (after unscaling); 0 = none"),
         OPT(.name = "seed", .kind = CLI_INT, .out = &cfg->cli.seed, .imin = 0, .imax = INT64_MAX, .defval = "1337",
             .help = "seed of weights, shuffling and dropout"),
         OPT(.name = "threads", .kind = CLI_INT, .out = &cfg->cli.threads, .imin = 0, .imax = 1024, .defval = "0",
@@ -207,14 +210,14 @@ static int check_gpt_shape(const char *prog, const ampc_model_config *m, const c
     list[0] = '\0';
     for (int k = 1; k <= d && k <= 64 && n < sizeof list; k++)
         if (d % k == 0) n += (size_t)snprintf(list + n, sizeof list - n, "%s%d", n ? ", " : "", k);
-    fprintf(stderr, "%s: %s does not divide %s: the heads split the width evenly; heads that divide %d: %s%s\n",
-            prog, ht, dt, d, list, d > 64 ? ", ..." : "");
+    fprintf(stderr, "%s: %s does not divide %s: the heads split the width evenly; heads that divide %d: %s%s\n", prog,
+            ht, dt, d, list, d > 64 ? ", ..." : "");
     return CLI_EXIT_USAGE;
 }
 
 int run_finish_options(const char *prog, run_config *cfg, const cli_opt *opts, int nopts, const bool *seen) {
-    static const ampc_dtype dt[] = {[RUN_PARAM_F32] = AMPC_DTYPE_F32, [RUN_PARAM_BF16] = AMPC_DTYPE_BF16,
-                                    [RUN_PARAM_F16] = AMPC_DTYPE_F16};
+    static const ampc_dtype dt[] = {
+        [RUN_PARAM_F32] = AMPC_DTYPE_F32, [RUN_PARAM_BF16] = AMPC_DTYPE_BF16, [RUN_PARAM_F16] = AMPC_DTYPE_F16};
     ampc_model_config *m = &cfg->model;
     m->kind = cfg->cli.model;
     m->layers = (int)cfg->cli.layers, m->d_model = (int)cfg->cli.d_model, m->heads = (int)cfg->cli.heads;
@@ -261,15 +264,16 @@ int run_finish_options(const char *prog, run_config *cfg, const cli_opt *opts, i
 
 int64_t run_default_warmup(ampc_model_kind kind, int64_t span) {
     if (kind != AMPC_MODEL_GPT) return 0;
-    return span ? (span / 3 < 100 ? span / 3 : 100) : 100;   /* 100 when the length is in epochs */
+    return span ? (span / 3 < 100 ? span / 3 : 100) : 100; /* 100 when the length is in epochs */
 }
 
 void run_warn_threads(const char *prog, const run_config *cfg) {
     int online = ampc_cpu()->online_cpus;
     if (cfg->threads > online)
-        fprintf(stderr, "%s: warning: --threads %d is more than the %d CPU%s this process may use; the threads will "
-                "share them and run slower than --threads %d (or 0, all CPUs)\n", prog, cfg->threads, online,
-                online == 1 ? "" : "s", online);
+        fprintf(stderr,
+                "%s: warning: --threads %d is more than the %d CPU%s this process may use; the threads will "
+                "share them and run slower than --threads %d (or 0, all CPUs)\n",
+                prog, cfg->threads, online, online == 1 ? "" : "s", online);
 }
 
 void run_describe_model(const ampc_model_config *c, char *buf, size_t size) {
@@ -279,7 +283,7 @@ void run_describe_model(const ampc_model_config *c, char *buf, size_t size) {
                  c->d_model ? c->d_model : 384, c->heads ? c->heads : 6, c->context ? c->context : 256);
         break;
     case AMPC_MODEL_MLP: {
-        static const int defaults[AMPC_MODEL_MAX_HIDDEN] = {1024, 1024};   /* ampc_model_config: all 0 */
+        static const int defaults[AMPC_MODEL_MAX_HIDDEN] = {1024, 1024}; /* ampc_model_config: all 0 */
         const int *h = c->hidden[0] ? c->hidden : defaults;
         size_t len = (size_t)snprintf(buf, size, "mlp (784");
         for (int i = 0; i < AMPC_MODEL_MAX_HIDDEN && h[i] && len < size; i++)

@@ -23,7 +23,7 @@ static void install(int sig) {
     if (sigaction(sig, NULL, &old) != 0 || old.sa_handler == SIG_IGN) return;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESETHAND;   /* the second signal is not caught: it ends the process */
+    sa.sa_flags = SA_RESETHAND; /* the second signal is not caught: it ends the process */
     sigemptyset(&sa.sa_mask);
     sigaction(sig, &sa, NULL);
 }

@@ -11,7 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#define CHAR_W 7.0        /* a safe average glyph width of 12px sans-serif, for margins */
+#define CHAR_W 7.0 /* a safe average glyph width of 12px sans-serif, for margins */
 #define MAX_TICKS 64
 #define MARKER_COLOR "#d62728"
 
@@ -53,10 +53,10 @@ static void text(FILE *f, double x, double y, const char *anchor, const char *at
 
 typedef struct axis {
     bool log;
-    double lo, hi;              /* in axis units (log10 of the value on a log axis) */
-    double ticks[MAX_TICKS];    /* tick values (not logged) */
+    double lo, hi;           /* in axis units (log10 of the value on a log axis) */
+    double ticks[MAX_TICKS]; /* tick values (not logged) */
     int nticks;
-    int decimals;               /* for linear tick labels */
+    int decimals; /* for linear tick labels */
 } axis;
 
 /* The smallest 1, 2 or 5 times a power of ten that is >= x. */
@@ -67,7 +67,7 @@ static double nice_step(double x) {
 }
 
 static void axis_linear(axis *a, double lo, double hi, int target) {
-    if (!(hi > lo)) {   /* one value: give it some room around */
+    if (!(hi > lo)) { /* one value: give it some room around */
         double pad = lo != 0.0 ? fabs(lo) * 0.1 : 1.0;
         lo -= pad;
         hi += pad;
@@ -87,7 +87,7 @@ static void axis_log(axis *a, double lo, double hi) {
     double d0 = floor(log10(lo) + 1e-9), d1 = ceil(log10(hi) - 1e-9);
     if (d1 <= d0) d1 = d0 + 1;
     int every = d1 - d0 > 8 ? (int)ceil((d1 - d0) / 8) : 1;
-    d0 = floor(d0 / every) * every, d1 = ceil(d1 / every) * every;   /* ticks at both ends */
+    d0 = floor(d0 / every) * every, d1 = ceil(d1 / every) * every; /* ticks at both ends */
     a->log = true;
     a->lo = d0;
     a->hi = d1;
@@ -159,7 +159,7 @@ static double px(const plot *p, double x) { return p->left + axis_frac(&p->x, x)
 static double py(const plot *p, double y) { return p->bottom - axis_frac(&p->y, y) * (p->bottom - p->top); }
 
 static double legend_width(const svg_chart *c, bool markers) {
-    double w = c->legend_title ? text_w(c->legend_title) - 32 : 0;   /* the title has no line sample */
+    double w = c->legend_title ? text_w(c->legend_title) - 32 : 0; /* the title has no line sample */
     for (int k = 0; k < c->nseries; k++)
         if (c->series[k].label) w = fmax(w, text_w(c->series[k].label));
     if (markers && c->marker_label) w = fmax(w, text_w(c->marker_label));
@@ -174,7 +174,7 @@ static void layout(const svg_chart *c, int W, int H, plot *p) {
     p->top = c->subtitle ? 70 : 52;
     p->bottom = H - 52;
     p->right = W - 16 - legend_width(c, p->has_markers);
-    p->left = 0;   /* the x ticks only need the plot width; the left margin comes after the y ticks */
+    p->left = 0; /* the x ticks only need the plot width; the left margin comes after the y ticks */
     if (c->log_y) axis_log(&p->y, b[2], b[3]);
     else axis_linear(&p->y, b[2], b[3], (int)fmax(2, fmin(8, (p->bottom - p->top) / 50)));
     if (c->log_y && p->has_data && b[2] == b[3]) axis_log_mark(&p->y, b[2]);
@@ -194,8 +194,8 @@ static void draw_axes(FILE *f, const svg_chart *c, const plot *p) {
     char buf[64];
     fputs("<g stroke=\"#e6e6e6\" stroke-width=\"1\">\n", f);
     for (int i = 0; p->has_data && i < p->y.nticks; i++)
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", p->left, py(p, p->y.ticks[i]),
-                p->right, py(p, p->y.ticks[i]));
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", p->left, py(p, p->y.ticks[i]), p->right,
+                py(p, p->y.ticks[i]));
     for (int i = 0; p->has_data && i < p->x.nticks; i++)
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", px(p, p->x.ticks[i]), p->top,
                 px(p, p->x.ticks[i]), p->bottom);
@@ -229,12 +229,12 @@ static void draw_axes(FILE *f, const svg_chart *c, const plot *p) {
  * first, lowest, highest and last of them, in their original order. */
 typedef struct pen {
     FILE *f;
-    int64_t npts;             /* points written in the open polyline */
+    int64_t npts; /* points written in the open polyline */
     bool col_open;
     long col;
-    double pt[4][2];          /* first, lowest, highest, last of the open column */
+    double pt[4][2]; /* first, lowest, highest, last of the open column */
     int64_t order[4];
-    int64_t count;            /* points seen in the open column */
+    int64_t count; /* points seen in the open column */
 } pen;
 
 static void pen_emit(pen *p, double x, double y) {
@@ -245,7 +245,7 @@ static void pen_emit(pen *p, double x, double y) {
 static void pen_flush_column(pen *p) {
     if (!p->col_open) return;
     int idx[4] = {0, 1, 2, 3};
-    if (p->order[1] > p->order[2]) idx[1] = 2, idx[2] = 1;   /* lowest and highest in data order */
+    if (p->order[1] > p->order[2]) idx[1] = 2, idx[2] = 1; /* lowest and highest in data order */
     double last[2] = {NAN, NAN};
     for (int k = 0; k < 4; k++) {
         const double *q = p->pt[idx[k]];
@@ -263,21 +263,20 @@ static void pen_point(pen *p, double x, double y) {
         p->col_open = true, p->col = col, p->count = 0;
         for (int k = 0; k < 4; k++) p->pt[k][0] = x, p->pt[k][1] = y, p->order[k] = 0;
     }
-    if (y > p->pt[1][1]) p->pt[1][0] = x, p->pt[1][1] = y, p->order[1] = p->count;   /* lowest on screen */
+    if (y > p->pt[1][1]) p->pt[1][0] = x, p->pt[1][1] = y, p->order[1] = p->count; /* lowest on screen */
     if (y < p->pt[2][1]) p->pt[2][0] = x, p->pt[2][1] = y, p->order[2] = p->count;
     p->pt[3][0] = x, p->pt[3][1] = y, p->order[3] = p->count++;
 }
 
 static void pen_break(pen *p) {
     pen_flush_column(p);
-    if (p->npts == 1) fprintf(p->f, " %.1f,%.1f", p->pt[3][0], p->pt[3][1]);   /* a lone point: a dot */
+    if (p->npts == 1) fprintf(p->f, " %.1f,%.1f", p->pt[3][0], p->pt[3][1]); /* a lone point: a dot */
     if (p->npts) fputs("\"/>\n", p->f);
     p->npts = 0;
 }
 
 static void stroke_attrs(FILE *f, const svg_series *s, int k) {
-    fprintf(f, " stroke=\"%s\" stroke-width=\"%.1f\"", s->color ? s->color : svg_color(k),
-            s->width > 0 ? s->width : 2);
+    fprintf(f, " stroke=\"%s\" stroke-width=\"%.1f\"", s->color ? s->color : svg_color(k), s->width > 0 ? s->width : 2);
     if (s->opacity > 0 && s->opacity < 1) fprintf(f, " stroke-opacity=\"%.2f\"", s->opacity);
     if (s->dash) fprintf(f, " stroke-dasharray=\"%s\"", s->dash);
 }
@@ -306,8 +305,10 @@ static void draw_series(FILE *f, const svg_chart *c, const plot *p, int k) {
 }
 
 static void marker(FILE *f, double x, double y, const char *cls) {
-    fprintf(f, "<circle class=\"%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#ffffff\" stroke=\"" MARKER_COLOR
-               "\" stroke-width=\"2\"/>\n", cls, x, y);
+    fprintf(f,
+            "<circle class=\"%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#ffffff\" stroke=\"" MARKER_COLOR
+            "\" stroke-width=\"2\"/>\n",
+            cls, x, y);
 }
 
 static void draw_markers(FILE *f, const svg_chart *c, const plot *p) {
@@ -344,11 +345,14 @@ int svg_write(FILE *f, const svg_chart *c) {
     int W = c->width > 0 ? c->width : 900, H = c->height > 0 ? c->height : 480;
     plot p;
     layout(c, W, H, &p);
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%d\" "
-               "viewBox=\"0 0 %d %d\" font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">\n",
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%d\" "
+            "viewBox=\"0 0 %d %d\" font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">\n",
             W, H, W, H);
-    fprintf(f, "<defs><clipPath id=\"plot-area\"><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"/>"
-               "</clipPath></defs>\n", p.left, p.top, p.right - p.left, p.bottom - p.top);
+    fprintf(f,
+            "<defs><clipPath id=\"plot-area\"><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"/>"
+            "</clipPath></defs>\n",
+            p.left, p.top, p.right - p.left, p.bottom - p.top);
     fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n", W, H);
     if (c->title) text(f, p.left, 26, "start", " font-size=\"17\" font-weight=\"bold\"", c->title);
     if (c->subtitle) text(f, p.left, 46, "start", " fill=\"#555555\"", c->subtitle);

@@ -14,15 +14,15 @@
 #include <stdio.h>
 
 typedef struct svg_series {
-    const char *label;        /* legend text; NULL = not in the legend */
-    const double *x;          /* NULL = 0, 1, ..., n-1 */
+    const char *label; /* legend text; NULL = not in the legend */
+    const double *x;   /* NULL = 0, 1, ..., n-1 */
     const double *y;
     int64_t n;
-    const char *color;        /* "#rrggbb"; NULL = svg_color(index of the series) */
-    double width;             /* stroke width in px; 0 = 2 */
-    double opacity;           /* stroke opacity; 0 = 1 */
-    const char *dash;         /* stroke-dasharray, e.g. "8,4"; NULL = solid */
-    bool steps;               /* draw as a staircase: y holds until the next x (a loss scale) */
+    const char *color; /* "#rrggbb"; NULL = svg_color(index of the series) */
+    double width;      /* stroke width in px; 0 = 2 */
+    double opacity;    /* stroke opacity; 0 = 1 */
+    const char *dash;  /* stroke-dasharray, e.g. "8,4"; NULL = solid */
+    bool steps;        /* draw as a staircase: y holds until the next x (a loss scale) */
     /* markers (small circles drawn over the curve), e.g. the skipped steps */
     const double *marker_x;
     const double *marker_y;
@@ -31,11 +31,11 @@ typedef struct svg_series {
 
 typedef struct svg_chart {
     const char *title;
-    const char *subtitle;     /* one smaller line under the title, or NULL */
+    const char *subtitle; /* one smaller line under the title, or NULL */
     const char *xlabel;
     const char *ylabel;
-    int width, height;        /* whole picture in px; 0 = 900 x 480 */
-    bool log_y;               /* log10 y axis */
+    int width, height; /* whole picture in px; 0 = 900 x 480 */
+    bool log_y;        /* log10 y axis */
     const svg_series *series;
     int nseries;
     const char *legend_title; /* a line above the legend entries (e.g. the smoothing weight), or NULL */

@@ -55,7 +55,7 @@ void term_wrap(FILE *f, const char *text, int width, int indent) {
     for (const char *p = text; *p;) {
         size_t n = strcspn(p, " ");
         int w = span_width(p, n);
-        if (col > 0 && col + 1 + w > width) {   /* the word starts a new line */
+        if (col > 0 && col + 1 + w > width) { /* the word starts a new line */
             fprintf(f, "\n%*s", indent, "");
             col = indent;
         } else if (col > 0) {

@@ -39,8 +39,8 @@ static void usage(FILE *f) {
 
 /* Options that steer this process only; train.args does not record them (the checkpoint destination
  * and cadence have metadata of their own). */
-static const char *const control_opts[] = {"log", "checkpoint", "checkpoint-every", "keep", "resume", "quiet",
-                                           "allow-data-change", NULL};
+static const char *const control_opts[] = {"log",    "checkpoint", "checkpoint-every",  "keep",
+                                           "resume", "quiet",      "allow-data-change", NULL};
 
 static bool is_control(const char *name) {
     for (int i = 0; control_opts[i]; i++)
@@ -50,7 +50,7 @@ static bool is_control(const char *name) {
 
 typedef struct train_cli {
     run_config cfg;
-    train_only x;   /* precision, log and resume paths */
+    train_only x; /* precision, log and resume paths */
     cli_opt opts[MAX_OPTS];
     int n;
     bool seen[MAX_OPTS];
@@ -120,7 +120,7 @@ static int merge_args(const train_cli *t, const char *recorded, int argc, char *
         char *val = NULL, *nl = strchr(tok, '\n');
         if (nl) *nl = '\0';
         int k = strncmp(tok, "--", 2) ? -1 : find(t, tok + 2, strlen(tok + 2));
-        if (k >= 0 && t->opts[k].kind != CLI_FLAG && nl) {   /* its value is the next line */
+        if (k >= 0 && t->opts[k].kind != CLI_FLAG && nl) { /* its value is the next line */
             val = nl + 1, nl = strchr(val, '\n');
             if (nl) *nl = '\0';
         }
@@ -219,8 +219,8 @@ static int with_recorded(train_cli *t, int *argc, char ***argv, char **all, ampc
     cli_parse_out po = {.seen = t->seen};
     build_table(t);
     if (cli_parse(t->opts, (size_t)t->n, n, all, 0, NULL, &po) != CLI_PARSED) {
-        fprintf(stderr, "%s: --resume: the options recorded in %s do not parse with the command line's: %s\n", prog, path,
-                po.error);
+        fprintf(stderr, "%s: --resume: the options recorded in %s do not parse with the command line's: %s\n", prog,
+                path, po.error);
         return CLI_EXIT_USAGE;
     }
     recorded_destination(t, *ck, *argc, *argv);
@@ -270,14 +270,17 @@ static void say_destination(train_cli *t) {
     run_config *cfg = &t->cfg;
     if (!cfg->resume) return;
     if (!cfg->checkpoint) {
-        fprintf(stderr, "ampc train: warning: no --checkpoint, and %s records none (older checkpoints do not): this "
-                "run saves nothing\n", t->x.resume_path);
+        fprintf(stderr,
+                "ampc train: warning: no --checkpoint, and %s records none (older checkpoints do not): this "
+                "run saves nothing\n",
+                t->x.resume_path);
         return;
     }
     if (!t->ck_recorded) return;
     static char note[4600];
     int n = snprintf(note, sizeof note, "; saving to %s", cfg->checkpoint);
-    if (cfg->checkpoint_every) n += snprintf(note + n, sizeof note - (size_t)n, " every %lld steps", (long long)cfg->checkpoint_every);
+    if (cfg->checkpoint_every)
+        n += snprintf(note + n, sizeof note - (size_t)n, " every %lld steps", (long long)cfg->checkpoint_every);
     if (cfg->keep > 1) n += snprintf(note + n, sizeof note - (size_t)n, ", keeping %lld", (long long)cfg->keep);
     snprintf(note + n, sizeof note - (size_t)n, " (recorded in the checkpoint)");
     cfg->resume_note = note;
@@ -290,18 +293,22 @@ static int check_data(const train_cli *t, const data_id *id) {
     const char *crc = ampc_safetensors_metadata(ck, "train.data.crc32");
     if (!crc || !meta_int(ck, "train.data.size", &size)) {
         if (!t->cfg.quiet)
-            fprintf(stderr, "ampc train: note: %s records no fingerprint of its data (older checkpoints do not); "
-                    "the data is not checked\n", t->x.resume_path);
+            fprintf(stderr,
+                    "ampc train: note: %s records no fingerprint of its data (older checkpoints do not); "
+                    "the data is not checked\n",
+                    t->x.resume_path);
         return 0;
     }
     char now[16];
     snprintf(now, sizeof now, "%08" PRIx32, id->crc32);
     if ((uint64_t)size == id->size && !strcmp(crc, now)) return 0;
     const char *was = ampc_safetensors_metadata(ck, "train.data");
-    fprintf(stderr, "ampc train: --resume: the data differs from the data %s was trained on: %s is %llu bytes with "
-            "CRC-32 %s, the checkpoint recorded %s: %lld bytes with CRC-32 %s; %s\n", t->x.resume_path, id->spec,
-            (unsigned long long)id->size, now, was ? was : "?", (long long)size, crc,
-            t->x.allow_data_change ? "going on (--allow-data-change)" : "pass --allow-data-change to train on it anyway");
+    fprintf(stderr,
+            "ampc train: --resume: the data differs from the data %s was trained on: %s is %llu bytes with "
+            "CRC-32 %s, the checkpoint recorded %s: %lld bytes with CRC-32 %s; %s\n",
+            t->x.resume_path, id->spec, (unsigned long long)id->size, now, was ? was : "?", (long long)size, crc,
+            t->x.allow_data_change ? "going on (--allow-data-change)"
+                                   : "pass --allow-data-change to train on it anyway");
     return t->x.allow_data_change ? 0 : CLI_EXIT_FAIL;
 }
 
@@ -313,9 +320,22 @@ static void checkpoint_meta(const train_cli *t, const char *args, const data_id 
     snprintf(num[1], 32, "%lld", (long long)(t->cfg.keep > 1 ? t->cfg.keep : 1));
     snprintf(num[2], 32, "%llu", (unsigned long long)id->size);
     snprintf(num[3], 32, "%08" PRIx32, id->crc32);
-    const char *kv[] = {"train.args", args, "train.checkpoint", slash ? slash + 1 : t->cfg.checkpoint ? t->cfg.checkpoint : "",
-                        "train.checkpoint_every", num[0], "train.keep", num[1], "train.data", id->spec,
-                        "train.data.crc32", num[3], "train.data.size", num[2]};
+    const char *kv[] = {"train.args",
+                        args,
+                        "train.checkpoint",
+                        slash               ? slash + 1
+                        : t->cfg.checkpoint ? t->cfg.checkpoint
+                                            : "",
+                        "train.checkpoint_every",
+                        num[0],
+                        "train.keep",
+                        num[1],
+                        "train.data",
+                        id->spec,
+                        "train.data.crc32",
+                        num[3],
+                        "train.data.size",
+                        num[2]};
     memcpy(meta, kv, sizeof kv);
 }
 
@@ -324,7 +344,8 @@ static void say_stopped(const train_cli *t, const run_output *o) {
     char q[4300], log[4400] = "";
     const char *sig = safety_signal_name(o->stopped_by);
     if (t->x.log_path) safety_shell_quote(t->x.log_path, q, sizeof q), snprintf(log, sizeof log, " --log %s", q);
-    fprintf(stderr, "ampc train: stopped by %s after %lld of %lld steps; ", sig, (long long)o->r.n, (long long)o->total);
+    fprintf(stderr, "ampc train: stopped by %s after %lld of %lld steps; ", sig, (long long)o->r.n,
+            (long long)o->total);
     if (o->saved_to[0]) {
         safety_shell_quote(o->saved_to, q, sizeof q);
         fprintf(stderr, "the checkpoint is saved to %s; resume with: ampc train --resume %s%s%s%s\n", o->saved_to, q,
@@ -403,7 +424,7 @@ static int train(train_cli *t, const char *args) {
 }
 
 int cmd_train(int argc, char **argv) {
-    static train_cli t;   /* large; one per process */
+    static train_cli t; /* large; one per process */
     static char args[16384];
     ampc_safetensors *ck = NULL;
     int rc = parse(&t, argc, argv, &ck, args, sizeof args);

@@ -18,18 +18,18 @@
 
 #include <string.h>
 
-#define TWORDS 512   /* BF16 per tile */
-#define TROWS 16     /* rows of a tile; rows and columns of a C tile */
-#define TK 32        /* BF16 elements along K in one k-step (16 pairs) */
+#define TWORDS 512 /* BF16 per tile */
+#define TROWS 16   /* rows of a tile; rows and columns of a C tile */
+#define TK 32      /* BF16 elements along K in one k-step (16 pairs) */
 
 #define AI __attribute__((always_inline)) static inline
 
 /* Operand kinds: the source dtype and how many BF16 parts each value becomes. */
 typedef enum akind {
-    AK_BF16 = 0,   /* BF16: one part, as is */
-    AK_F16X3,      /* F16: hi + lo, exact */
-    AK_F32X1,      /* F32: hi only */
-    AK_F32X3,      /* F32: hi + lo */
+    AK_BF16 = 0, /* BF16: one part, as is */
+    AK_F16X3,    /* F16: hi + lo, exact */
+    AK_F32X1,    /* F32: hi only */
+    AK_F32X3,    /* F32: hi + lo */
     AK_COUNT
 } akind;
 
@@ -58,10 +58,8 @@ AI bool load_parts(const akind kd, const unsigned char *p, uint16_t *hi, uint16_
     uint16_t h;
     uint32_t x;
     switch (kd) {
-    case AK_BF16:
-        memcpy(hi, p, 2);
-        return bf16_subnormal(*hi);
-    case AK_F16X3:   /* F16 values and their parts are multiples of 2^-24: never BF16 subnormals */
+    case AK_BF16: memcpy(hi, p, 2); return bf16_subnormal(*hi);
+    case AK_F16X3: /* F16 values and their parts are multiples of 2^-24: never BF16 subnormals */
         memcpy(&h, p, 2);
         split_f32(ampci_f16_to_f32_bits(h), hi, lo);
         return bf16_nonfinite(*hi);
@@ -69,7 +67,7 @@ AI bool load_parts(const akind kd, const unsigned char *p, uint16_t *hi, uint16_
         memcpy(&x, p, 4);
         *hi = ampci_bf16_from_f32_bits(x);
         return bf16_subnormal(*hi);
-    default:   /* AK_F32X3 */
+    default: /* AK_F32X3 */
         memcpy(&x, p, 4);
         split_f32(x, hi, lo);
         return bf16_subnormal(*hi) || bf16_subnormal(*lo) || bf16_nonfinite(*hi);
@@ -85,9 +83,7 @@ typedef struct pack_src {
 } pack_src;
 
 /* Position of element (x, k) in a group's tiles (without the part offset). */
-AI size_t pos_a(int parts, int64_t x, int64_t k) {
-    return (size_t)((k / TK * parts) * TWORDS + x * TK + k % TK);
-}
+AI size_t pos_a(int parts, int64_t x, int64_t k) { return (size_t)((k / TK * parts) * TWORDS + x * TK + k % TK); }
 AI size_t pos_b(int parts, int64_t x, int64_t k) {
     return (size_t)((k / TK * parts) * TWORDS + (k % TK) / 2 * TK + 2 * x + (k & 1));
 }
@@ -109,14 +105,13 @@ AI bool put(const akind kd, const bool is_b, const unsigned char *src, int64_t x
 AI bool pack_group_body(const akind kd, const bool is_b, const pack_src *s, int64_t kt, uint16_t *dst) {
     const size_t es = kind_size(kd);
     bool special = false;
-    if (s->nx < TROWS || s->kc < kt * TK)
-        memset(dst, 0, (size_t)(kt * kind_parts(kd) * TWORDS) * sizeof(uint16_t));
-    if (s->sk == 1) {   /* k contiguous */
+    if (s->nx < TROWS || s->kc < kt * TK) memset(dst, 0, (size_t)(kt * kind_parts(kd) * TWORDS) * sizeof(uint16_t));
+    if (s->sk == 1) { /* k contiguous */
         for (int64_t x = 0; x < s->nx; x++) {
             const unsigned char *row = s->base + (size_t)(x * s->sx) * es;
             for (int64_t k = 0; k < s->kc; k++) special |= put(kd, is_b, row + (size_t)k * es, x, k, dst);
         }
-    } else {            /* x contiguous */
+    } else { /* x contiguous */
         for (int64_t k = 0; k < s->kc; k++) {
             const unsigned char *row = s->base + (size_t)(k * s->sk) * es;
             for (int64_t x = 0; x < s->nx; x++) special |= put(kd, is_b, row + (size_t)(x * s->sx) * es, x, k, dst);
@@ -126,12 +121,12 @@ AI bool pack_group_body(const akind kd, const bool is_b, const pack_src *s, int6
 }
 
 typedef bool (*pack_group_fn)(const pack_src *s, int64_t kt, uint16_t *dst);
-#define DEF_PACK_GROUP(KD, tag)                                                                               \
-    static bool pack_a_##tag(const pack_src *s, int64_t kt, uint16_t *dst) {                                  \
-        return pack_group_body(KD, false, s, kt, dst);                                                        \
-    }                                                                                                         \
-    static bool pack_b_##tag(const pack_src *s, int64_t kt, uint16_t *dst) {                                  \
-        return pack_group_body(KD, true, s, kt, dst);                                                         \
+#define DEF_PACK_GROUP(KD, tag)                                                                                        \
+    static bool pack_a_##tag(const pack_src *s, int64_t kt, uint16_t *dst) {                                           \
+        return pack_group_body(KD, false, s, kt, dst);                                                                 \
+    }                                                                                                                  \
+    static bool pack_b_##tag(const pack_src *s, int64_t kt, uint16_t *dst) {                                           \
+        return pack_group_body(KD, true, s, kt, dst);                                                                  \
     }
 DEF_PACK_GROUP(AK_BF16, bf16)
 DEF_PACK_GROUP(AK_F16X3, f16x3)

@@ -20,7 +20,7 @@ typedef struct amx_tilecfg {
     uint8_t palette_id;
     uint8_t start_row;
     uint8_t reserved0[14];
-    uint16_t colsb[16];   /* bytes per row, tiles 0..15 (palette 1 has 8) */
+    uint16_t colsb[16]; /* bytes per row, tiles 0..15 (palette 1 has 8) */
     uint8_t rows[16];
 } amx_tilecfg;
 _Static_assert(sizeof(amx_tilecfg) == 64, "LDTILECFG reads 64 bytes");
@@ -40,17 +40,17 @@ static _Alignas(64) const amx_tilecfg amx_cfg_16x64 = {
 /* gcc 12's tileloadd asm has no memory operand: without this barrier the compiler may move stores to a
  * packed panel or to the C buffer past the load that reads them. */
 #define AMX_BARRIER() __asm__ volatile("" ::: "memory")
-#define AMX_CONFIG()                                                                                          \
-    do {                                                                                                      \
-        AMX_BARRIER();                                                                                        \
-        _tile_loadconfig(&amx_cfg_16x64);                                                                     \
+#define AMX_CONFIG()                                                                                                   \
+    do {                                                                                                               \
+        AMX_BARRIER();                                                                                                 \
+        _tile_loadconfig(&amx_cfg_16x64);                                                                              \
     } while (0)
 #define AMX_RELEASE() _tile_release()
 /* t: tile number (a literal); base: row 0; stride: bytes between rows */
-#define AMX_LOAD(t, base, stride)                                                                             \
-    do {                                                                                                      \
-        AMX_BARRIER();                                                                                        \
-        _tile_loadd(t, base, stride);                                                                         \
+#define AMX_LOAD(t, base, stride)                                                                                      \
+    do {                                                                                                               \
+        AMX_BARRIER();                                                                                                 \
+        _tile_loadd(t, base, stride);                                                                                  \
     } while (0)
 #define AMX_STORE(t, base, stride) _tile_stored(t, base, stride)
 #define AMX_ZERO(t) _tile_zero(t)
@@ -68,7 +68,7 @@ typedef struct amx_emu_state {
     uint16_t colsb[8];
     uint8_t rows[8];
     uint8_t start_row;
-    int configured;   /* 0: INIT state (no LDTILECFG since the last TILERELEASE) */
+    int configured; /* 0: INIT state (no LDTILECFG since the last TILERELEASE) */
 } amx_emu_state;
 
 static _Thread_local amx_emu_state amx_emu;
@@ -77,8 +77,8 @@ static _Thread_local amx_emu_state amx_emu;
 #define AMX_EMU_CHECK(c) AMPCI_ASSERT(c)
 
 static inline void amx_emu_loadconfig(const amx_tilecfg *c) {
-    memset(&amx_emu, 0, sizeof amx_emu);   /* LDTILECFG zeroes all tile data */
-    if (c->palette_id == 0) return;        /* palette 0: back to INIT */
+    memset(&amx_emu, 0, sizeof amx_emu); /* LDTILECFG zeroes all tile data */
+    if (c->palette_id == 0) return;      /* palette 0: back to INIT */
     AMX_EMU_CHECK(c->palette_id == 1);
     for (int i = 0; i < 14; i++) AMX_EMU_CHECK(c->reserved0[i] == 0);
     for (int t = 0; t < 16; t++) {
@@ -159,7 +159,7 @@ static inline float amx_emu_add(float x, float y) {
  * exponent unbounded): a result that IEEE rounds to +-2^-126 is still tiny, and flushed, when the exact
  * value is below 2^-126 (1 - 2^-25). With BF16 factors and a normal-or-zero c, a*b + c is exact in
  * double whenever it lies that close to 2^-126, so the double sum decides. */
-static inline float amx_emu_fma_ftz(float a, float b, float c) {   /* a, b, c already DAZ'd */
+static inline float amx_emu_fma_ftz(float a, float b, float c) { /* a, b, c already DAZ'd */
     float r = fmaf(a, b, c);
     if (fabsf(r) > FLT_MIN || isnan(r)) return r;
     if (fabsf(r) < FLT_MIN) return copysignf(0.0f, r);
@@ -182,7 +182,7 @@ static inline void amx_emu_dpbf16ps(int d, int s1, int s2) {
     int M = amx_emu.rows[d], N = amx_emu.colsb[d] / 4, K = amx_emu.colsb[s1] / 4;
     AMX_EMU_CHECK(N == amx_emu.colsb[s2] / 4 && M == amx_emu.rows[s1] && K == amx_emu.rows[s2]);
     AMX_EMU_CHECK(N <= 16 && K <= 16);
-    float b[16][32];   /* make_fp32 of every BF16 of src2, DAZ'd: b[k][2 n + s] */
+    float b[16][32]; /* make_fp32 of every BF16 of src2, DAZ'd: b[k][2 n + s] */
     for (int k = 0; k < K; k++)
         for (int e = 0; e < 2 * N; e++) {
             uint16_t y;

@@ -70,11 +70,11 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#define KC_ONE 512    /* K elements per block, one-part kinds */
-#define KC_TWO 256    /* two-part kinds (hi + lo tiles) */
-#define MS_MAX 16     /* row groups (16 rows) per task: 256 rows */
-#define NS_MAX 32     /* column groups per task: 512 columns */
-#define BGROUP 4      /* column groups per B packing item */
+#define KC_ONE 512 /* K elements per block, one-part kinds */
+#define KC_TWO 256 /* two-part kinds (hi + lo tiles) */
+#define MS_MAX 16  /* row groups (16 rows) per task: 256 rows */
+#define NS_MAX 32  /* column groups per task: 512 columns */
+#define BGROUP 4   /* column groups per B packing item */
 
 /* Knobs that never change the arithmetic; the emulated build lets tests lower them to reach the column
  * chunk and thread paths with small problems. */
@@ -96,15 +96,15 @@ AMX_KNOB double g_serial_work = 33554432.0;
  * (2 gg + hh) * 256 floats, rows 64 bytes apart) or start at zero (cin NULL), and go to cout.
  * ---------------------------------------------------------------------------------------------- */
 
-#define CT 256   /* floats per C tile */
+#define CT 256 /* floats per C tile */
 
 /* The four tdpbf16ps of a k-step: C(gg, hh) += A(gg) B(hh). */
-#define DP4(ng, nh)                                                                                           \
-    do {                                                                                                      \
-        AMX_DPBF16(0, 4, 6);                                                                                  \
-        if (nh == 2) AMX_DPBF16(1, 4, 7);                                                                     \
-        if (ng == 2) AMX_DPBF16(2, 5, 6);                                                                     \
-        if (ng == 2 && nh == 2) AMX_DPBF16(3, 5, 7);                                                          \
+#define DP4(ng, nh)                                                                                                    \
+    do {                                                                                                               \
+        AMX_DPBF16(0, 4, 6);                                                                                           \
+        if (nh == 2) AMX_DPBF16(1, 4, 7);                                                                              \
+        if (ng == 2) AMX_DPBF16(2, 5, 6);                                                                              \
+        if (ng == 2 && nh == 2) AMX_DPBF16(3, 5, 7);                                                                   \
     } while (0)
 
 AI void load_a(const int ng, const uint16_t *a0, const uint16_t *a1, size_t at) {
@@ -134,13 +134,13 @@ AI void ukr_body(const int ng, const int nh, const int passes, int64_t kt, const
         size_t hi = (size_t)(t * parts) * TWORDS, lo = hi + TWORDS;
         load_a(ng, a0, a1, hi);
         load_b(nh, b0, b1, hi);
-        DP4(ng, nh);          /* hi * hi */
+        DP4(ng, nh); /* hi * hi */
         if (passes == 3) {
             load_b(nh, b0, b1, lo);
-            DP4(ng, nh);      /* hi * lo */
+            DP4(ng, nh); /* hi * lo */
             load_a(ng, a0, a1, lo);
             load_b(nh, b0, b1, hi);
-            DP4(ng, nh);      /* lo * hi */
+            DP4(ng, nh); /* lo * hi */
         }
     }
     AMX_STORE(0, cout, 64);
@@ -151,10 +151,10 @@ AI void ukr_body(const int ng, const int nh, const int passes, int64_t kt, const
 
 typedef void (*ukr_fn)(int64_t kt, const uint16_t *a0, const uint16_t *a1, const uint16_t *b0, const uint16_t *b1,
                        const float *cin, float *cout);
-#define DEF_UKR(NG, NH, P)                                                                                    \
-    static void ukr_##NG##NH##_##P(int64_t kt, const uint16_t *a0, const uint16_t *a1, const uint16_t *b0,     \
-                                   const uint16_t *b1, const float *cin, float *cout) {                       \
-        ukr_body(NG, NH, P, kt, a0, a1, b0, b1, cin, cout);                                                    \
+#define DEF_UKR(NG, NH, P)                                                                                             \
+    static void ukr_##NG##NH##_##P(int64_t kt, const uint16_t *a0, const uint16_t *a1, const uint16_t *b0,             \
+                                   const uint16_t *b1, const float *cin, float *cout) {                                \
+        ukr_body(NG, NH, P, kt, a0, a1, b0, b1, cin, cout);                                                            \
     }
 DEF_UKR(1, 1, 1)
 DEF_UKR(1, 2, 1)
@@ -224,20 +224,19 @@ typedef struct ajob {
     const ampci_gemm *g;
     akind kd;
     int parts, passes;
-    int64_t KC, nkb, ktf;   /* K elements per block, blocks, k-steps per full block */
-    int64_t kt_total;       /* k-steps over all of K */
+    int64_t KC, nkb, ktf; /* K elements per block, blocks, k-steps per full block */
+    int64_t kt_total;     /* k-steps over all of K */
     /* the current chunk of columns, from jc0: ngc column groups of packed op(b) */
     int64_t jc0, ngc;
-    uint16_t *bp;           /* [pc][group][kt(pc)][parts][TWORDS] */
-    bool *bflag;            /* [pc][group]: the panel holds a special value */
+    uint16_t *bp; /* [pc][group][kt(pc)][parts][TWORDS] */
+    bool *bflag;  /* [pc][group]: the panel holds a special value */
     /* tasks: mb x nb blocks of gs row groups by hs column groups */
     int64_t ngr, gs, mb, hs, nb;
-    unsigned char *slots;   /* nslots scratch slots of slot_bytes: A block, A flags, C buffer */
+    unsigned char *slots; /* nslots scratch slots of slot_bytes: A block, A flags, C buffer */
     size_t slot_bytes, a_bytes, f_bytes;
     atomic_int *busy;
     int nslots;
 } ajob;
-
 
 AI int64_t block_kc(const ajob *j, int64_t pc) { return pc + 1 < j->nkb ? j->KC : j->g->K - pc * j->KC; }
 AI size_t group_words(const ajob *j, int64_t kt) { return (size_t)(kt * j->parts) * TWORDS; }
@@ -287,10 +286,8 @@ static void micro_tile(const ajob *j, int64_t pc, int64_t kt, const uint16_t *co
     bool final = pc + 1 == j->nkb;
     const float *cin = pc > 0 ? cb : NULL;
     float *cout = final ? last : cb;
-    if (special)
-        ukr_exact(ng, nh, j->passes, kt, a, b, cin, cout);
-    else
-        g_ukr[j->passes == 3][ng - 1][nh - 1](kt, a[0], a[1], b[0], b[1], cin, cout);
+    if (special) ukr_exact(ng, nh, j->passes, kt, a, b, cin, cout);
+    else g_ukr[j->passes == 3][ng - 1][nh - 1](kt, a[0], a[1], b[0], b[1], cin, cout);
     if (final) write_out(j->g, last, row, col, ng, nh);
 }
 
@@ -328,10 +325,10 @@ static void compute_range(void *arg, int64_t t0, int64_t t1, int64_t chunk) {
     ajob *j = arg;
     int slot = take_slot(j->busy, j->nslots);
     unsigned char *mem = j->slots + (size_t)slot * j->slot_bytes;
-    AMX_CONFIG();   /* tile state is per thread: configure it on the thread that runs these tasks */
+    AMX_CONFIG(); /* tile state is per thread: configure it on the thread that runs these tasks */
     for (int64_t t = t0; t < t1; t++)
         run_task(j, t, (uint16_t *)mem, (bool *)(mem + j->a_bytes), (float *)(mem + j->a_bytes + j->f_bytes));
-    AMX_RELEASE();  /* back to the INIT state: context switches need not save 8 KiB of tiles */
+    AMX_RELEASE(); /* back to the INIT state: context switches need not save 8 KiB of tiles */
     atomic_store(&j->busy[slot], 0);
 }
 
@@ -353,10 +350,8 @@ static int64_t plan(ajob *j, int threads, bool serial) {
     j->mb = ceil_div(j->ngr, MS_MAX);
     int64_t nb = ceil_div(ngc_chunk, NS_MAX);
     if (!serial) {
-        if (j->ngr >= 4 * threads)
-            j->mb = ceil_div(j->mb, threads) * threads;
-        else
-            nb = ceil_div(nb, threads) * threads;
+        if (j->ngr >= 4 * threads) j->mb = ceil_div(j->mb, threads) * threads;
+        else nb = ceil_div(nb, threads) * threads;
     }
     j->gs = ceil_div(ceil_div(j->ngr, j->mb), 2) * 2;
     j->mb = ceil_div(j->ngr, j->gs);

@@ -20,15 +20,12 @@ static inline __m256i bf16_round8(__m256i x) {
 }
 
 /* Two vectors of 32-bit lanes holding 16-bit values -> 16 packed values in order. */
-static inline __m256i pack16(__m256i a, __m256i b) {
-    return _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xD8);
-}
+static inline __m256i pack16(__m256i a, __m256i b) { return _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xD8); }
 
 /* 8 bf16 patterns -> 8 f32 patterns (NaN made quiet). */
 static inline __m256i bf16_widen8(__m128i h) {
     __m256i x = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
-    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)),
-                                     _mm256_set1_epi32(0x7f800000));
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
     return _mm256_or_si256(x, _mm256_and_si256(nan, _mm256_set1_epi32(0x400000)));
 }
 

@@ -15,21 +15,21 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#define BQ 64                    /* queries per block: the lanes of every tile (4 vectors) */
-#define BK 64                    /* keys per forward chunk, and the granule of the subnormal decision */
-#define MR 6                     /* micro-tile rows */
-#define NV 4                     /* micro-tile vectors of 16 lanes */
-#define SERIAL_WORK (1 << 22)    /* multiply-adds below which a call stays on the calling thread */
+#define BQ 64                 /* queries per block: the lanes of every tile (4 vectors) */
+#define BK 64                 /* keys per forward chunk, and the granule of the subnormal decision */
+#define MR 6                  /* micro-tile rows */
+#define NV 4                  /* micro-tile vectors of 16 lanes */
+#define SERIAL_WORK (1 << 22) /* multiply-adds below which a call stays on the calling thread */
 #define NONE INT64_MIN
 
 #define AI __attribute__((always_inline)) static inline
 #define BF16_TARGET __attribute__((target("avx512bf16")))
 
-typedef enum kind { K_F32 = 0, K_F16, K_BF16W, K_BF16DP } kind;   /* how q, k, v, go are read */
-typedef enum mkind { MK_F32 = 0, MK_DP, MK_DPX } mkind;           /* F32 FMA, vdpbf16ps, its emulation */
+typedef enum kind { K_F32 = 0, K_F16, K_BF16W, K_BF16DP } kind; /* how q, k, v, go are read */
+typedef enum mkind { MK_F32 = 0, MK_DP, MK_DPX } mkind;         /* F32 FMA, vdpbf16ps, its emulation */
 enum { MODE_SET = 0, MODE_ADD, MODE_SCALE };
 
-static size_t fl16(int64_t n) { return (size_t)ceil_div(n, 16) * 16; }   /* floats, rounded to a line */
+static size_t fl16(int64_t n) { return (size_t)ceil_div(n, 16) * 16; } /* floats, rounded to a line */
 
 /* ------------------------------------------------------------------------------------------------
  * exp. x = n ln2 + r with n = rint(x / ln2) and r = x - n ln2 (ln2 in two parts, |r| <= ln2 / 2);
@@ -52,7 +52,7 @@ AI __m512 exp16(__m512 x) {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
-    __m512 em1 = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);   /* e^r - 1, accurate relative to itself */
+    __m512 em1 = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r); /* e^r - 1, accurate relative to itself */
     return _mm512_scalef_ps(_mm512_add_ps(em1, _mm512_set1_ps(1.0f)), n);
 }
 
@@ -185,9 +185,9 @@ AI void mk_dpx_body(const int mr, const int nv, const mk *g) {
 }
 
 typedef void (*mk_fn)(const mk *g);
-#define MK_DEF(r, v)                                                                                        \
-    static void mk_f32_##r##_##v(const mk *g) { mk_f32_body(r, v, g); }                                     \
-    BF16_TARGET static void mk_dp_##r##_##v(const mk *g) { mk_dp_body(r, v, g); }                           \
+#define MK_DEF(r, v)                                                                                                   \
+    static void mk_f32_##r##_##v(const mk *g) { mk_f32_body(r, v, g); }                                                \
+    BF16_TARGET static void mk_dp_##r##_##v(const mk *g) { mk_dp_body(r, v, g); }                                      \
     static void mk_dpx_##r##_##v(const mk *g) { mk_dpx_body(r, v, g); }
 #define MK_ROW(X, r) X(r, 1) X(r, 2) X(r, 3) X(r, 4)
 #define MK_ALL(X) MK_ROW(X, 1) MK_ROW(X, 2) MK_ROW(X, 3) MK_ROW(X, 4) MK_ROW(X, 5) MK_ROW(X, 6)
@@ -328,12 +328,12 @@ AI __mmask16 causal_lanes(int64_t c) { return c <= 0 ? (__mmask16)0xffff : c >= 
 typedef struct job {
     const ampci_attn *a;
     kind kd;
-    const unsigned char *q, *k, *v, *go;   /* the inputs, as bytes */
-    float *o, *stats;                      /* forward */
-    const float *stats_in;                 /* backward */
+    const unsigned char *q, *k, *v, *go; /* the inputs, as bytes */
+    float *o, *stats;                    /* forward */
+    const float *stats_in;               /* backward */
     float *gq, *gk, *gv;
-    int64_t nqb;                           /* query blocks per head */
-    float *mem;                            /* nslots slots of slot_floats */
+    int64_t nqb; /* query blocks per head */
+    float *mem;  /* nslots slots of slot_floats */
     size_t slot_floats;
     atomic_int *busy;
     int nslots;
@@ -357,8 +357,8 @@ static float *slot_buffer(job *j, int *slot) {
 /* Scores of keys [j0, j0 + jn) (st rows) for the block's lanes: scale, causal mask (-inf), column max;
  * then the online softmax: m' = max(m, chunk max), alpha = exp(m - m'), P = exp(s - m') in place,
  * l = l alpha + sum_j P (keys in order). */
-static void fw_softmax(float *st, int64_t jn, int64_t nvq, int64_t diag, bool causal, float scale, __m512 *m,
-                       __m512 *l, __m512 *alpha) {
+static void fw_softmax(float *st, int64_t jn, int64_t nvq, int64_t diag, bool causal, float scale, __m512 *m, __m512 *l,
+                       __m512 *alpha) {
     __m512 mx[NV], sum[NV], vs = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
     for (int64_t v = 0; v < nvq; v++) mx[v] = ninf, sum[v] = _mm512_setzero_ps();
     for (int64_t r = 0; r < jn; r++)
@@ -386,12 +386,12 @@ static void fw_softmax(float *st, int64_t jn, int64_t nvq, int64_t diag, bool ca
 
 /* The forward's per-block state: the slot's buffers and the online softmax's lanes. */
 typedef struct fw_state {
-    float *qt;            /* (D or pairs, BQ): Q^T of the block */
-    float *ka, *va;       /* (BK, D), (BK, Dv): a key chunk's k rows (widened or BF16 pairs) and v rows */
-    float *st;            /* (BK, BQ): S^T, then P^T, of the chunk */
-    float *ot;            /* (Dv, BQ): O^T, unnormalised */
-    bool qsub;            /* Q^T holds a subnormal BF16 */
-    __m512 m[NV], l[NV], alpha[NV];   /* running max, running sum, this chunk's rescaling */
+    float *qt;                      /* (D or pairs, BQ): Q^T of the block */
+    float *ka, *va;                 /* (BK, D), (BK, Dv): a key chunk's k rows (widened or BF16 pairs) and v rows */
+    float *st;                      /* (BK, BQ): S^T, then P^T, of the chunk */
+    float *ot;                      /* (Dv, BQ): O^T, unnormalised */
+    bool qsub;                      /* Q^T holds a subnormal BF16 */
+    __m512 m[NV], l[NV], alpha[NV]; /* running max, running sum, this chunk's rescaling */
 } fw_state;
 
 /* Keys [j0, j0 + jn) of head h: S^T = K Q^T, the online softmax, O^T = O^T alpha + V^T P^T. */
@@ -404,14 +404,23 @@ static void fw_chunk(const job *j, fw_state *f, int64_t h, int64_t i0, int64_t n
     mkind mkk = MK_F32;
     if (j->kd == K_F32) kr = (const float *)kp, vr = (const float *)vp;
     else if (j->kd != K_BF16DP) widen(j->kd, f->ka, kp, jn * D);
-    else   /* the whole BK chunk is checked for subnormals, as the backward does, so both take one path */
+    else /* the whole BK chunk is checked for subnormals, as the backward does, so both take one path */
         mkk = pack_rows_dp(f->ka, (const uint16_t *)kp, min64(BK, Tk - j0), D) || f->qsub ? MK_DPX : MK_DP;
     mk g = {.K = Dw, .a = kr, .ars = Dw, .acs = 1, .b = f->qt, .ldb = BQ, .c = f->st, .ldc = BQ, .mlast = 0xffff};
     mk_run(mkk, &g, jn, nvq, a->causal ? j0 - i0 : NONE, NONE);
     fw_softmax(f->st, jn, nvq, j0 - i0, a->causal, (float)a->scale, f->m, f->l, f->alpha);
     if (j->kd != K_F32) widen(j->kd == K_BF16DP ? K_BF16W : j->kd, f->va, vp, jn * Dv);
-    mk o = {.K = jn, .a = vr, .ars = 1, .acs = Dv, .b = f->st, .ldb = BQ, .c = f->ot, .ldc = BQ, .mlast = 0xffff,
-            .mode = j0 == 0 ? MODE_SET : MODE_SCALE, .cs = f->alpha};
+    mk o = {.K = jn,
+            .a = vr,
+            .ars = 1,
+            .acs = Dv,
+            .b = f->st,
+            .ldb = BQ,
+            .c = f->ot,
+            .ldc = BQ,
+            .mlast = 0xffff,
+            .mode = j0 == 0 ? MODE_SET : MODE_SCALE,
+            .cs = f->alpha};
     mk_run(MK_F32, &o, Dv, nvq, NONE, NONE);
 }
 
@@ -420,7 +429,7 @@ static void fw_finish(const job *j, const fw_state *f, int64_t r0, int64_t nq) {
     int64_t Dv = j->a->Dv;
     __m512 inv[NV];
     _Alignas(64) float ms[BQ], is[BQ];
-    for (int v = 0; v < NV; v++) {   /* vectors beyond the block's lanes are never stored */
+    for (int v = 0; v < NV; v++) { /* vectors beyond the block's lanes are never stored */
         inv[v] = _mm512_div_ps(_mm512_set1_ps(1.0f), f->l[v]);
         _mm512_store_ps(ms + 16 * v, f->m[v]);
         _mm512_store_ps(is + 16 * v, inv[v]);
@@ -461,15 +470,15 @@ static void fw_range(void *arg, int64_t t0, int64_t t1, int64_t chunk) {
  * inside the task. Scratch is O(Tk (BQ + D + Dv)) per task: linear in T like the ref kernel's.
  * ---------------------------------------------------------------------------------------------- */
 
-typedef struct bw_bufs {   /* a slot's scratch, per head */
-    float *kf;          /* (Tk, D) F32 k rows, widened (F16, BF16; F32 inputs are read in place) */
-    float *vf;          /* (Tk, Dv) F32 v rows, widened (F16, BF16 without vdpbf16ps) */
-    float *kp, *vp;     /* (Tk, ceil(D/2)), (Tk, ceil(Dv/2)) BF16 pair words (vdpbf16ps) */
-    bool *ksub, *vsub;  /* per BK chunk: holds a subnormal BF16 */
-    float *pt, *dst;    /* (Tk, BQ) panels: P^T and dP^T, then dS^T */
-    float *qt, *dot;    /* (D or pairs, BQ), (Dv or pairs, BQ): Q^T and dO^T of the block */
-    float *qr, *dor;    /* (BQ, D), (BQ, Dv): F32 q and dO rows of the block (widened) */
-    float *dqt;         /* (D, BQ) */
+typedef struct bw_bufs { /* a slot's scratch, per head */
+    float *kf;           /* (Tk, D) F32 k rows, widened (F16, BF16; F32 inputs are read in place) */
+    float *vf;           /* (Tk, Dv) F32 v rows, widened (F16, BF16 without vdpbf16ps) */
+    float *kp, *vp;      /* (Tk, ceil(D/2)), (Tk, ceil(Dv/2)) BF16 pair words (vdpbf16ps) */
+    bool *ksub, *vsub;   /* per BK chunk: holds a subnormal BF16 */
+    float *pt, *dst;     /* (Tk, BQ) panels: P^T and dP^T, then dS^T */
+    float *qt, *dot;     /* (D or pairs, BQ), (Dv or pairs, BQ): Q^T and dO^T of the block */
+    float *qr, *dor;     /* (BQ, D), (BQ, Dv): F32 q and dO rows of the block (widened) */
+    float *dqt;          /* (D, BQ) */
 } bw_bufs;
 
 /* Lays out a slot (base NULL: only sizes it); returns its size in floats. */
@@ -521,8 +530,8 @@ static void bw_chunk(const job *j, const bw_bufs *b, int64_t h, int64_t i0, int6
     bool dp = j->kd == K_BF16DP, f32 = j->kd == K_F32;
     int64_t Dw = dp ? ceil_div(D, 2) : D, Dvw = dp ? ceil_div(Dv, 2) : Dv;
     const float *kr = dp ? b->kp + j0 * Dw : f32 ? (const float *)j->k + (h * Tk + j0) * D : b->kf + j0 * D;
-    mk g = {.K = Dw, .a = kr, .ars = Dw, .acs = 1, .b = b->qt, .ldb = BQ, .c = b->pt + j0 * BQ, .ldc = BQ,
-            .mlast = 0xffff};
+    mk g = {
+        .K = Dw, .a = kr, .ars = Dw, .acs = 1, .b = b->qt, .ldb = BQ, .c = b->pt + j0 * BQ, .ldc = BQ, .mlast = 0xffff};
     mk_run(!dp ? MK_F32 : qsub || b->ksub[c] ? MK_DPX : MK_DP, &g, jn, nvq, vdiag, NONE);
     __m512 vs = _mm512_set1_ps((float)a->scale);
     for (int64_t r = 0; r < jn; r++)
@@ -533,7 +542,14 @@ static void bw_chunk(const job *j, const bw_bufs *b, int64_t h, int64_t i0, int6
         }
     if (!want_dp) return;
     const float *vr = dp ? b->vp + j0 * Dvw : f32 ? (const float *)j->v + (h * Tk + j0) * Dv : b->vf + j0 * Dv;
-    mk d = {.K = Dvw, .a = vr, .ars = Dvw, .acs = 1, .b = b->dot, .ldb = BQ, .c = b->dst + j0 * BQ, .ldc = BQ,
+    mk d = {.K = Dvw,
+            .a = vr,
+            .ars = Dvw,
+            .acs = 1,
+            .b = b->dot,
+            .ldb = BQ,
+            .c = b->dst + j0 * BQ,
+            .ldc = BQ,
             .mlast = 0xffff};
     mk_run(!dp ? MK_F32 : osub || b->vsub[c] ? MK_DPX : MK_DP, &d, jn, nvq, vdiag, NONE);
 }
@@ -567,8 +583,16 @@ static void bw_accumulate(const job *j, float *gx, const float *panel, const uns
                           int64_t i0, int64_t nq, int64_t kend) {
     const float *rows = (const float *)src;
     if (j->kd != K_F32) widen(j->kd == K_BF16DP ? K_BF16W : j->kd, buf, src, nq * n), rows = buf;
-    mk g = {.K = nq, .a = panel, .ars = BQ, .acs = 1, .b = rows, .ldb = n, .c = gx, .ldc = n,
-            .mlast = m16(n - 16 * (ceil_div(n, 16) - 1)), .mode = MODE_ADD};
+    mk g = {.K = nq,
+            .a = panel,
+            .ars = BQ,
+            .acs = 1,
+            .b = rows,
+            .ldb = n,
+            .c = gx,
+            .ldc = n,
+            .mlast = m16(n - 16 * (ceil_div(n, 16) - 1)),
+            .mode = MODE_ADD};
     mk_run(MK_F32, &g, kend, ceil_div(n, 16), NONE, j->a->causal ? -i0 : NONE);
 }
 
@@ -588,7 +612,7 @@ static void bw_block(const job *j, const bw_bufs *b, int64_t h, int64_t i0) {
     size_t es = esize(j->kd);
     const unsigned char *q = j->q + (size_t)(r0 * D) * es, *go = j->go + (size_t)(r0 * Dv) * es;
     bool qsub = pack_t(j->kd, q, D, nq, D, b->qt), osub = pack_t(j->kd, go, Dv, nq, Dv, b->dot);
-    _Alignas(64) float ms[BQ] = {0}, is[BQ] = {0};   /* lanes beyond nq: m = 0, 1 / sum = 0 */
+    _Alignas(64) float ms[BQ] = {0}, is[BQ] = {0}; /* lanes beyond nq: m = 0, 1 / sum = 0 */
     for (int64_t i = 0; i < nq; i++) ms[i] = j->stats_in[2 * (r0 + i)], is[i] = j->stats_in[2 * (r0 + i) + 1];
     __m512 m[NV], inv[NV];
     for (int v = 0; v < NV; v++) m[v] = _mm512_load_ps(ms + 16 * v), inv[v] = _mm512_load_ps(is + 16 * v);
@@ -645,7 +669,7 @@ static ampc_status run(ampc_ctx *ctx, job *j, int64_t n, size_t slot_floats, amp
 }
 
 static job make_job(const ampci_attn *a, bool bf16dp) {
-    AMPCI_ASSERT(a->dt == AMPC_DTYPE_F32 || a->dt == AMPC_DTYPE_F16 || a->dt == AMPC_DTYPE_BF16);   /* the op's */
+    AMPCI_ASSERT(a->dt == AMPC_DTYPE_F32 || a->dt == AMPC_DTYPE_F16 || a->dt == AMPC_DTYPE_BF16); /* the op's */
     kind kd = a->dt == AMPC_DTYPE_F32 ? K_F32 : a->dt == AMPC_DTYPE_F16 ? K_F16 : bf16dp ? K_BF16DP : K_BF16W;
     return (job){.a = a, .kd = kd, .q = a->q, .k = a->k, .v = a->v, .nqb = ceil_div(a->Tq, BQ)};
 }
@@ -653,7 +677,7 @@ static job make_job(const ampci_attn *a, bool bf16dp) {
 /* o: (BH, Tq, Dv) F32; stats: (BH, Tq, 2) F32 or NULL; q (BH, Tq, D), k (BH, Tk, D), v (BH, Tk, Dv) of dt */
 static ampc_status attention_fw(ampc_ctx *ctx, const ampci_attn *a, float *o, float *stats, bool bf16dp) {
     if (a->BH == 0 || a->Tq == 0) return AMPC_OK;
-    if (a->Tk == 0) {   /* no key: o = 0, as the ref kernel (m = -inf, 1 / sum = 0) */
+    if (a->Tk == 0) { /* no key: o = 0, as the ref kernel (m = -inf, 1 / sum = 0) */
         memset(o, 0, (size_t)(a->BH * a->Tq * a->Dv) * sizeof(float));
         for (int64_t r = 0; stats && r < a->BH * a->Tq; r++) stats[2 * r] = -INFINITY, stats[2 * r + 1] = 0.0f;
         return AMPC_OK;

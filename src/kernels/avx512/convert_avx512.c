@@ -63,8 +63,8 @@ void ampc_k_cvt_bf16f32__avx512(void *restrict dst, const void *restrict src, si
     }
 }
 
-__attribute__((target("avx512bf16"))) void ampc_k_cvt_bf16f32__avx512bf16(void *restrict dst,
-                                                                           const void *restrict src, size_t n) {
+__attribute__((target("avx512bf16"))) void ampc_k_cvt_bf16f32__avx512bf16(void *restrict dst, const void *restrict src,
+                                                                          size_t n) {
     uint16_t *d = dst;
     const uint32_t *s = src;
     size_t i = 0;
@@ -79,8 +79,7 @@ void ampc_k_cvt_f32bf16__avx512(void *restrict dst, const void *restrict src, si
     uint32_t *d = dst;
     const uint16_t *s = src;
     size_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_si512(d + i, bf16_widen(_mm256_loadu_si256((const __m256i *)(s + i))));
+    for (; i + 16 <= n; i += 16) _mm512_storeu_si512(d + i, bf16_widen(_mm256_loadu_si256((const __m256i *)(s + i))));
     if (i < n) {
         __mmask16 m = tail_mask(n - i);
         _mm512_mask_storeu_epi32(d + i, m, bf16_widen(_mm256_maskz_loadu_epi16(m, s + i)));
@@ -103,9 +102,7 @@ void ampc_k_cvt_bf16f16__avx512(void *restrict dst, const void *restrict src, si
     }
 }
 
-static inline __m256i f16_from_bf16_16(__m256i h) {
-    return _mm512_cvtps_ph(_mm512_castsi512_ps(bf16_widen(h)), RNE);
-}
+static inline __m256i f16_from_bf16_16(__m256i h) { return _mm512_cvtps_ph(_mm512_castsi512_ps(bf16_widen(h)), RNE); }
 
 void ampc_k_cvt_f16bf16__avx512(void *restrict dst, const void *restrict src, size_t n) {
     uint16_t *d = dst;

@@ -38,9 +38,9 @@ VM_INLINE __m512 gelu_tanh_v(__m512 x) {
 VM_INLINE __m512 gelu_erf_v(__m512 x) { return _mm512_mul_ps(x, vm_phi(_mm512_mul_ps(x, VM_SET1(INV_SQRT_2)))); }
 
 /* y: (n), x: (n); y may be x */
-#define UNARY_FWD(name, f)                                                                                   \
-    void name(float *y, const float *x, int64_t n) {                                                  \
-        for (int64_t i = 0; i < n; i += 16) vm_store(y + i, f(vm_load(x + i, n - i)), n - i);               \
+#define UNARY_FWD(name, f)                                                                                             \
+    void name(float *y, const float *x, int64_t n) {                                                                   \
+        for (int64_t i = 0; i < n; i += 16) vm_store(y + i, f(vm_load(x + i, n - i)), n - i);                          \
     }
 UNARY_FWD(ampc_k_neg_f32__avx512, vm_neg)
 UNARY_FWD(ampc_k_exp_f32__avx512, vm_exp)
@@ -109,10 +109,10 @@ VM_INLINE __m512 gelu_tanh_b1(const float *gy, const float *x, const float *y, i
 #undef LD
 
 /* gx, gy, x, y: (n); gx may be gy */
-#define UNARY_BWD(name, f)                                                                                   \
-    void name(float *gx, const float *gy, const float *x, const float *y, int64_t n) {               \
-        for (int64_t i = 0; i < n; i += 16)                                                                  \
-            vm_store(gx + i, f(gy + i, x ? x + i : NULL, y ? y + i : NULL, n - i), n - i);                   \
+#define UNARY_BWD(name, f)                                                                                             \
+    void name(float *gx, const float *gy, const float *x, const float *y, int64_t n) {                                 \
+        for (int64_t i = 0; i < n; i += 16)                                                                            \
+            vm_store(gx + i, f(gy + i, x ? x + i : NULL, y ? y + i : NULL, n - i), n - i);                             \
     }
 UNARY_BWD(ampc_k_neg_bw_f32__avx512, neg_b1)
 UNARY_BWD(ampc_k_exp_bw_f32__avx512, exp_b1)
@@ -126,10 +126,9 @@ UNARY_BWD(ampc_k_gelu_tanh_bw_f32__avx512, gelu_tanh_b1)
 
 /* ---- binary: z = x op y, all (n); z may be x or y ---- */
 
-#define BINARY(name, op)                                                                                     \
-    void name(float *z, const float *x, const float *y, int64_t n) {                                  \
-        for (int64_t i = 0; i < n; i += 16)                                                                  \
-            vm_store(z + i, op(vm_load(x + i, n - i), vm_load(y + i, n - i)), n - i);                       \
+#define BINARY(name, op)                                                                                               \
+    void name(float *z, const float *x, const float *y, int64_t n) {                                                   \
+        for (int64_t i = 0; i < n; i += 16) vm_store(z + i, op(vm_load(x + i, n - i), vm_load(y + i, n - i)), n - i);  \
     }
 BINARY(ampc_k_add_f32__avx512, _mm512_add_ps)
 BINARY(ampc_k_sub_f32__avx512, _mm512_sub_ps)

@@ -61,12 +61,12 @@
 
 #define MR 14
 #define NR 32
-#define KC_F32 384            /* K elements per block, F32 words (F32, F16, widened BF16) */
-#define KC_BF16 768           /* K elements per block for the vdpbf16ps path: 384 pair words, even */
-#define MS_MAX 12             /* MR slivers per task (MC = 168 rows) */
-#define NS_MAX 16             /* NR slivers per task (NT = 512 columns) */
-#define BGROUP 8              /* NR slivers of op(b) packed together (rows read 256 elements at a time) */
-#define BPACK_MAX_WORDS (2u << 20)   /* packed op(b) per chunk: 8 MiB */
+#define KC_F32 384                 /* K elements per block, F32 words (F32, F16, widened BF16) */
+#define KC_BF16 768                /* K elements per block for the vdpbf16ps path: 384 pair words, even */
+#define MS_MAX 12                  /* MR slivers per task (MC = 168 rows) */
+#define NS_MAX 16                  /* NR slivers per task (NT = 512 columns) */
+#define BGROUP 8                   /* NR slivers of op(b) packed together (rows read 256 elements at a time) */
+#define BPACK_MAX_WORDS (2u << 20) /* packed op(b) per chunk: 8 MiB */
 /* ampc_parallel_for costs ~45 us per call on the 2-core KVM machine (a sleeping worker has to be woken),
  * as much as ~11M F32 multiply-adds: smaller problems (twice as large for vdpbf16ps, which runs at twice
  * the rate) run on the calling thread, and mid-size ones let each task pack the B slivers it needs
@@ -101,7 +101,7 @@ AI __m512 load_elems_f32(kind kd, const void *p, int64_t n) {
     switch (kd) {
     case K_F32: return _mm512_maskz_loadu_ps(m16(n), p);
     case K_F16: return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m16(n), p));
-    default:    /* K_BF16W */
+    default: /* K_BF16W */
         return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m16(n), p)), 16));
     }
 }
@@ -122,8 +122,8 @@ AI __m512i load_f32_as_bf16x32(const unsigned char *p, int64_t n) {
 
 /* k-rows: element (k, x) at src[k * ld + x]; nsl slivers of width W side by side (sliver q holds columns
  * q W .. q W + W - 1, stored at dst + q * dstride), so each source row is read in one sweep. */
-AI void pack_krows(kind kd, const unsigned char *src, int64_t ld, size_t es, int64_t kc, int64_t nx, int W,
-                   int64_t nsl, int64_t dstride, uint32_t *dst, bool *sub) {
+AI void pack_krows(kind kd, const unsigned char *src, int64_t ld, size_t es, int64_t kc, int64_t nx, int W, int64_t nsl,
+                   int64_t dstride, uint32_t *dst, bool *sub) {
     if (!pair_kind(kd)) {
         for (int64_t k = 0; k < kc; k++) {
             const unsigned char *row = src + (size_t)(k * ld) * es;
@@ -162,12 +162,12 @@ AI void pack_krows(kind kd, const unsigned char *src, int64_t ld, size_t es, int
 AI void pack_xrows1(kind kd, const unsigned char *src, int64_t ld, size_t es, int64_t kc, int64_t nx, int W,
                     uint32_t *dst, bool *sub) {
     int64_t kp = pair_kind(kd) ? (kc + 1) / 2 : kc;
-    int epw = pair_kind(kd) ? 2 : 1;   /* elements per word */
+    int epw = pair_kind(kd) ? 2 : 1; /* elements per word */
     __mmask32 s = 0;
     for (int x0 = 0; x0 < W; x0 += 16) {
         for (int64_t t0 = 0; t0 < kp; t0 += 16) {
             __m512 r[16];
-            int64_t ne = kc - t0 * epw;   /* elements left in each row */
+            int64_t ne = kc - t0 * epw; /* elements left in each row */
 #pragma GCC unroll 16
             for (int i = 0; i < 16; i++) {
                 if (x0 + i >= nx) {
@@ -197,8 +197,8 @@ AI void pack_xrows1(kind kd, const unsigned char *src, int64_t ld, size_t es, in
     if (s) *sub = true;
 }
 
-AI void pack_xrows(kind kd, const unsigned char *src, int64_t ld, size_t es, int64_t kc, int64_t nx, int W,
-                   int64_t nsl, int64_t dstride, uint32_t *dst, bool *sub) {
+AI void pack_xrows(kind kd, const unsigned char *src, int64_t ld, size_t es, int64_t kc, int64_t nx, int W, int64_t nsl,
+                   int64_t dstride, uint32_t *dst, bool *sub) {
     for (int64_t q = 0; q < nsl; q++)
         pack_xrows1(kd, src + (size_t)(q * W * ld) * es, ld, es, kc, nx - q * W, W, dst + q * dstride, &sub[q]);
 }
@@ -206,11 +206,11 @@ AI void pack_xrows(kind kd, const unsigned char *src, int64_t ld, size_t es, int
 /* The packers specialised by kind and width: [kind][0 = A (W = MR), 1 = B (W = NR)]. */
 typedef void (*pack_fn)(const unsigned char *src, int64_t ld, size_t es, int64_t kc, int64_t nx, int64_t nsl,
                         int64_t dstride, uint32_t *dst, bool *sub);
-#define PACK_ARGS                                                                                            \
-    const unsigned char *src, int64_t ld, size_t es, int64_t kc, int64_t nx, int64_t nsl, int64_t dstride,      \
+#define PACK_ARGS                                                                                                      \
+    const unsigned char *src, int64_t ld, size_t es, int64_t kc, int64_t nx, int64_t nsl, int64_t dstride,             \
         uint32_t *dst, bool *sub
-#define DEF_PACK(KD, W, tag)                                                                                    \
-    static void pack_k_##tag(PACK_ARGS) { pack_krows(KD, src, ld, es, kc, nx, W, nsl, dstride, dst, sub); }     \
+#define DEF_PACK(KD, W, tag)                                                                                           \
+    static void pack_k_##tag(PACK_ARGS) { pack_krows(KD, src, ld, es, kc, nx, W, nsl, dstride, dst, sub); }            \
     static void pack_x_##tag(PACK_ARGS) { pack_xrows(KD, src, ld, es, kc, nx, W, nsl, dstride, dst, sub); }
 DEF_PACK(K_F32, MR, f32_a)
 DEF_PACK(K_F32, NR, f32_b)
@@ -222,11 +222,15 @@ DEF_PACK(K_BF16DP, MR, bf16dp_a)
 DEF_PACK(K_BF16DP, NR, bf16dp_b)
 DEF_PACK(K_F32BF16DP, MR, f32bf16dp_a)
 DEF_PACK(K_F32BF16DP, NR, f32bf16dp_b)
-static const pack_fn g_pack_k[K_COUNT][2] = {{pack_k_f32_a, pack_k_f32_b},       {pack_k_f16_a, pack_k_f16_b},
-                                             {pack_k_bf16w_a, pack_k_bf16w_b},   {pack_k_bf16dp_a, pack_k_bf16dp_b},
+static const pack_fn g_pack_k[K_COUNT][2] = {{pack_k_f32_a, pack_k_f32_b},
+                                             {pack_k_f16_a, pack_k_f16_b},
+                                             {pack_k_bf16w_a, pack_k_bf16w_b},
+                                             {pack_k_bf16dp_a, pack_k_bf16dp_b},
                                              {pack_k_f32bf16dp_a, pack_k_f32bf16dp_b}};
-static const pack_fn g_pack_x[K_COUNT][2] = {{pack_x_f32_a, pack_x_f32_b},       {pack_x_f16_a, pack_x_f16_b},
-                                             {pack_x_bf16w_a, pack_x_bf16w_b},   {pack_x_bf16dp_a, pack_x_bf16dp_b},
+static const pack_fn g_pack_x[K_COUNT][2] = {{pack_x_f32_a, pack_x_f32_b},
+                                             {pack_x_f16_a, pack_x_f16_b},
+                                             {pack_x_bf16w_a, pack_x_bf16w_b},
+                                             {pack_x_bf16dp_a, pack_x_bf16dp_b},
                                              {pack_x_f32bf16dp_a, pack_x_f32bf16dp_b}};
 
 /* ------------------------------------------------------------------------------------------------
@@ -341,6 +345,7 @@ AI void ukr_bf16x_body(const int mr, int64_t kp, const uint32_t *a, const uint32
  * 32 zmm registers, which leaves a compiler no room and its allocation fragile (spills inside the loop
  * cost 20-30%). zmm0..27 accumulate rows 0..13 (two vectors each), zmm28/29 hold the B step, zmm30/31 the
  * broadcasts; the tile goes to out (14 x 32 floats, 64-byte aligned). kp >= 1. */
+/* clang-format off */
 #define ASM_ZERO(r) "vpxord %%zmm" #r ", %%zmm" #r ", %%zmm" #r "\n\t"
 #define ASM_ZERO28                                                                                             \
     ASM_ZERO(0) ASM_ZERO(1) ASM_ZERO(2) ASM_ZERO(3) ASM_ZERO(4) ASM_ZERO(5) ASM_ZERO(6) ASM_ZERO(7) ASM_ZERO(8) \
@@ -375,6 +380,7 @@ AI void ukr_bf16x_body(const int mr, int64_t kp, const uint32_t *a, const uint32
                        "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17",         \
                        "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26",        \
                        "xmm27", "xmm28", "xmm29", "xmm30", "xmm31")
+/* clang-format on */
 
 static void kloop_f32_14(int64_t kp, const uint32_t *a, const uint32_t *b, float *out) {
     ASM_KLOOP("vfmadd231ps", "vbroadcastss");
@@ -385,9 +391,8 @@ static void kloop_bf16dp_14(int64_t kp, const uint32_t *a, const uint32_t *b, fl
 }
 
 /* The full-height tile: K loop in assembly, then the c update from the (L1-resident) tile buffer. */
-AI void ukr_asm14(void (*kloop)(int64_t, const uint32_t *, const uint32_t *, float *), int64_t kp,
-                  const uint32_t *a, const uint32_t *b, float *c, int64_t ldc, __mmask16 m0, __mmask16 m1, int mode,
-                  float beta) {
+AI void ukr_asm14(void (*kloop)(int64_t, const uint32_t *, const uint32_t *, float *), int64_t kp, const uint32_t *a,
+                  const uint32_t *b, float *c, int64_t ldc, __mmask16 m0, __mmask16 m1, int mode, float beta) {
     _Alignas(64) float out[MR * NR];
     __m512 acc0[MR], acc1[MR];
     prefetch_tile(MR, c, ldc);
@@ -405,13 +410,17 @@ AI void ukr_asm14(void (*kloop)(int64_t, const uint32_t *, const uint32_t *, flo
     store_tile(MR, acc0, acc1, c, ldc, m0, m1, mode, beta);
 }
 
-#define UKR_ARGS int64_t kp, const uint32_t *a, const uint32_t *b, float *c, int64_t ldc, __mmask16 m0, __mmask16 m1, \
-                 int mode, float beta
+#define UKR_ARGS                                                                                                       \
+    int64_t kp, const uint32_t *a, const uint32_t *b, float *c, int64_t ldc, __mmask16 m0, __mmask16 m1, int mode,     \
+        float beta
 #define UKR_PASS kp, a, b, c, ldc, m0, m1, mode, beta
 #define FOR_MR(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14)
-#define DEF_F32(n) static void ukr_f32_##n(UKR_ARGS) { ukr_f32_body(n, UKR_PASS); }
-#define DEF_DP(n) BF16_TARGET static void ukr_bf16dp_##n(UKR_ARGS) { ukr_bf16dp_body(n, UKR_PASS); }
-#define DEF_X(n) static void ukr_bf16x_##n(UKR_ARGS) { ukr_bf16x_body(n, UKR_PASS); }
+#define DEF_F32(n)                                                                                                     \
+    static void ukr_f32_##n(UKR_ARGS) { ukr_f32_body(n, UKR_PASS); }
+#define DEF_DP(n)                                                                                                      \
+    BF16_TARGET static void ukr_bf16dp_##n(UKR_ARGS) { ukr_bf16dp_body(n, UKR_PASS); }
+#define DEF_X(n)                                                                                                       \
+    static void ukr_bf16x_##n(UKR_ARGS) { ukr_bf16x_body(n, UKR_PASS); }
 #define FOR_MR13(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
 FOR_MR13(DEF_F32)
 FOR_MR13(DEF_DP)
@@ -433,20 +442,19 @@ typedef struct job {
     const ampci_gemm *g;
     kind kd;
     size_t es;
-    int64_t KC, nkb, kpf;         /* K elements per block, blocks, words per full block */
+    int64_t KC, nkb, kpf; /* K elements per block, blocks, words per full block */
     /* the current chunk of columns, from jc0: nsl slivers of packed op(b) */
     int64_t jc0, nsl;
-    uint32_t *bp;                 /* [pc][sliver][kp(pc)][NR] */
-    bool *bsub;                   /* [pc][sliver]: the sliver holds a subnormal BF16 */
+    uint32_t *bp; /* [pc][sliver][kp(pc)][NR] */
+    bool *bsub;   /* [pc][sliver]: the sliver holds a subnormal BF16 */
     /* tasks: mb x nb tiles of ms MR-slivers by ns NR-slivers */
     int64_t msl, ms, mb, ns, nb;
-    bool bpriv;                   /* each task packs its own B slivers (no shared bp) */
-    uint32_t *abuf;               /* nslots buffers of slot_words: A block, then (bpriv) one B sliver */
+    bool bpriv;     /* each task packs its own B slivers (no shared bp) */
+    uint32_t *abuf; /* nslots buffers of slot_words: A block, then (bpriv) one B sliver */
     int64_t slot_words;
     atomic_int *busy;
     int nslots;
 } job;
-
 
 AI int64_t block_kc(const job *j, int64_t pc) { return pc + 1 < j->nkb ? j->KC : j->g->K - pc * j->KC; }
 AI int64_t block_kp(const job *j, int64_t kc) { return pair_kind(j->kd) ? (kc + 1) / 2 : kc; }
@@ -466,12 +474,12 @@ static void pack_b_range(void *arg, int64_t i0, int64_t i1, int64_t chunk) {
         bool *sub = j->bsub + pc * j->nsl + s0;
         memset(sub, 0, (size_t)n);
         const unsigned char *b = g->b;
-        if (g->tb)   /* b (N, K): column col + x of op(b) is row col + x of b */
-            g_pack_x[j->kd][1](b + (size_t)(col * g->ldb + k0) * j->es, g->ldb, j->es, kc, g->N - col, n, kp * NR,
-                               dst, sub);
+        if (g->tb) /* b (N, K): column col + x of op(b) is row col + x of b */
+            g_pack_x[j->kd][1](b + (size_t)(col * g->ldb + k0) * j->es, g->ldb, j->es, kc, g->N - col, n, kp * NR, dst,
+                               sub);
         else
-            g_pack_k[j->kd][1](b + (size_t)(k0 * g->ldb + col) * j->es, g->ldb, j->es, kc, g->N - col, n, kp * NR,
-                               dst, sub);
+            g_pack_k[j->kd][1](b + (size_t)(k0 * g->ldb + col) * j->es, g->ldb, j->es, kc, g->N - col, n, kp * NR, dst,
+                               sub);
     }
 }
 
@@ -481,7 +489,7 @@ static void compute_range(void *arg, int64_t t0, int64_t t1, int64_t chunk) {
     const ampci_gemm *g = j->g;
     int slot = take_slot(j->busy, j->nslots);
     uint32_t *abuf = j->abuf + (size_t)slot * (size_t)j->slot_words;
-    uint32_t *bbuf = abuf + ceil_div(j->ms * MR * j->kpf, 16) * 16;   /* bpriv: one sliver, 64-byte aligned */
+    uint32_t *bbuf = abuf + ceil_div(j->ms * MR * j->kpf, 16) * 16; /* bpriv: one sliver, 64-byte aligned */
     const unsigned char *a = g->a, *b = g->b;
     for (int64_t t = t0; t < t1; t++) {
         int64_t ti = t / j->nb, tj = t % j->nb;
@@ -489,9 +497,9 @@ static void compute_range(void *arg, int64_t t0, int64_t t1, int64_t chunk) {
         int64_t s0 = tj * j->ns, s1 = s0 + j->ns < j->nsl ? s0 + j->ns : j->nsl;
         for (int64_t pc = 0; pc < j->nkb; pc++) {
             int64_t kc = block_kc(j, pc), kp = block_kp(j, kc), k0 = pc * j->KC;
-            bool asub[MS_MAX] = {false};   /* per A sliver: holds a subnormal BF16 */
+            bool asub[MS_MAX] = {false}; /* per A sliver: holds a subnormal BF16 */
             int64_t r0 = sl0 * MR;
-            if (g->ta)   /* a (K, M): row r0 + x of op(a) is column r0 + x of a */
+            if (g->ta) /* a (K, M): row r0 + x of op(a) is column r0 + x of a */
                 g_pack_k[j->kd][0](a + (size_t)(k0 * g->lda + r0) * j->es, g->lda, j->es, kc, g->M - r0, sl1 - sl0,
                                    kp * MR, abuf, asub);
             else
@@ -503,7 +511,7 @@ static void compute_range(void *arg, int64_t t0, int64_t t1, int64_t chunk) {
                 __mmask16 mk0 = m16(nr), mk1 = m16(nr - 16);
                 const uint32_t *bs;
                 bool bsub = false;
-                if (j->bpriv) {   /* same packing as pack_b_range, one sliver */
+                if (j->bpriv) { /* same packing as pack_b_range, one sliver */
                     if (g->tb)
                         g_pack_x[j->kd][1](b + (size_t)(col * g->ldb + k0) * j->es, g->ldb, j->es, kc, g->N - col, 1,
                                            kp * NR, bbuf, &bsub);
@@ -518,7 +526,7 @@ static void compute_range(void *arg, int64_t t0, int64_t t1, int64_t chunk) {
                 bsub = bsub && pair_kind(j->kd);
                 for (int64_t sl = sl0; sl < sl1; sl++) {
                     int64_t r = sl * MR, mr = g->M - r < MR ? g->M - r : MR;
-                    const ukr_fn *tab = !pair_kind(j->kd)                  ? g_ukr_f32
+                    const ukr_fn *tab = !pair_kind(j->kd)          ? g_ukr_f32
                                         : (bsub || asub[sl - sl0]) ? g_ukr_bf16x
                                                                    : g_ukr_bf16dp;
                     tab[mr](kp, abuf + (sl - sl0) * kp * MR, bs, g->c + r * g->ldc + col, g->ldc, mk0, mk1, mode,
@@ -540,7 +548,7 @@ static ampc_status gemm_avx512(ampc_ctx *ctx, const ampci_gemm *g, kind kd, cons
     j.KC = pair_kind(kd) ? KC_BF16 : KC_F32;
     j.nkb = ceil_div(g->K, j.KC);
     j.kpf = block_kp(&j, g->K < j.KC ? g->K : j.KC);
-    int64_t kp_total = (j.nkb - 1) * j.kpf + block_kp(&j, block_kc(&j, j.nkb - 1));   /* words over all of K */
+    int64_t kp_total = (j.nkb - 1) * j.kpf + block_kp(&j, block_kc(&j, j.nkb - 1)); /* words over all of K */
 
     /* columns per chunk: packed op(b) of at most BPACK_MAX_WORDS words */
     int64_t nsl_all = ceil_div(g->N, NR);
@@ -548,22 +556,20 @@ static ampc_status gemm_avx512(ampc_ctx *ctx, const ampci_gemm *g, kind kd, cons
     if (nsl_chunk < 1) nsl_chunk = 1;
     if (nsl_chunk > nsl_all) nsl_chunk = nsl_all;
     int64_t nchunks = ceil_div(nsl_all, nsl_chunk);
-    nsl_chunk = ceil_div(nsl_all, nchunks);   /* even chunks */
+    nsl_chunk = ceil_div(nsl_all, nchunks); /* even chunks */
 
     /* tasks per chunk: tiles of at most MS_MAX x NS_MAX slivers; with threads, the count is raised to a
      * multiple of the thread count, preferably by cutting M (each column cut packs A once more). The cut
      * never changes the arithmetic. */
     double work = (double)g->M * (double)g->N * (double)g->K;
     int threads = ampc_ctx_threads(ctx);
-    bool serial = threads <= 1 || work < SERIAL_WORK * (pair_kind(kd) ? 2 : 1);   /* vdpbf16ps: twice the rate */
+    bool serial = threads <= 1 || work < SERIAL_WORK * (pair_kind(kd) ? 2 : 1); /* vdpbf16ps: twice the rate */
     j.msl = ceil_div(g->M, MR);
     j.mb = ceil_div(j.msl, MS_MAX);
     int64_t nb = ceil_div(nsl_chunk, NS_MAX);
     if (!serial) {
-        if (j.msl >= 2 * threads)
-            j.mb = ceil_div(j.mb, threads) * threads;
-        else
-            nb = ceil_div(nb, threads) * threads;
+        if (j.msl >= 2 * threads) j.mb = ceil_div(j.mb, threads) * threads;
+        else nb = ceil_div(nb, threads) * threads;
     }
     j.ms = ceil_div(j.msl, j.mb < j.msl ? j.mb : j.msl);
     j.mb = ceil_div(j.msl, j.ms);

@@ -8,6 +8,8 @@
 /* an entry that needs AVX512-BF16 */
 #define K_BF16(SLOT, DT, FN) AMPCI_ENTRY(SLOT, DT, DT, 0, FN, AMPC_ISA_AVX512, NEEDS_BF16, 0, AMPCI_ROLE_KERNEL)
 
+/* A table, one entry a line; the X-macro lists expand to several entries each. */
+/* clang-format off */
 const ampci_kernel ampci_kernels_avx512[] = {
     AMPCI_K_CVT(F16, F32, ampc_k_cvt_f16f32__avx512, 0),
     AMPCI_K_CVT(F32, F16, ampc_k_cvt_f32f16__avx512, 0),
@@ -23,9 +25,10 @@ const ampci_kernel ampci_kernels_avx512[] = {
     K_BF16(GEMM, AMPC_DTYPE_BF16, ampc_k_gemm_bf16f32__avx512bf16),
     /* F32 as one BF16 pass: vdpbf16ps does two k-steps per instruction, about twice the F32 kernel where
      * it runs at the FMA rate (AMD Zen 4/5). Not chosen on CPUs with AMX: there vdpbf16ps runs at half
-     * the FMA rate (measured by `ampc bench gemm` on an Emerald Rapids Xeon: 82 vs 175 GFLOP/s per core), and this level only runs
-     * when AMX is capped or denied. No three-pass entry: 3 times the work of one, slower than F32 FMAs
-     * everywhere, so gemm_f32_bf16x3 stays empty at this level (the op layer runs F32). */
+     * the FMA rate (`ampc bench gemm`'s probe on an Emerald Rapids Xeon: 120 vs 241 GFLOP/s per core),
+     * and this level only runs when AMX is capped or denied. No three-pass entry: 3 times the work of
+     * one, slower than F32 FMAs everywhere, so gemm_f32_bf16x3 stays empty at this level (the op layer
+     * runs F32). */
     AMPCI_ENTRY(GEMM_F32_BF16X1, AMPC_DTYPE_F32, AMPC_DTYPE_F32, 0, ampc_k_gemm_f32_bf16x1__avx512bf16,
                 AMPC_ISA_AVX512, NEEDS_BF16, AMPCI_FEAT(AMX_BF16), AMPCI_ROLE_KERNEL),
 
@@ -54,4 +57,5 @@ const ampci_kernel ampci_kernels_avx512[] = {
     AMPCI_K_DT(SUMSQ, F16, ampc_k_sumsq_f16__avx512),
     AMPCI_K_DT(SUMSQ, BF16, ampc_k_sumsq_bf16__avx512),
 };
+/* clang-format on */
 const size_t ampci_kernels_avx512_count = sizeof ampci_kernels_avx512 / sizeof ampci_kernels_avx512[0];

@@ -9,16 +9,18 @@
 
 /* convert_avx512.c: dst from src */
 AMPCI_HIDDEN ampci_cvt_kernel ampc_k_cvt_f16f32__avx512, ampc_k_cvt_f32f16__avx512, ampc_k_cvt_bf16f32__avx512,
-    ampc_k_cvt_bf16f32__avx512bf16, ampc_k_cvt_f32bf16__avx512, ampc_k_cvt_bf16f16__avx512,
-    ampc_k_cvt_f16bf16__avx512;
+    ampc_k_cvt_bf16f32__avx512bf16, ampc_k_cvt_f32bf16__avx512, ampc_k_cvt_bf16f16__avx512, ampc_k_cvt_f16bf16__avx512;
 
 /* gemm_avx512.c: by operand dtype (BF16: widened, or vdpbf16ps), and F32 as one BF16 pass */
 AMPCI_HIDDEN ampci_gemm_kernel ampc_k_gemm_f32f32__avx512, ampc_k_gemm_f16f32__avx512, ampc_k_gemm_bf16f32__avx512,
     ampc_k_gemm_bf16f32__avx512bf16, ampc_k_gemm_f32_bf16x1__avx512bf16;
 
-/* eltwise_avx512.c: ampc_k_<op>_f32__avx512, ampc_k_<op>_bw_f32__avx512 (every unary op), ampc_k_<op>_f32__avx512 (binary) */
+/* eltwise_avx512.c: ampc_k_<op>_f32__avx512 and ampc_k_<op>_bw_f32__avx512 (every unary op),
+ * ampc_k_<op>_f32__avx512 (binary) */
+/* clang-format off */
 AMPCI_UNARY_OPS(AMPCI_DECLARE_UNARY, avx512)
 AMPCI_BINARY_OPS(AMPCI_DECLARE_BINARY, avx512)
+/* clang-format on */
 
 /* norm_avx512.c, nn_avx512.c */
 AMPCI_HIDDEN ampci_softmax_kernel ampc_k_softmax_f32__avx512;

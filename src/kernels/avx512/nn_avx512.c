@@ -16,7 +16,7 @@ void ampc_k_xent_f32__avx512(float *loss, float *lse, const float *x, const int6
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * cols;
         float mx = vm_row_max(xr, cols);
-        if (mx == -INFINITY) mx = 0.0f;   /* an all -inf row gives lse = -inf and a NaN loss, as in ref */
+        if (mx == -INFINITY) mx = 0.0f; /* an all -inf row gives lse = -inf and a NaN loss, as in ref */
         double l = (double)mx + log(vm_row_sumexp(NULL, xr, cols, mx));
         lse[r] = (float)l;
         loss[r] = t[r] == ignore_index ? 0.0f : (float)(l - (double)xr[t[r]]);
@@ -39,7 +39,7 @@ void ampc_k_xent_bw_f32__avx512(float *gx, const float *x, const float *lse, con
         __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
         for (int64_t c = 0; c < cols; c += 16) {
             __mmask16 keep = vm_mask16(cols - c);
-            if (t[r] >= c && t[r] < c + 16) keep &= (__mmask16)~(1u << (t[r] - c));
+            if (t[r] >= c && t[r] < c + 16) keep &= (__mmask16) ~(1u << (t[r] - c));
             __m512 p = vm_exp(_mm512_sub_ps(vm_load(xr + c, cols - c), l));
             vm_acc_pd(&lo, &hi, _mm512_maskz_mov_ps(keep, p));
             vm_store(o + c, _mm512_mul_ps(p, sc), cols - c);

@@ -18,13 +18,13 @@ void ampc_k_softmax_f32__avx512(float *y, const float *x, int64_t rows, int64_t 
         const float *xr = x + r * cols;
         float *yr = y + r * cols;
         float mx = vm_row_max(xr, cols);
-        if (mx == -INFINITY) mx = 0.0f;   /* an all -inf row gives NaN below, as in ref */
+        if (mx == -INFINITY) mx = 0.0f; /* an all -inf row gives NaN below, as in ref */
         __m512 m = VM_SET1(mx);
         if (logsm) {
             __m512 lse = VM_SET1((float)log(vm_row_sumexp(NULL, xr, cols, mx)));
             for (int64_t c = 0; c < cols; c += 16)
                 vm_store(yr + c, _mm512_sub_ps(_mm512_sub_ps(vm_load(xr + c, cols - c), m), lse), cols - c);
-        } else {   /* the exp values are kept in y, then scaled */
+        } else { /* the exp values are kept in y, then scaled */
             __m512 inv = VM_SET1((float)(1.0 / vm_row_sumexp(yr, xr, cols, mx)));
             for (int64_t c = 0; c < cols; c += 16)
                 vm_store(yr + c, _mm512_mul_ps(vm_load(yr + c, cols - c), inv), cols - c);
@@ -38,14 +38,14 @@ void ampc_k_softmax_bw_f32__avx512(float *gx, const float *gy, const float *y, i
         const float *g = gy + r * cols, *yr = y + r * cols;
         float *o = gx + r * cols;
         __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
-        if (logsm) {   /* gx = gy - softmax * sum(gy) */
+        if (logsm) { /* gx = gy - softmax * sum(gy) */
             for (int64_t c = 0; c < cols; c += 16) vm_acc_pd(&lo, &hi, vm_load(g + c, cols - c));
             __m512 s = VM_SET1((float)vm_sum_pd(lo, hi));
             for (int64_t c = 0; c < cols; c += 16) {
                 __m512 p = vm_exp(vm_load(yr + c, cols - c));
                 vm_store(o + c, _mm512_sub_ps(vm_load(g + c, cols - c), _mm512_mul_ps(p, s)), cols - c);
             }
-        } else {       /* gx = y * (gy - sum(gy * y)) */
+        } else { /* gx = y * (gy - sum(gy * y)) */
             for (int64_t c = 0; c < cols; c += 16)
                 vm_acc_prod_pd(&lo, &hi, vm_load(g + c, cols - c), vm_load(yr + c, cols - c));
             __m512 s = VM_SET1((float)vm_sum_pd(lo, hi));

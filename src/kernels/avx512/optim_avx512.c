@@ -58,7 +58,7 @@ bool ampc_k_unscale_f32__avx512(void *gp, int64_t n, float inv) {
     __mmask16 bad = 0;
     __m512 s = VM_SET1(inv);
     for (int64_t i = 0; i < n; i += 16) {
-        __m512 v = vm_load(g + i, n - i);   /* masked lanes read 0: finite */
+        __m512 v = vm_load(g + i, n - i); /* masked lanes read 0: finite */
         bad |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_castps_si512(v), expo), expo);
         if (inv != 1.0f) vm_store(g + i, _mm512_mul_ps(v, s), n - i);
     }
@@ -84,7 +84,7 @@ VM_INLINE bool unscale16(uint16_t *g, int64_t n, float inv, bool f16) {
         if (inv == 1.0f) continue;
         __m256i h0 = _mm512_castsi512_si256(h), h1 = _mm512_extracti64x4_epi64(h, 1);
         __m512i out = _mm512_inserti64x4(_mm512_castsi256_si512(scale16(h0, s, f16)), scale16(h1, s, f16), 1);
-        if (k >= 32) _mm512_storeu_si512(g + i, out);   /* masked stores are slow on some cores: tail only */
+        if (k >= 32) _mm512_storeu_si512(g + i, out); /* masked stores are slow on some cores: tail only */
         else _mm512_mask_storeu_epi16(g + i, m, out);
     }
     return bad != 0;

@@ -103,8 +103,8 @@ VM_INLINE __m512 vm_neg(__m512 x) { return _mm512_xor_ps(x, VM_SET1(-0.0f)); }
 
 /* a (non-negative) with the sign bit of s: ternary logic "mask ? s : a" with the sign-bit mask. */
 VM_INLINE __m512 vm_copysign(__m512 a, __m512 s) {
-    return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_castps_si512(a), _mm512_castps_si512(s),
-                                                         _mm512_set1_epi32(INT32_MIN), 0xd8));
+    return _mm512_castsi512_ps(
+        _mm512_ternarylogic_epi32(_mm512_castps_si512(a), _mm512_castps_si512(s), _mm512_set1_epi32(INT32_MIN), 0xd8));
 }
 
 /* ---- exp ---- */
@@ -119,8 +119,8 @@ static const float vm_exp_g[5] = {0x1.fffffcp-2f, 0x1.55548cp-3f, 0x1.555858p-5f
 VM_INLINE __m512 vm_exp(__m512 x) {
     x = _mm512_max_ps(VM_SET1(-104.0f), _mm512_min_ps(VM_SET1(89.0f), x));
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, VM_SET1(0x1.715476p+0f)), VM_RNE);
-    __m512 r = _mm512_fnmadd_ps(n, VM_SET1(0x1.62e430p-1f), x);    /* ln2 rounded to float */
-    r = _mm512_fnmadd_ps(n, VM_SET1(-0x1.05c610p-29f), r);        /* ln2 minus that */
+    __m512 r = _mm512_fnmadd_ps(n, VM_SET1(0x1.62e430p-1f), x); /* ln2 rounded to float */
+    r = _mm512_fnmadd_ps(n, VM_SET1(-0x1.05c610p-29f), r);      /* ln2 minus that */
     __m512 s = _mm512_fmadd_ps(vm_poly(r, vm_exp_g, 5), r, VM_SET1(1.0f));
     return _mm512_scalef_ps(_mm512_fmadd_ps(s, r, VM_SET1(1.0f)), n);
 }
@@ -140,8 +140,8 @@ VM_INLINE __m512 vm_log(__m512 x) {
     m = _mm512_mask_mul_ps(m, big, m, VM_SET1(0.5f));
     e = _mm512_mask_add_ps(e, big, e, VM_SET1(1.0f));
     __m512 f = _mm512_sub_ps(m, VM_SET1(1.0f));
-    __m512 q = _mm512_fmadd_ps(vm_poly(f, vm_log_h, 8), f, VM_SET1(-0.5f));   /* -1/2 + f h */
-    __m512 y = _mm512_fmadd_ps(_mm512_mul_ps(f, q), f, f);                    /* log1p(f) = f + f^2 q */
+    __m512 q = _mm512_fmadd_ps(vm_poly(f, vm_log_h, 8), f, VM_SET1(-0.5f)); /* -1/2 + f h */
+    __m512 y = _mm512_fmadd_ps(_mm512_mul_ps(f, q), f, f);                  /* log1p(f) = f + f^2 q */
     y = _mm512_fmadd_ps(e, VM_SET1(-0x1.05c610p-29f), y);
     y = _mm512_fmadd_ps(e, VM_SET1(0x1.62e430p-1f), y);
     y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_EQ_OQ), VM_SET1(-INFINITY));
@@ -151,8 +151,8 @@ VM_INLINE __m512 vm_log(__m512 x) {
 /* ---- tanh, sigmoid ---- */
 
 /* tanh(x) = x + x^3 k(x^2) on |x| <= 0.75: k minimax for relative error 0.03 u. */
-static const float vm_tanh_k[6] = {-0x1.55554ap-2f, 0x1.110ddap-3f, -0x1.b98108p-5f, 0x1.5f8f24p-6f,
-                                   -0x1.f64af6p-8f, 0x1.c82f7ap-10f};
+static const float vm_tanh_k[6] = {-0x1.55554ap-2f, 0x1.110ddap-3f,  -0x1.b98108p-5f,
+                                   0x1.5f8f24p-6f,  -0x1.f64af6p-8f, 0x1.c82f7ap-10f};
 
 /* tanh(|x|) above 0.75 as 1 - 2e / (1 + e), e = exp(-2|x|) < 0.23: the quotient is below 0.37, so its
  * few ulp reach the result as at most half an ulp (the form (1 - e) / (1 + e) measured 2 ulp from exact);
@@ -184,12 +184,11 @@ VM_INLINE __m512 vm_sigmoid2(__m512 u, __m512 *eq2) {
 
 /* erf(z) = z + z P(z^2) on |z| < 1: P minimax for relative error 0.03 u (its leading 2/sqrt(pi) - 1 keeps
  * the coefficient rounding small next to the exact z). */
-static const float vm_erf_p[7] = {0x1.06eba8p-3f, -0x1.81273ep-2f, 0x1.ce2ce6p-4f, -0x1.b7f71ap-6f,
+static const float vm_erf_p[7] = {0x1.06eba8p-3f, -0x1.81273ep-2f,  0x1.ce2ce6p-4f, -0x1.b7f71ap-6f,
                                   0x1.53f224p-8f, -0x1.a3515ep-11f, 0x1.4771fep-14f};
 /* erfc(w) = exp(-w^2) Q(w) on [1, 4]: Q minimax for the absolute error of erfc, 0.05 u. */
-static const float vm_erfc_q[9] = {0x1.fc095ap-1f, -0x1.1470b4p+0f, 0x1.b9b694p-1f, -0x1.09a822p-1f,
-                                   0x1.d835c6p-3f, -0x1.2a05dcp-4f, 0x1.f56db4p-7f, -0x1.f52c48p-10f,
-                                   0x1.c0246cp-14f};
+static const float vm_erfc_q[9] = {0x1.fc095ap-1f,  -0x1.1470b4p+0f, 0x1.b9b694p-1f,   -0x1.09a822p-1f, 0x1.d835c6p-3f,
+                                   -0x1.2a05dcp-4f, 0x1.f56db4p-7f,  -0x1.f52c48p-10f, 0x1.c0246cp-14f};
 
 /* erf(z) for |z| < 1. */
 VM_INLINE __m512 vm_erf_small(__m512 z) { return _mm512_fmadd_ps(z, vm_poly(_mm512_mul_ps(z, z), vm_erf_p, 7), z); }

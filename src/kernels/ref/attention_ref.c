@@ -14,11 +14,11 @@
 
 typedef struct attn_job {
     const ampci_attn *a;
-    const float *q, *k, *v, *go;   /* F32 copies (or the inputs themselves when F32) */
-    float *o, *stats;              /* forward outputs */
-    const float *stats_in;         /* backward input */
-    float *gq, *gk, *gv;           /* backward outputs (NULL: not wanted) */
-    unsigned char *scratch;        /* per chunk: chunk_bytes */
+    const float *q, *k, *v, *go; /* F32 copies (or the inputs themselves when F32) */
+    float *o, *stats;            /* forward outputs */
+    const float *stats_in;       /* backward input */
+    float *gq, *gk, *gv;         /* backward outputs (NULL: not wanted) */
+    unsigned char *scratch;      /* per chunk: chunk_bytes */
     size_t chunk_bytes;
 } attn_job;
 
@@ -30,9 +30,7 @@ static int64_t grain_for(ampc_ctx *ctx, int64_t n) {
 }
 
 /* Keys visible to query row i. Causal: j <= i (key 0 always, so no row is empty unless Tk = 0). */
-static int64_t visible(const ampci_attn *a, int64_t i) {
-    return a->causal && i + 1 < a->Tk ? i + 1 : a->Tk;
-}
+static int64_t visible(const ampci_attn *a, int64_t i) { return a->causal && i + 1 < a->Tk ? i + 1 : a->Tk; }
 
 /* s[j] = (q_i . k_j) * scale for the nv visible keys: dot in double, rounded once to F32. */
 static void scores(float *s, const float *qi, const float *k, int64_t nv, int64_t D, double scale) {

@@ -9,30 +9,30 @@
 #include <string.h>
 
 /* im2row for one element type: a copy of T values (0 bits = +0 in F32, F16 and BF16). */
-#define IM2ROW(NAME, T)                                                                                      \
-    void NAME(void *colv, const void *xv, const ampci_conv_geom *g, int64_t r0, int64_t r1) {         \
-        T *col = colv;                                                                                       \
-        const T *x = xv;                                                                                     \
-        int64_t ohw = g->OH * g->OW, ckk = g->C * g->KH * g->KW;                                             \
-        for (int64_t r = r0; r < r1; r++) {                                                                  \
-            int64_t n = r / ohw, oh = r % ohw / g->OW, ow = r % g->OW;                                       \
-            T *row = col + r * ckk;                                                                          \
-            for (int64_t c = 0; c < g->C; c++) {                                                             \
-                const T *plane = x + (n * g->C + c) * g->H * g->W;                                           \
-                for (int64_t kh = 0; kh < g->KH; kh++) {                                                     \
-                    int64_t h = oh * g->sh - g->ph + kh;                                                     \
-                    for (int64_t kw = 0; kw < g->KW; kw++) {                                                 \
-                        int64_t w = ow * g->sw - g->pw + kw;                                                 \
-                        *row++ = (h >= 0 && h < g->H && w >= 0 && w < g->W) ? plane[h * g->W + w] : (T)0;    \
-                    }                                                                                        \
-                }                                                                                            \
-            }                                                                                                \
-        }                                                                                                    \
+#define IM2ROW(NAME, T)                                                                                                \
+    void NAME(void *colv, const void *xv, const ampci_conv_geom *g, int64_t r0, int64_t r1) {                          \
+        T *col = colv;                                                                                                 \
+        const T *x = xv;                                                                                               \
+        int64_t ohw = g->OH * g->OW, ckk = g->C * g->KH * g->KW;                                                       \
+        for (int64_t r = r0; r < r1; r++) {                                                                            \
+            int64_t n = r / ohw, oh = r % ohw / g->OW, ow = r % g->OW;                                                 \
+            T *row = col + r * ckk;                                                                                    \
+            for (int64_t c = 0; c < g->C; c++) {                                                                       \
+                const T *plane = x + (n * g->C + c) * g->H * g->W;                                                     \
+                for (int64_t kh = 0; kh < g->KH; kh++) {                                                               \
+                    int64_t h = oh * g->sh - g->ph + kh;                                                               \
+                    for (int64_t kw = 0; kw < g->KW; kw++) {                                                           \
+                        int64_t w = ow * g->sw - g->pw + kw;                                                           \
+                        *row++ = (h >= 0 && h < g->H && w >= 0 && w < g->W) ? plane[h * g->W + w] : (T)0;              \
+                    }                                                                                                  \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
     }
 
 IM2ROW(ampc_k_im2col_f32__ref, uint32_t)
 IM2ROW(ampc_k_im2col_f16__ref, uint16_t)
-IM2ROW(ampc_k_im2col_bf16__ref, uint16_t)   /* the F16 kernel's code; an entry of its own per dtype */
+IM2ROW(ampc_k_im2col_bf16__ref, uint16_t) /* the F16 kernel's code; an entry of its own per dtype */
 
 void ampc_k_col2im_f32__ref(float *gx, const float *gcol, const ampci_conv_geom *g, int64_t p0, int64_t p1) {
     int64_t ckk = g->C * g->KH * g->KW;

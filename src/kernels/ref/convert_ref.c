@@ -47,7 +47,6 @@ void ampc_k_cvt_f16bf16__ref(void *restrict dst, const void *restrict src, size_
     for (size_t i = 0; i < n; i++) d[i] = ampci_f16_from_f32_bits(ampci_bf16_to_f32_bits(s[i]));
 }
 
-
 /* ---- generic path ---- */
 
 /* One element, widened: floats as double (exact for every float dtype), integers as int64. */
@@ -77,7 +76,7 @@ static wide load(const void *src, ampc_dtype dt, size_t i) {
 static double i64_to_f64_odd(int64_t v) {
     uint64_t a = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
     if (a < (1ull << 53)) return v < 0 ? -(double)a : (double)a;
-    int drop = 11 - __builtin_clzll(a);   /* bits beyond 53 */
+    int drop = 11 - __builtin_clzll(a); /* bits beyond 53 */
     uint64_t kept = a >> drop, lost = a & ((1ull << drop) - 1);
     double d = ldexp((double)(kept | (lost != 0)), drop);
     return v < 0 ? -d : d;
@@ -87,7 +86,7 @@ static int64_t f64_to_i64_sat(double d, int64_t lo, int64_t hi) {
     if (isnan(d)) return 0;
     d = trunc(d);
     if (d <= (double)lo) return lo;
-    if (d >= (double)hi) return hi;   /* (double)INT64_MAX is 2^63, itself out of range: saturate */
+    if (d >= (double)hi) return hi; /* (double)INT64_MAX is 2^63, itself out of range: saturate */
     return (int64_t)d;
 }
 

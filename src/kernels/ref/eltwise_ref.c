@@ -10,11 +10,21 @@
 #define INV_SQRT_2PI 0.3989422804014327f
 #define GELU_C 0.044715f
 
-void ampc_k_neg_f32__ref(float *y, const float *x, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = -x[i]; }
-void ampc_k_exp_f32__ref(float *y, const float *x, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = expf(x[i]); }
-void ampc_k_log_f32__ref(float *y, const float *x, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = logf(x[i]); }
-void ampc_k_sqrt_f32__ref(float *y, const float *x, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = sqrtf(x[i]); }
-void ampc_k_tanh_f32__ref(float *y, const float *x, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = tanhf(x[i]); }
+void ampc_k_neg_f32__ref(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = -x[i];
+}
+void ampc_k_exp_f32__ref(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = expf(x[i]);
+}
+void ampc_k_log_f32__ref(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = logf(x[i]);
+}
+void ampc_k_sqrt_f32__ref(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = sqrtf(x[i]);
+}
+void ampc_k_tanh_f32__ref(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = tanhf(x[i]);
+}
 void ampc_k_sigmoid_f32__ref(float *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = 1.0f / (1.0f + expf(-x[i]));
 }
@@ -60,7 +70,7 @@ void ampc_k_relu_bw_f32__ref(float *gx, const float *gy, const float *x, const f
     for (int64_t i = 0; i < n; i++) gx[i] = x[i] > 0.0f ? gy[i] : 0.0f;
 }
 void ampc_k_gelu_erf_bw_f32__ref(float *gx, const float *gy, const float *x, const float *y, int64_t n) {
-    (void)y;   /* d/dx x Phi(x) = Phi(x) + x phi(x) */
+    (void)y; /* d/dx x Phi(x) = Phi(x) + x phi(x) */
     for (int64_t i = 0; i < n; i++) {
         float cdf = 0.5f * (1.0f + erff(x[i] * INV_SQRT_2)), pdf = INV_SQRT_2PI * expf(-0.5f * x[i] * x[i]);
         gx[i] = gy[i] * (cdf + x[i] * pdf);

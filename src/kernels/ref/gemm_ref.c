@@ -23,7 +23,7 @@ static void unpack(ampc_dtype dt, const void *p, int64_t rs, int64_t cs, int64_t
     size_t es = ampc_dtype_size(dt);
     for (int64_t r = 0; r < rows; r++) {
         const unsigned char *row = (const unsigned char *)p + (size_t)(r * rs) * es;
-        if (cs == 1 && dt != AMPC_DTYPE_F32) {   /* the ref conversions: never another level's code */
+        if (cs == 1 && dt != AMPC_DTYPE_F32) { /* the ref conversions: never another level's code */
             (dt == AMPC_DTYPE_F16 ? ampc_k_cvt_f32f16__ref : ampc_k_cvt_f32bf16__ref)(out + r * len, row, (size_t)len);
         } else if (cs == 1) {
             memcpy(out + r * len, row, (size_t)len * sizeof *out);
@@ -45,8 +45,8 @@ static float dot(const float *x, const float *y, int64_t K) {
 typedef struct gemm_task {
     const ampci_gemm *g;
     ampc_dtype dt;
-    const float *bt;   /* (N, K) */
-    float *scratch;    /* ROWS_PER_TASK * K per chunk */
+    const float *bt; /* (N, K) */
+    float *scratch;  /* ROWS_PER_TASK * K per chunk */
 } gemm_task;
 
 static void rows_task(void *arg, int64_t m0, int64_t m1, int64_t chunk) {
@@ -107,7 +107,7 @@ static ampc_status split_ref(ampc_ctx *ctx, const ampci_gemm *g, int passes) {
     unpack(AMPC_DTYPE_F32, g->b, g->tb ? g->ldb : 1, g->tb ? 1 : g->ldb, g->N, g->K, bt);
     for (int64_t m = 0; m < g->M; m++)
         for (int64_t n = 0; n < g->N; n++) {
-            double s = 0;   /* every partial product is exact in F32; only this sum rounds, once */
+            double s = 0; /* every partial product is exact in F32; only this sum rounds, once */
             for (int64_t k = 0; k < g->K; k++) {
                 float ah, al, bh, bl;
                 split_bf16(at[m * g->K + k], &ah, &al);

@@ -6,6 +6,8 @@
 #define AMPCI_FOLDER_LEVEL AMPC_ISA_REF
 #define ORACLE(SLOT, FN) AMPCI_ENTRY(SLOT, AMPC_DTYPE_F32, AMPC_DTYPE_F32, 0, FN, AMPC_ISA_REF, 0, 0, AMPCI_ROLE_ORACLE)
 
+/* A table, one entry a line; the X-macro lists expand to several entries each. */
+/* clang-format off */
 const ampci_kernel ampci_kernels_ref[] = {
     AMPCI_K_CVT(F16, F32, ampc_k_cvt_f16f32__ref, 0),
     AMPCI_K_CVT(F32, F16, ampc_k_cvt_f32f16__ref, 0),
@@ -49,4 +51,5 @@ const ampci_kernel ampci_kernels_ref[] = {
     AMPCI_K_DT(SUMSQ, F16, ampc_k_sumsq_f16__ref),
     AMPCI_K_DT(SUMSQ, BF16, ampc_k_sumsq_bf16__ref),
 };
+/* clang-format on */
 const size_t ampci_kernels_ref_count = sizeof ampci_kernels_ref / sizeof ampci_kernels_ref[0];

@@ -15,8 +15,10 @@ AMPCI_HIDDEN ampci_gemm_kernel ampc_k_gemm_f32f32__ref, ampc_k_gemm_f16f32__ref,
     ampc_k_gemm_f32_bf16x1__ref, ampc_k_gemm_f32_bf16x3__ref;
 
 /* eltwise_ref.c: ampc_k_<op>_f32__ref, ampc_k_<op>_bw_f32__ref (every unary op), ampc_k_<op>_f32__ref (binary) */
+/* clang-format off */
 AMPCI_UNARY_OPS(AMPCI_DECLARE_UNARY, ref)
 AMPCI_BINARY_OPS(AMPCI_DECLARE_BINARY, ref)
+/* clang-format on */
 
 /* norm_ref.c */
 AMPCI_HIDDEN ampci_softmax_kernel ampc_k_softmax_f32__ref;

@@ -13,7 +13,7 @@ void ampc_k_xent_f32__ref(float *loss, float *lse, const float *x, const int64_t
         const float *xr = x + r * cols;
         float mx = -INFINITY;
         for (int64_t c = 0; c < cols; c++) mx = xr[c] > mx ? xr[c] : mx;
-        if (mx == -INFINITY) mx = 0.0f;   /* an all -inf row gives lse = -inf and a NaN loss, as in PyTorch */
+        if (mx == -INFINITY) mx = 0.0f; /* an all -inf row gives lse = -inf and a NaN loss, as in PyTorch */
         double sum = 0.0;
         for (int64_t c = 0; c < cols; c++) sum += expf(xr[c] - mx);
         /* lse and the loss in double: the loss lse - x_t can be much smaller than either term */

@@ -12,7 +12,7 @@ void ampc_k_softmax_f32__ref(float *y, const float *x, int64_t rows, int64_t col
         float *yr = y + r * cols;
         float mx = -INFINITY;
         for (int64_t c = 0; c < cols; c++) mx = xr[c] > mx ? xr[c] : mx;
-        if (mx == -INFINITY) mx = 0.0f;   /* an all -inf row gives NaN below, as in PyTorch */
+        if (mx == -INFINITY) mx = 0.0f; /* an all -inf row gives NaN below, as in PyTorch */
         double sum = 0.0;
         for (int64_t c = 0; c < cols; c++) sum += expf(xr[c] - mx);
         if (logsm) {
@@ -30,10 +30,10 @@ void ampc_k_softmax_bw_f32__ref(float *gx, const float *gy, const float *y, int6
         const float *g = gy + r * cols, *yr = y + r * cols;
         float *o = gx + r * cols;
         double s = 0.0;
-        if (logsm) {   /* gx = gy - softmax * sum(gy) */
+        if (logsm) { /* gx = gy - softmax * sum(gy) */
             for (int64_t c = 0; c < cols; c++) s += g[c];
             for (int64_t c = 0; c < cols; c++) o[c] = g[c] - expf(yr[c]) * (float)s;
-        } else {     /* gx = y * (gy - sum(gy * y)) */
+        } else { /* gx = y * (gy - sum(gy * y)) */
             for (int64_t c = 0; c < cols; c++) s += (double)g[c] * yr[c];
             for (int64_t c = 0; c < cols; c++) o[c] = yr[c] * (g[c] - (float)s);
         }
@@ -47,7 +47,7 @@ void ampc_k_layernorm_f32__ref(float *y, float *mean, float *rstd, const float *
         double s = 0.0, s2 = 0.0;
         for (int64_t c = 0; c < cols; c++) s += xr[c];
         double mu = s / (double)cols;
-        for (int64_t c = 0; c < cols; c++) s2 += (xr[c] - mu) * (xr[c] - mu);   /* two-pass variance */
+        for (int64_t c = 0; c < cols; c++) s2 += (xr[c] - mu) * (xr[c] - mu); /* two-pass variance */
         float m = (float)mu, rs = (float)(1.0 / sqrt(s2 / (double)cols + eps));
         mean[r] = m, rstd[r] = rs;
         for (int64_t c = 0; c < cols; c++) {
