@@ -41,6 +41,9 @@ typedef struct cli_opt {
     const char *accepts;        /* CLI_CUSTOM: what is accepted, for error messages */
 } cli_opt;
 
+/* One row of an option table, as a compound literal: CLI_OPT(.name = "threads", .kind = CLI_INT, ...). */
+#define CLI_OPT(...) ((cli_opt){__VA_ARGS__})
+
 typedef enum cli_result { CLI_PARSED = 0, CLI_HELP, CLI_ERROR } cli_result;
 
 typedef struct cli_parse_out {

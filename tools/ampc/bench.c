@@ -156,23 +156,12 @@ static int run_convert(int argc, char **argv) {
     bool json = false;
     int64_t threads = 1, mib = 64;
     const cli_opt opts[] = {
-        {.name = "json", .kind = CLI_FLAG, .out = &json, .help = "one JSON object per measurement, one per line"},
-        {.name = "threads",
-         .kind = CLI_INT,
-         .out = &threads,
-         .metavar = "T",
-         .imin = 1,
-         .imax = 1024,
-         .defval = "1",
-         .help = "split each array into T contiguous parts run in parallel"},
-        {.name = "mib",
-         .kind = CLI_INT,
-         .out = &mib,
-         .metavar = "N",
-         .imin = 1,
-         .imax = 4096,
-         .defval = "64",
-         .help = "MiB of F32 source per array"},
+        CLI_OPT(.name = "json", .kind = CLI_FLAG, .out = &json,
+                .help = "one JSON object per measurement, one per line"),
+        CLI_OPT(.name = "threads", .kind = CLI_INT, .out = &threads, .metavar = "T", .imin = 1, .imax = 1024,
+                .defval = "1", .help = "split each array into T contiguous parts run in parallel"),
+        CLI_OPT(.name = "mib", .kind = CLI_INT, .out = &mib, .metavar = "N", .imin = 1, .imax = 4096, .defval = "64",
+                .help = "MiB of F32 source per array"),
     };
     cli_parse_out po = {0};
     int rc = cli_parse_or_exit(prog, usage_convert, opts, sizeof opts / sizeof opts[0], argc, argv, 0, NULL, &po);

@@ -86,24 +86,13 @@ int bench_gemm_main(int argc, char **argv) {
     bool json = false, no_gpt = false;
     int64_t threads = 1, max = 2048;
     const cli_opt opts[] = {
-        {.name = "json", .kind = CLI_FLAG, .out = &json, .help = "one JSON object per measurement, one per line"},
-        {.name = "threads",
-         .kind = CLI_INT,
-         .out = &threads,
-         .metavar = "T",
-         .imin = 1,
-         .imax = 1024,
-         .defval = "1",
-         .help = "threads for the kernels and the peak loops"},
-        {.name = "max",
-         .kind = CLI_INT,
-         .out = &max,
-         .metavar = "N",
-         .imin = 256,
-         .imax = 8192,
-         .defval = "2048",
-         .help = "largest square (powers of two from 256)"},
-        {.name = "no-gpt", .kind = CLI_FLAG, .out = &no_gpt, .help = "leave out the GPT step shapes"},
+        CLI_OPT(.name = "json", .kind = CLI_FLAG, .out = &json,
+                .help = "one JSON object per measurement, one per line"),
+        CLI_OPT(.name = "threads", .kind = CLI_INT, .out = &threads, .metavar = "T", .imin = 1, .imax = 1024,
+                .defval = "1", .help = "threads for the kernels and the peak loops"),
+        CLI_OPT(.name = "max", .kind = CLI_INT, .out = &max, .metavar = "N", .imin = 256, .imax = 8192,
+                .defval = "2048", .help = "largest square (powers of two from 256)"),
+        CLI_OPT(.name = "no-gpt", .kind = CLI_FLAG, .out = &no_gpt, .help = "leave out the GPT step shapes"),
     };
     cli_parse_out po = {0};
     int rc = cli_parse_or_exit(prog, usage, opts, sizeof opts / sizeof opts[0], argc, argv, 0, NULL, &po);

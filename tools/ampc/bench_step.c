@@ -103,22 +103,12 @@ int bench_step_main(int argc, char **argv) {
     bool json = false;
     cli_opt opts[MAX_OPTS];
     int n = run_options(&cfg, opts, MAX_OPTS - 3);
-    opts[n++] = (cli_opt){.name = "precisions",
-                          .kind = CLI_CUSTOM,
-                          .out = &pl,
-                          .parse = run_parse_precisions,
-                          .metavar = "LIST",
-                          .accepts = "a comma-separated list of fp32, bf16, fp16",
-                          .defval = "fp32,bf16,fp16",
-                          .help = "the precisions to time, in order"};
-    opts[n++] = (cli_opt){.name = "untimed",
-                          .kind = CLI_INT,
-                          .out = &warmup,
-                          .imin = 0,
-                          .imax = 1000,
-                          .defval = "2",
-                          .help = "untimed steps first"};
-    opts[n++] = (cli_opt){.name = "json", .kind = CLI_FLAG, .out = &json, .help = "one JSON object per precision"};
+    opts[n++] = CLI_OPT(.name = "precisions", .kind = CLI_CUSTOM, .out = &pl, .parse = run_parse_precisions,
+                        .metavar = "LIST", .accepts = "a comma-separated list of fp32, bf16, fp16",
+                        .defval = "fp32,bf16,fp16", .help = "the precisions to time, in order");
+    opts[n++] = CLI_OPT(.name = "untimed", .kind = CLI_INT, .out = &warmup, .imin = 0, .imax = 1000, .defval = "2",
+                        .help = "untimed steps first");
+    opts[n++] = CLI_OPT(.name = "json", .kind = CLI_FLAG, .out = &json, .help = "one JSON object per precision");
     bool seen[MAX_OPTS] = {false};
     cli_parse_out po = {.seen = seen};
     int rc = cli_parse_or_exit(prog, usage, opts, (size_t)n, argc, argv, 0, NULL, &po);

@@ -107,19 +107,11 @@ int cmd_compare(int argc, char **argv) {
     const char *dir = NULL;
     cli_opt opts[MAX_OPTS];
     int n = run_options(&cfg, opts, MAX_OPTS - 2);
-    opts[n++] = (cli_opt){.name = "precisions",
-                          .kind = CLI_CUSTOM,
-                          .out = &pl,
-                          .parse = run_parse_precisions,
-                          .metavar = "LIST",
-                          .accepts = "a comma-separated list of fp32, bf16, fp16",
-                          .defval = "fp32,bf16,fp16",
-                          .help = "the precisions to run, in order"};
-    opts[n++] = (cli_opt){.name = "report",
-                          .kind = CLI_STRING,
-                          .out = &dir,
-                          .metavar = "DIR",
-                          .help = "write report.md, loss.svg, scale.svg and <precision>.jsonl there"};
+    opts[n++] = CLI_OPT(.name = "precisions", .kind = CLI_CUSTOM, .out = &pl, .parse = run_parse_precisions,
+                        .metavar = "LIST", .accepts = "a comma-separated list of fp32, bf16, fp16",
+                        .defval = "fp32,bf16,fp16", .help = "the precisions to run, in order");
+    opts[n++] = CLI_OPT(.name = "report", .kind = CLI_STRING, .out = &dir, .metavar = "DIR",
+                        .help = "write report.md, loss.svg, scale.svg and <precision>.jsonl there");
     bool seen[MAX_OPTS] = {false};
     cli_parse_out po = {.seen = seen};
     int rc = cli_parse_or_exit(prog, usage, opts, (size_t)n, argc, argv, 0, NULL, &po);

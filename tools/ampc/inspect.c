@@ -152,7 +152,7 @@ int cmd_inspect(int argc, char **argv) {
     const char *prog = "ampc inspect";
     bool json = false;
     char *pos[1];
-    cli_opt opts[] = {{.name = "json", .kind = CLI_FLAG, .out = &json, .help = "machine-readable output"}};
+    cli_opt opts[] = {CLI_OPT(.name = "json", .kind = CLI_FLAG, .out = &json, .help = "machine-readable output")};
     cli_parse_out po = {.pos = pos};
     int rc = cli_parse_or_exit(prog, usage, opts, 1, argc, argv, 1, "the file", &po);
     if (rc >= 0) return rc;

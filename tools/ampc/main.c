@@ -80,7 +80,7 @@ int cli_parse_or_exit(const char *prog, void (*usage_fn)(FILE *), const cli_opt 
 int cli_parse_json_only(const char *prog, void (*usage_fn)(FILE *), int argc, char **argv, bool *json) {
     *json = false;
     const cli_opt opts[] = {
-        {.name = "json", .kind = CLI_FLAG, .out = json, .help = "print one JSON object instead of tables"},
+        CLI_OPT(.name = "json", .kind = CLI_FLAG, .out = json, .help = "print one JSON object instead of tables"),
     };
     cli_parse_out po = {0};
     return cli_parse_or_exit(prog, usage_fn, opts, 1, argc, argv, 0, NULL, &po);
