@@ -15,7 +15,9 @@
 static void usage(FILE *f) {
     fprintf(f, "Usage: ampc bench step [train options] [--precisions LIST] [--untimed W] [--json]\n\n"
                "Times training steps of a model in each precision: W untimed warm-up steps, then --steps timed\n"
-               "ones (default 5); prints the median ms per step, tokens or samples per second and peak memory.\n"
+               "ones (default 5); prints the median ms per step, tokens or samples per second and peak memory,\n"
+               "split into the state every step keeps (parameters, gradients, optimizer state, masters) and the\n"
+               "step's own activations and scratch.\n"
                "Defaults as `ampc train`, except batch 8 for gpt (the PyTorch anchor's configuration).\n\n"
                "Examples:\n"
                "  ampc bench step\n"
@@ -29,7 +31,7 @@ static int cmp_double(const void *a, const void *b) {
 
 typedef struct step_figures {
     double ms, ms_min, per_s;
-    size_t peak;
+    size_t peak, state; /* peak memory; of it, the state held across steps (the rest: the step's activations) */
 } step_figures;
 
 static step_figures figures(const run_output *o, int64_t warmup) {
@@ -40,7 +42,7 @@ static step_figures figures(const run_output *o, int64_t warmup) {
     memcpy(t, o->step_seconds + warmup, (size_t)n * sizeof *t);
     qsort(t, (size_t)n, sizeof *t, cmp_double);
     double med = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-    f = (step_figures){1e3 * med, 1e3 * t[0], (double)o->per_step / med, o->r.peak_bytes};
+    f = (step_figures){1e3 * med, 1e3 * t[0], (double)o->per_step / med, o->r.peak_bytes, o->r.state_bytes};
     free(t);
     return f;
 }
@@ -61,6 +63,8 @@ static void print_json(const run_config *cfg, const char *label, const step_figu
     json_knum(&w, "ms_min", f->ms_min);
     json_knum(&w, lm ? "tokens_per_s" : "samples_per_s", f->per_s);
     json_kint(&w, "peak_bytes", (int64_t)f->peak);
+    json_kint(&w, "state_bytes", (int64_t)f->state);
+    json_kint(&w, "activation_bytes", (int64_t)(f->peak - f->state));
     json_obj_end(&w);
     json_finish(&w);
 }
@@ -83,11 +87,12 @@ static int run_all(const char *prog, run_config *cfg, const prec_list *pl, int64
         else {
             if (i == 0)
                 printf("%s, batch %lld, %d threads: median of %lld steps after %lld warm-up\n\n"
-                       "precision  ms/step   min ms  %11s  peak MiB  vs %s\n",
+                       "precision  ms/step   min ms  %11s  peak MiB  state MiB  activations MiB  vs %s\n",
                        desc, (long long)cfg->batch, cfg->threads, (long long)(cfg->steps - warmup), (long long)warmup,
                        out.r.throughput_unit, cfg->label);
-            printf("%-9s %8.1f %8.1f %12.0f %9.1f  %.2fx\n", cfg->label, f.ms, f.ms_min, f.per_s,
-                   (double)f.peak / 1048576.0, base.ms / f.ms);
+            printf("%-9s %8.1f %8.1f %12.0f %9.1f %10.1f %16.1f  %.2fx\n", cfg->label, f.ms, f.ms_min, f.per_s,
+                   (double)f.peak / 1048576.0, (double)f.state / 1048576.0, (double)(f.peak - f.state) / 1048576.0,
+                   base.ms / f.ms);
         }
         run_output_free(&out);
     }

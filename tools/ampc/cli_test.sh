@@ -349,7 +349,7 @@ run bench step $TINY --untimed 1 --precisions fp32,bf16 --json
 expect_rc 0
 expect_json "$OUT" --lines
 expect_lines "$OUT" 2
-for key in '"kind":"step"' '"precision":"bf16"' '"ms_per_step":' '"tokens_per_s":' '"peak_bytes":' '"steps":6'; do
+for key in '"kind":"step"' '"precision":"bf16"' '"ms_per_step":' '"tokens_per_s":' '"peak_bytes":' '"state_bytes":' '"activation_bytes":' '"steps":6'; do
     expect_has "$OUT" "$key"
 done
 

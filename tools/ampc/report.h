@@ -25,6 +25,9 @@ typedef struct run_result {
     int64_t skipped_steps;
     double final_scale;
     size_t peak_bytes;           /* peak memory of the run */
+    size_t state_bytes;          /* held before the first step: parameters, gradients, optimizer state and
+                                    masters (what every step keeps); peak_bytes - state_bytes is the peak
+                                    of a step's activations and scratch */
     double throughput;           /* samples/s or tokens/s over the whole run */
     const char *throughput_unit; /* "samples/s" or "tokens/s" */
     double seconds;              /* wall time of the training loop */

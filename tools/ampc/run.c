@@ -640,6 +640,11 @@ int run_training(const char *prog, const run_config *cfg, const ampc_dataset *ds
     }
     out->total = s.steps;
     out->r.label = cfg->label;
+    if (!rc) {
+        ampc_memory_usage mu;
+        ampc_memory_stats(s.ctx, &mu);
+        out->r.state_bytes = mu.live_bytes;
+    }
     if (!rc && s.start >= s.steps) {
         say_complete(&s, out);
         state_free(&s);
