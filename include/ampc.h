@@ -249,6 +249,46 @@ typedef struct ampc_kernel_desc {
 } ampc_kernel_desc;
 AMPC_API bool ampc_kernel_describe(int i, ampc_kernel_desc *out);
 
+/* Kernels chosen by measurement. Where a slot has several candidates this CPU runs, the process times
+ * them once, on one thread of a scratch context, on representative shapes (the GEMMs per size class of
+ * M*N*K: small below 2^22, medium below 2^26, large; the default GPT's projection among the large ones),
+ * in interleaved rounds with medians, and runs the fastest; the fixed rule's pick (the highest level, the
+ * registry's order) stays unless another is more than 3% faster. The times are cached per CPU and library
+ * build in $XDG_CACHE_HOME/ampc/ (else ~/.cache/ampc/; none when neither can be written), written
+ * atomically under a lock, so later and concurrent processes choose alike without measuring.
+ *   AMPC_KERNEL_CHOICE=measure (default) | rule   rule: the fixed rule, no measurement (reproducible
+ *                                                 debugging; what ampc 0.2.0 and earlier ran)
+ *   AMPC_KERNEL_CACHE=on (default) | off | refresh   off: measure in every process; refresh: measure
+ *                                                 again and rewrite the file
+ * An unknown value warns once on stderr and the default applies. Candidates of one slot compute the same
+ * bits (conversions, optimizer, unscale, sums of squares) or agree within the slot's documented tolerance
+ * (GEMM, attention, elementwise math); the choice never depends on the thread count. Checkpoints record
+ * the kernels their context ran (metadata ampc.kernels) and ampc_checkpoint_restore runs them again, so
+ * a resumed run continues bit for bit whatever this process measured. */
+typedef struct ampc_kernel_tuning {
+    const char *mode;       /* "measure" or "rule" (AMPC_KERNEL_CHOICE) */
+    const char *source;     /* "measured" (by this process), "cache" (read from cache_file) or "rule" */
+    const char *cache_file; /* the cache file, "" when there is none */
+    const char *note;       /* why there is no cache file or it was not written, "" when all is well */
+    bool cache_written;     /* this process wrote cache_file */
+    double seconds;         /* what the measurement took (read from the cache: what it took then) */
+    int choices;            /* rows of ampc_kernel_get_choice */
+} ampc_kernel_tuning;
+AMPC_API void ampc_kernel_get_tuning(ampc_kernel_tuning *out);
+
+/* One slot with a choice at the process's kernel level, per size class, i in [0, choices): false past the
+ * end. Times are seconds per call summed over the class's representative shapes, 0 when not measured
+ * (AMPC_KERNEL_CHOICE=rule, or the candidate was far slower on a smaller shape and skipped). */
+typedef struct ampc_kernel_choice {
+    const char *slot;       /* "gemm_bf16", "unary_exp", "convert_f32_to_bf16", ... */
+    const char *size_class; /* GEMM slots: "small", "medium", "large"; the others: "all" */
+    const char *kernel;     /* the kernel run; "-": none (a split F32 slot where the F32 GEMM is faster) */
+    double seconds;
+    const char *runner_up; /* the next fastest ("-": none), NULL when there is none */
+    double runner_up_seconds;
+} ampc_kernel_choice;
+AMPC_API bool ampc_kernel_get_choice(int i, ampc_kernel_choice *out);
+
 /* ------------------------------------------------------------------------------------------------
  * Context: allocator, threads, kernel table, RNG, step arena
  * ---------------------------------------------------------------------------------------------- */
