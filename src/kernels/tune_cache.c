@@ -173,9 +173,7 @@ static bool fail(char *note, size_t size, const char *why) { return snprintf(not
 bool ampci_tune_cache_read(const char *path, ampci_tune_times *t, char *note, size_t note_size) {
     FILE *f = fopen(path, "r");
     if (!f) return snprintf(note, note_size, "%s", errno == ENOENT ? "" : strerror(errno)), false;
-    static bool set[AMPCI_TUNE_MAX_CELLS][AMPCI_TUNE_MAX_CAND][AMPCI_SIZE_CLASSES];
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* set is large for a stack */
-    pthread_mutex_lock(&lock);
+    bool set[AMPCI_TUNE_MAX_CELLS][AMPCI_TUNE_MAX_CAND][AMPCI_SIZE_CLASSES];
     memset(set, 0, sizeof set);
     char h[512], line[512], want[512];
     header(want, sizeof want);
@@ -193,7 +191,6 @@ bool ampci_tune_cache_read(const char *path, ampci_tune_times *t, char *note, si
     }
     if (ok && (end != lines || seconds < 0)) ok = fail(note, note_size, "corrupt: truncated");
     if (ok && !complete(t, set)) ok = fail(note, note_size, "incomplete: a kernel has no time");
-    pthread_mutex_unlock(&lock);
     fclose(f);
     if (ok) t->seconds = seconds, note[0] = '\0';
     return ok;
@@ -250,12 +247,26 @@ static void env_switches(ampci_tune_state *st) {
         ampci_log(NULL, AMPC_LOG_WARN, "AMPC_KERNEL_CACHE='%s' ignored: expected on, off or refresh", cache);
 }
 
+/* A cell has a choice at the process's level (AMPC_ISA=ref leaves none: nothing to measure). */
+static bool any_choice(const ampci_tune_times *t) {
+    for (int i = 0; i < t->ncells; i++) {
+        size_t n = ampci_candidates(AMPC_ISA_AUTO, t->cell[i].slot, t->cell[i].key, NULL, 0);
+        if (n >= 2 || (n == 1 && ampci_split_cell(t->cell[i].slot))) return true;
+    }
+    return false;
+}
+
 /* Measuring must not disturb the caller's thread-local error. */
 static void init(void) {
     ampci_tune_state *st = &g_state;
     env_switches(st);
     ampci_tune_cells(&st->times);
-    if (st->mode == AMPCI_TUNE_RULE || st->times.ncells == 0) return; /* source: rule */
+    if (st->mode == AMPCI_TUNE_RULE) return; /* source: rule */
+    if (!any_choice(&st->times)) {
+        snprintf(st->note, sizeof st->note, "nothing to measure: no slot has two candidates at kernel level %s",
+                 ampc_isa_name(ampc_cpu()->chosen));
+        return;
+    }
     char path[512] = "";
     if (st->cache != AMPCI_CACHE_OFF) ampci_tune_cache_path(NULL, path, sizeof path, st->note, sizeof st->note);
     else snprintf(st->note, sizeof st->note, "no cache: AMPC_KERNEL_CACHE=off");

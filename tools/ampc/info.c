@@ -251,9 +251,8 @@ static void time_text(double s, char *buf, size_t size) {
 }
 
 static void choice_text(const ampc_kernel_tuning *t, char *buf, size_t size) {
-    if (!strcmp(t->source, "rule"))
-        snprintf(buf, size, "the fixed rule (AMPC_KERNEL_CHOICE=%s)",
-                 !strcmp(t->mode, "rule") ? "rule" : "measure: nothing to measure");
+    if (!strcmp(t->mode, "rule")) snprintf(buf, size, "the fixed rule (AMPC_KERNEL_CHOICE=rule)");
+    else if (!strcmp(t->source, "rule")) snprintf(buf, size, "the fixed rule");
     else if (!strcmp(t->source, "cache"))
         snprintf(buf, size, "measured, read from the cache %s (the measurement took %.2f s)", t->cache_file,
                  t->seconds);
