@@ -391,12 +391,14 @@ static const char *format(const ampc_ctx *ctx) {
     return v;
 }
 
-/* Restores path into a GPT of ctx (the model stays with ctx). */
+/* Restores path into a GPT of ctx (the kernels stay with ctx). */
 static void restore(ampc_ctx *ctx, const char *path) {
     ampc_safetensors *ck;
+    ampc_model *m = gpt(ctx);
     ASSERT_OK(ampc_checkpoint_open(path, &ck));
-    ASSERT_OK(ampc_checkpoint_restore(ck, &(ampc_checkpoint_state){.model = gpt(ctx)}));
+    ASSERT_OK(ampc_checkpoint_restore(ck, &(ampc_checkpoint_state){.model = m}));
     ampc_safetensors_free(ck);
+    ampc_model_free(m);
 }
 
 /* A copy of the checkpoint without ampc.kernels (as ampc 0.2.0 and earlier wrote them). */
@@ -446,7 +448,9 @@ static void test_checkpoint_kernels(void **state) {
     char path[512], old[512];
     snprintf(path, sizeof path, "%s", tu_path("k.st"));
     snprintf(old, sizeof old, "%s", tu_path("old.st"));
-    ASSERT_OK(ampc_checkpoint_save(path, &(ampc_checkpoint_state){.model = gpt(a)}));
+    ampc_model *m = gpt(a);
+    ASSERT_OK(ampc_checkpoint_save(path, &(ampc_checkpoint_state){.model = m}));
+    ampc_model_free(m);
     assert_string_equal(recorded(path), format(a));
     restore(b, path); /* b runs what a ran */
     assert_string_equal(format(b), format(a));
@@ -465,16 +469,18 @@ static void test_checkpoint_kernels(void **state) {
     /* capped at ref, the higher levels' kernels warn and the context keeps its own */
     restore(r, path);
     assert_ptr_equal(r->kernels, ampci_kernels(AMPC_ISA_REF));
-    if (ampci_kernels(AMPC_ISA_AUTO)->isa > AMPC_ISA_REF && ampci_kernels_format(a->kernels, NULL, 0) > 0 &&
-        !strstr(g_warned, "cannot run here (above the context's kernel level)"))
+    bool capped = ampci_kernels(AMPC_ISA_AUTO)->isa > AMPC_ISA_REF && ampci_kernels_format(a->kernels, NULL, 0) > 0;
+    if (capped && (!strstr(g_warned, "of the recorded kernels cannot run here (the first: ") ||
+                   !strstr(g_warned, ": above the context's kernel level)")))
         FAILF("capped restore: warnings \"%s\"", g_warned);
     /* unknown names warn; what can run is applied */
     g_warned[0] = '\0';
     ASSERT_OK(ampci_kernels_recorded(
         c, "x.st", "gemm_bf16=ampc_k_gemm_bf16f32__nonexistent;no_cell=x;softmax=ampc_k_softmax_f32__ref", &own));
-    if (!strstr(g_warned, "x.st: the recorded kernel ampc_k_gemm_bf16f32__nonexistent of gemm_bf16 cannot run here "
-                          "(this build has no such kernel)") ||
-        !strstr(g_warned, "\"no_cell=x\" names no cell"))
+    if (strcmp(g_warned, "x.st: 2 of the recorded kernels cannot run here (the first: "
+                         "ampc_k_gemm_bf16f32__nonexistent for gemm_bf16: this build has no such kernel); this "
+                         "context's own choice runs instead, so results may differ in their last bits from the "
+                         "recorded run\n") != 0)
         FAILF("warnings \"%s\"", g_warned);
     const struct ampc_kernels *k = own ? own : c->kernels;
     assert_string_equal(k->chosen[AMPCI_SLOT_SOFTMAX][0]->name, "ampc_k_softmax_f32__ref");

@@ -5,6 +5,7 @@
  * a copy of the context's table that the context owns, so the resumed run continues bit for bit. */
 #include "tune.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,7 @@ typedef struct out {
 
 static void put(out *o, const char *s) {
     size_t used = (size_t)o->len < o->size ? (size_t)o->len : o->size;
-    int w = snprintf(o->buf + used, o->size - used, "%s", s);
+    int w = o->buf ? snprintf(o->buf + used, o->size - used, "%s", s) : (int)strlen(s);
     o->len += w > 0 ? w : 0;
 }
 
@@ -91,22 +92,27 @@ static const char *resolve(const char *name, ampci_slot slot, int key, ampc_isa 
 
 typedef struct apply {
     const ampc_ctx *ctx;
-    const char *what;
     struct ampc_kernels *k;
+    int skipped;     /* entries that cannot run here */
+    char first[320]; /* the first of them, said */
 } apply;
 
-/* One "cell=kernel[,kernel,kernel]" entry into a->k, or a warning and nothing. */
+static void skip(apply *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void skip(apply *a, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (a->skipped++ == 0) vsnprintf(a->first, sizeof a->first, fmt, ap);
+    va_end(ap);
+}
+
+/* One "cell=kernel[,kernel,kernel]" entry into a->k, or skipped. */
 static void apply_entry(apply *a, char *entry) {
     char *eq = strchr(entry, '=');
     ampci_slot slot;
     int key;
     bool found = eq && (*eq = '\0', find_cell(entry, &slot, &key));
     if (eq) *eq = '=';
-    if (!found) {
-        ampci_log(a->ctx, AMPC_LOG_WARN, "%s: recorded kernels: \"%.60s\" names no cell of this build; ignored",
-                  a->what, entry);
-        return;
-    }
+    if (!found) return skip(a, "\"%.60s\" names no cell of this build", entry);
     const ampci_kernel *by[AMPCI_SIZE_CLASSES] = {NULL};
     int classes = ampci_gemm_cell(slot, key) >= 0 ? AMPCI_SIZE_CLASSES : 1, n = 0;
     const char *why = NULL, *bad = eq + 1;
@@ -116,13 +122,7 @@ static void apply_entry(apply *a, char *entry) {
         bad = name;
     }
     if (!why && n != 1 && n != classes) why = "one kernel, or one per size class, expected";
-    if (why) {
-        ampci_log(a->ctx, AMPC_LOG_WARN,
-                  "%s: the recorded kernel %.80s of %s cannot run here (%s); %s runs instead, so results may "
-                  "differ in their last bits from the recorded run",
-                  a->what, bad, ampci_cell_name(slot, key), why, name_or_none(a->k->chosen[slot][key]));
-        return;
-    }
+    if (why) return skip(a, "%.80s for %s: %s", bad, ampci_cell_name(slot, key), why);
     for (int c = n; c < AMPCI_SIZE_CLASSES; c++) by[c] = by[0];
     ampci_kernels_set(a->k, slot, key, by, AMPCI_TABLE_CTX);
 }
@@ -150,12 +150,17 @@ ampc_status ampci_kernels_recorded(const ampc_ctx *ctx, const char *what, const 
     char *text = strdup(choices);
     if (!k || !text) return free(k), free(text), ampci_fail(AMPC_STATUS_OOM, "%s: out of memory", what);
     *k = *ctx->kernels;
-    apply a = {ctx, what, k};
+    apply a = {ctx, k, 0, ""};
     for (char *entry = text, *next; entry && *entry; entry = next) {
         if ((next = strchr(entry, ';'))) *next++ = '\0';
         apply_entry(&a, entry);
     }
     free(text);
+    if (a.skipped) /* one line, however many: a checkpoint from another CPU names dozens */
+        ampci_log(ctx, AMPC_LOG_WARN,
+                  "%s: %d of the recorded kernels cannot run here (the first: %s); this context's own choice "
+                  "runs instead, so results may differ in their last bits from the recorded run",
+                  what, a.skipped, a.first);
     const struct ampc_kernels *now = ctx->kernels;
     if (!memcmp(k->chosen, now->chosen, sizeof k->chosen) && !memcmp(k->by_size, now->by_size, sizeof k->by_size)) {
         free(k); /* the context runs these already */
