@@ -85,6 +85,7 @@ typedef struct ampci_tune_ops {
  * call exceeds AMPCI_TUNE_SKIP_SEC, and one that fails is not run again in the cell. */
 AMPCI_HIDDEN void ampci_tune_measure(ampci_tune_times *t, const ampci_tune_ops *ops);
 /* The real timer (tune_work.c): a scratch context of one thread, operands freed at done. */
+AMPCI_HIDDEN double ampci_tune_now(void); /* seconds on the monotonic clock */
 AMPCI_HIDDEN ampc_status ampci_tune_work_new(ampci_tune_ops *out);
 AMPCI_HIDDEN void ampci_tune_work_free(ampci_tune_ops *ops);
 

@@ -18,7 +18,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #define FORMAT_LINE "ampc kernel times 1"
@@ -198,16 +197,10 @@ bool ampci_tune_cache_read(const char *path, ampci_tune_times *t, char *note, si
 
 /* ---- the process ---- */
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void measure(ampci_tune_state *st, const ampci_tune_ops *ops) {
-    double t0 = now();
+    double t0 = ampci_tune_now();
     ampci_tune_measure(&st->times, ops);
-    st->times.seconds = now() - t0;
+    st->times.seconds = ampci_tune_now() - t0;
     st->source = AMPCI_TUNE_FROM_MEASURED;
 }
 

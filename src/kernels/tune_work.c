@@ -218,16 +218,16 @@ static bool run(work *w, const ampci_kernel *e) {
     }
 }
 
-static double now(void) {
+double ampci_tune_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static double time_one(void *user, const ampci_kernel *e) {
-    double t0 = now();
+    double t0 = ampci_tune_now();
     bool ok = run(user, e);
-    double t = now() - t0;
+    double t = ampci_tune_now() - t0;
     return ok ? t : -1.0;
 }
 
