@@ -88,15 +88,18 @@ static const ampci_kernel *rule(const ampci_kernel *const *cand, size_t n) {
 }
 
 /* The measured times of cand[0..n) in class cls (INFINITY: not measured), and, for a split cell, "none"
- * as entry n at the cost of the F32 GEMM's choice. */
-static int measured(ampc_isa level, ampci_slot slot, int cls, const ampci_kernel **cand, int n, double *sec) {
+ * as entry n at the cost of the F32 GEMM's choice, timed in the split cell's own rounds. */
+static int measured(ampc_isa level, ampci_slot slot, int key, int cls, const ampci_kernel **cand, int n, double *sec) {
     const ampci_tune_state *st = ampci_tune();
+    const ampci_tune_times *t = st->source == AMPCI_TUNE_FROM_RULE ? NULL : &st->times;
     for (int i = 0; i < n; i++) {
-        const double *s = st->source == AMPCI_TUNE_FROM_RULE ? NULL : ampci_tune_sec(&st->times, cand[i]);
+        const double *s = t ? ampci_tune_sec(t, slot, key, cand[i]) : NULL;
         sec[i] = s ? s[cls] : INFINITY;
     }
     if (!ampci_split_cell(slot)) return n;
-    sec[n] = ampci_kernels_choose(level, AMPCI_SLOT_GEMM, AMPC_DTYPE_F32, cls).sec;
+    const ampci_kernel *f32 = ampci_kernels_choose(level, AMPCI_SLOT_GEMM, AMPC_DTYPE_F32, cls).kernel;
+    const double *s = t ? ampci_tune_sec(t, slot, key, f32) : NULL;
+    sec[n] = s ? s[cls] : INFINITY;
     cand[n] = NULL;
     return n + 1;
 }
@@ -107,7 +110,7 @@ ampci_choice ampci_kernels_choose(ampc_isa level, ampci_slot slot, int key, int 
     ampci_choice c = {.kernel = rule(cand, (size_t)n), .sec = INFINITY, .second_sec = INFINITY};
     if (n == 0 || ampci_tune()->mode == AMPCI_TUNE_RULE) return c;
     double sec[MAX_CANDIDATES + 1];
-    int m = measured(level, slot, cls, cand, n, sec), pref = m - 1, second;
+    int m = measured(level, slot, key, cls, cand, n, sec), pref = m - 1, second;
     while (pref >= 0 && cand[pref] != c.kernel) pref--; /* the rule's pick (NULL: "none", the last) */
     int best = ampci_tune_pick(sec, m, pref, &second);
     if (best < 0) return c; /* nothing timed (not measured, or every candidate failed): the rule */

@@ -61,12 +61,22 @@ static ampci_cell_times *cell_of(ampci_tune_times *t, ampci_slot slot, int key) 
     return NULL;
 }
 
+/* A split F32 cell also times the F32 GEMM's candidates, in the same rounds: what "none" costs. */
+static void add_f32(ampci_tune_times *t) {
+    const ampci_cell_times *f32 = cell_of(t, AMPCI_SLOT_GEMM, AMPC_DTYPE_F32);
+    for (int i = 0; f32 && i < t->ncells; i++) {
+        ampci_cell_times *c = &t->cell[i];
+        if (!ampci_split_cell(c->slot)) continue;
+        AMPCI_ASSERT(c->n + f32->n <= AMPCI_TUNE_MAX_CAND);
+        for (int j = 0; j < f32->n; j++) c->cand[c->n++] = f32->cand[j];
+    }
+}
+
 /* Every usable KERNEL entry of every cell, in registry order, then the cells without a choice removed. */
 void ampci_tune_cells(ampci_tune_times *t) {
     memset(t, 0, sizeof *t);
     size_t n;
     const ampci_kernel *const *all = ampci_registry(&n);
-    bool split = false;
     for (size_t i = 0; i < n; i++) {
         const ampci_kernel *e = all[i];
         if (e->role != AMPCI_ROLE_KERNEL || !ampci_kernel_usable(e)) continue;
@@ -79,14 +89,11 @@ void ampci_tune_cells(ampci_tune_times *t) {
         }
         AMPCI_ASSERT(c->n < AMPCI_TUNE_MAX_CAND);
         c->cand[c->n++] = e;
-        split |= ampci_split_cell(e->slot);
     }
+    add_f32(t);
     int kept = 0;
-    for (int i = 0; i < t->ncells; i++) {
-        const ampci_cell_times *c = &t->cell[i];
-        bool f32 = c->slot == AMPCI_SLOT_GEMM && c->key == AMPC_DTYPE_F32;
-        if (c->n >= 2 || (c->n == 1 && (ampci_split_cell(c->slot) || (f32 && split)))) t->cell[kept++] = *c;
-    }
+    for (int i = 0; i < t->ncells; i++)
+        if (t->cell[i].n >= 2) t->cell[kept++] = t->cell[i];
     t->ncells = kept;
 }
 
@@ -94,8 +101,8 @@ const ampci_cell_times *ampci_tune_cell(const ampci_tune_times *t, ampci_slot sl
     return cell_of((ampci_tune_times *)t, slot, key);
 }
 
-const double *ampci_tune_sec(const ampci_tune_times *t, const ampci_kernel *e) {
-    const ampci_cell_times *c = ampci_tune_cell(t, e->slot, ampci_kernel_key(e));
+const double *ampci_tune_sec(const ampci_tune_times *t, ampci_slot slot, int key, const ampci_kernel *e) {
+    const ampci_cell_times *c = e ? ampci_tune_cell(t, slot, key) : NULL;
     for (int i = 0; c && i < c->n; i++)
         if (c->cand[i] == e) return c->sec[i];
     return NULL;

@@ -42,9 +42,10 @@ AMPCI_HIDDEN int ampci_tune_shapes(ampci_slot slot, int key, ampci_tune_shape *o
 
 /* ---- the measured times ---- */
 
-/* One cell: its candidates (every usable KERNEL entry, any level: one measurement serves every table) and
- * per class the sum over the class's shapes of each one's median seconds per call. INFINITY: not timed
- * (it failed, or was far slower on a smaller shape). */
+/* One cell: its candidates (every usable KERNEL entry, any level: one measurement serves every table; a
+ * split F32 cell's also the F32 GEMM's, timed in the same rounds: what "none" costs there) and per class
+ * the sum over the class's shapes of each one's median seconds per call. INFINITY: not timed (it failed,
+ * or was far slower on a smaller shape). */
 typedef struct ampci_cell_times {
     ampci_slot slot;
     int key;
@@ -61,11 +62,10 @@ typedef struct ampci_tune_times {
 } ampci_tune_times;
 
 /* The cells to measure, with their candidates and no times yet: every cell with two or more usable
- * KERNEL candidates, every split F32 cell with one, and the F32 GEMM cell whenever a split cell is
- * measured (its time is what "none" costs). */
+ * KERNEL candidates, and every split F32 cell with one (it races the F32 GEMM). */
 AMPCI_HIDDEN void ampci_tune_cells(ampci_tune_times *t);
-/* The times of e, or NULL when its cell was not measured. */
-AMPCI_HIDDEN const double *ampci_tune_sec(const ampci_tune_times *t, const ampci_kernel *e);
+/* The times of e in cell (slot, key), or NULL when it was not measured there. */
+AMPCI_HIDDEN const double *ampci_tune_sec(const ampci_tune_times *t, ampci_slot slot, int key, const ampci_kernel *e);
 AMPCI_HIDDEN const ampci_cell_times *ampci_tune_cell(const ampci_tune_times *t, ampci_slot slot, int key);
 
 /* What is timed. prepare makes shape s of a cell current (operands written once, outside the timing);

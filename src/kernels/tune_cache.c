@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define FORMAT_LINE "ampc kernel times 1"
+#define FORMAT_LINE "ampc kernel times 2" /* in the hashed header: another format, another file */
 
 #if defined(__SANITIZE_ADDRESS__)
 #define BUILD_KIND "asan" /* sanitised code runs at other speeds: its own file */
