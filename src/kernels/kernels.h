@@ -431,8 +431,8 @@ AMPCI_HIDDEN const ampci_kernel *ampci_gemm_pick(const struct ampc_kernels *k, a
  * none. Returns the length (like snprintf). */
 AMPCI_HIDDEN int ampci_kernels_format(const struct ampc_kernels *k, char *buf, size_t size);
 /* A copy of ctx's table with the recorded choices applied where they are usable at its level (the others
- * keep ctx's choice, each with a warning through ctx's log naming `what`, the file). *out = NULL when the
- * recorded choices equal ctx's table. Fails only for lack of memory. */
+ * keep ctx's choice; one warning through ctx's log, naming `what`, the file, says how many and the first).
+ * *out = NULL when the recorded choices equal ctx's table. Fails only for lack of memory. */
 AMPCI_HIDDEN ampc_status ampci_kernels_recorded(const ampc_ctx *ctx, const char *what, const char *choices,
                                                 struct ampc_kernels **out);
 /* ctx runs k from now on (it takes k; NULL: back to its level's table). */

@@ -3,9 +3,10 @@
  * reports, and what is usable: OS-enabled per XCR0 and, for AMX, permission granted), the AMX
  * permission result, the kernel level ampc chose, the kernel in every slot with the other candidates the
  * registry holds for it, how the kernels were chosen (measured, from the cache, or by the fixed rule: the
- * choice and the runner-up with their times per size class), and a support grid of F32/F16/BF16 against GEMM, conversion and elementwise
- * work saying whether the work runs natively (and with which instruction) or emulated (and how): for
- * GEMMs what the chosen kernel does, for the rest what the usable features allow. */
+ * choice and the runner-up with their times per size class), and a support grid of F32/F16/BF16 against
+ * GEMM, conversion and elementwise work saying whether the work runs natively (and with which
+ * instruction) or emulated (and how): for GEMMs what the chosen kernel does, for the rest what the usable
+ * features allow. */
 #include "cli.h"
 #include "json.h"
 
@@ -274,7 +275,7 @@ static void print_choices(void) {
     ampc_kernel_choice c;
     for (int i = 0; ampc_kernel_get_choice(i, &c); i++) {
         time_text(c.seconds, a, sizeof a), time_text(c.runner_up_seconds, b, sizeof b);
-        printf("  %-18s %-6s  %-36s %9s   %-36s %9s\n", c.slot, c.size_class, c.kernel, a,
+        printf("  %-19s %-6s  %-36s %9s   %-36s %9s\n", c.slot, c.size_class, c.kernel, a,
                c.runner_up ? c.runner_up : "", c.runner_up ? b : "");
     }
 }
