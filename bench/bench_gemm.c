@@ -1,5 +1,5 @@
-/* bench_gemm.c: times the GEMM kernels of the registry directly, every candidate the dispatch rule chose
- * among at the process's level, the chosen one marked (not through ampc_matmul, so neither the op
+/* bench_gemm.c: times the GEMM kernels of the registry directly, every candidate dispatch chose among at
+ * the process's level, the one it runs for each shape's size class marked (not through ampc_matmul, so neither the op
  * layer's output conversion nor its allocation is counted) on squares and on the GEMMs of one
  * training step of the default GPT (6 layers, d 384, 4x MLP, vocab 256, batch 8 x context 256 = 2048
  * tokens): the four forward projections and the LM head, plus a weight-gradient shape (a transposed).
@@ -29,7 +29,6 @@ static const shape gpt_shapes[] = {
 /* One GEMM kernel to time: a candidate of one of the GEMM cells. */
 typedef struct slot {
     const ampci_kernel *e;
-    bool chosen; /* the process runs it for its cell */
 } slot;
 
 /* The GEMM cells in the order they are reported: F32, BF16, F16, then the split F32 ones. */
@@ -41,15 +40,14 @@ static const struct {
     {AMPCI_SLOT_GEMM_F32_BF16X1, 0},   {AMPCI_SLOT_GEMM_F32_BF16X3, 0},
 };
 
-/* Every candidate of every GEMM cell at the process's chosen level (what the dispatch rule chose among),
- * each cell's best first. */
+/* Every candidate of every GEMM cell at the process's chosen level (what dispatch chose among), each
+ * cell's highest level first. */
 static int slots_of(const struct ampc_kernels *k, slot *out, int max) {
     int n = 0;
     for (size_t c = 0; c < sizeof gemm_cells / sizeof gemm_cells[0]; c++) {
         const ampci_kernel *cand[16];
         size_t nc = ampci_candidates(k->isa, gemm_cells[c].slot, gemm_cells[c].key, cand, 16);
-        for (size_t i = nc < 16 ? nc : 16; i-- > 0 && n < max;)
-            out[n++] = (slot){cand[i], k->chosen[gemm_cells[c].slot][gemm_cells[c].key] == cand[i]};
+        for (size_t i = nc < 16 ? nc : 16; i-- > 0 && n < max;) out[n++] = (slot){cand[i]};
     }
     return n;
 }
@@ -161,7 +159,7 @@ ampc_status bench_gemm_run(const bench_gemm_params *p, bench_gemm_report *out) {
             const ampci_kernel *e = slots[i].e;
             *r = (bench_gemm_row){.slot = ampci_cell_name(e->slot, ampci_kernel_key(e)),
                                   .kernel = e->name,
-                                  .chosen = slots[i].chosen,
+                                  .chosen = ampci_gemm_pick(k, e->slot, ampci_kernel_key(e), sh->m, sh->n, sh->k) == e,
                                   .dtype = e->dtype,
                                   .shape = sh->name,
                                   .m = sh->m,

@@ -166,7 +166,9 @@ AMPC_API const char *ampc_convert_kernel_name(ampc_dtype dst_dtype, ampc_dtype s
 /* The compute kernels of the process's chosen level, slot by slot (for `ampc info`), i in [0, count):
  * the slot ("gemm_f32", "unary_exp", "softmax", "attention", ...) and the kernel in it
  * ("ampc_k_gemm_f32f32__avx512", or "-" for an optional slot this CPU leaves empty, such as the split F32
- * GEMMs). NULL past the end. Every kernel compiled in, chosen or not: ampc_kernel_describe. */
+ * GEMMs; for a GEMM slot whose measured choice depends on the size, the large products' kernel:
+ * ampc_kernel_get_choice lists each size class). NULL past the end. Every kernel compiled in, chosen or
+ * not: ampc_kernel_describe. */
 AMPC_API const char *ampc_kernel_slot_name(int i);
 AMPC_API const char *ampc_kernel_slot_impl(int i);
 
@@ -245,9 +247,49 @@ typedef struct ampc_kernel_desc {
     uint32_t needs;   /* CPU features it needs beyond its level's: bit f for ampc_cpu_feature f */
     bool usable;      /* this CPU runs it */
     bool candidate;   /* dispatch may choose it (false: a reference kept for tests and benchmarks) */
-    bool chosen;      /* it fills its slot at the process's chosen level */
+    bool chosen;      /* it fills its slot at the process's chosen level (a GEMM slot: for some size class) */
 } ampc_kernel_desc;
 AMPC_API bool ampc_kernel_describe(int i, ampc_kernel_desc *out);
+
+/* Kernels chosen by measurement. Where a slot has several candidates this CPU runs, the process times
+ * them once, on one thread of a scratch context, on representative shapes (the GEMMs per size class of
+ * M*N*K: small below 2^22, medium below 2^26, large; the default GPT's projection among the large ones),
+ * in interleaved rounds with medians, and runs the fastest; the fixed rule's pick (the highest level, the
+ * registry's order) stays unless another is more than 3% faster. The times are cached per CPU and library
+ * build in $XDG_CACHE_HOME/ampc/ (else ~/.cache/ampc/; none when neither can be written), written
+ * atomically under a lock, so later and concurrent processes choose alike without measuring.
+ *   AMPC_KERNEL_CHOICE=measure (default) | rule   rule: the fixed rule, no measurement (reproducible
+ *                                                 debugging; what ampc 0.2.0 and earlier ran)
+ *   AMPC_KERNEL_CACHE=on (default) | off | refresh   off: measure in every process; refresh: measure
+ *                                                 again and rewrite the file
+ * An unknown value warns once on stderr and the default applies. Candidates of one slot compute the same
+ * bits (conversions, optimizer, unscale, sums of squares) or agree within the slot's documented tolerance
+ * (GEMM, attention, elementwise math); the choice never depends on the thread count. Checkpoints record
+ * the kernels their context ran (metadata ampc.kernels) and ampc_checkpoint_restore runs them again, so
+ * a resumed run continues bit for bit whatever this process measured. */
+typedef struct ampc_kernel_tuning {
+    const char *mode;       /* "measure" or "rule" (AMPC_KERNEL_CHOICE) */
+    const char *source;     /* "measured" (by this process), "cache" (read from cache_file) or "rule" */
+    const char *cache_file; /* the cache file, "" when there is none */
+    const char *note;       /* why there is no cache file or it was not written, "" when all is well */
+    bool cache_written;     /* this process wrote cache_file */
+    double seconds;         /* what the measurement took (read from the cache: what it took then) */
+    int choices;            /* rows of ampc_kernel_get_choice */
+} ampc_kernel_tuning;
+AMPC_API void ampc_kernel_get_tuning(ampc_kernel_tuning *out);
+
+/* One slot with a choice at the process's kernel level, per size class, i in [0, choices): false past the
+ * end. Times are seconds per call summed over the class's representative shapes, 0 when not measured
+ * (AMPC_KERNEL_CHOICE=rule, or the candidate was far slower on a smaller shape and skipped). */
+typedef struct ampc_kernel_choice {
+    const char *slot;       /* "gemm_bf16", "unary_exp", "convert_f32_to_bf16", ... */
+    const char *size_class; /* GEMM slots: "small", "medium", "large"; the others: "all" */
+    const char *kernel;     /* the kernel run; "-": none (a split F32 slot where the F32 GEMM is faster) */
+    double seconds;
+    const char *runner_up; /* the next fastest ("-": none), NULL when there is none */
+    double runner_up_seconds;
+} ampc_kernel_choice;
+AMPC_API bool ampc_kernel_get_choice(int i, ampc_kernel_choice *out);
 
 /* ------------------------------------------------------------------------------------------------
  * Context: allocator, threads, kernel table, RNG, step arena
@@ -1096,8 +1138,10 @@ AMPC_API ampc_status ampc_safetensors_serialize(ampc_safetensors_writer *w, void
  *              "ampc.model.*" (the whole model configuration); "ampc.optim.*" (kind, lr, steps, ...);
  *              "ampc.scaler.*" (the whole GradScaler state and configuration); "ampc.rng.*" (seed, stream,
  *              counter); "ampc.data.*" (the loader cursor and samples per epoch); the caller's own
- *              entries; "ampc.payload_crc32", the CRC-32 of the data buffer. Numbers are decimal,
- *              doubles in the fewest digits (15 to 17) that read back exactly.
+ *              entries; "ampc.kernels", the kernel the model's context ran in every slot with a choice
+ *              ("softmax=ampc_k_softmax_f32__avx512;gemm_bf16=SMALL,MEDIUM,LARGE;...": per size class
+ *              where they differ, "-" for none); "ampc.payload_crc32", the CRC-32 of the data buffer.
+ *              Numbers are decimal, doubles in the fewest digits (15 to 17) that read back exactly.
  * ---------------------------------------------------------------------------------------------- */
 
 #define AMPC_CHECKPOINT_FORMAT "ampc-checkpoint"
@@ -1128,7 +1172,11 @@ AMPC_API ampc_status ampc_checkpoint_model_config(const ampc_safetensors *ck, am
  * Everything is checked before anything is written: the model configuration, every tensor's presence,
  * dtype and shape (no tensor may be left over), the optimizer kind, the scaler, RNG and cursor values;
  * on any error (FORMAT or SHAPE, naming the file and the field) the objects are untouched. The optimizer
- * gets its state, step counts and current lr; its hyperparameters stay as the caller made them. */
+ * gets its state, step counts and current lr; its hyperparameters stay as the caller made them. The
+ * model's context runs the kernels the checkpoint recorded (ampc.kernels) from then on, wherever they
+ * are usable at its level, so the run continues with the same bits; one warning through the context's
+ * log names those that are not (another CPU, a lower AMPC_ISA). A checkpoint without the key (0.2.0 and
+ * older) leaves the context's kernels as they are. */
 AMPC_API ampc_status ampc_checkpoint_restore(const ampc_safetensors *ck, ampc_checkpoint_state *state);
 
 /* ------------------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ ampc_status ampc_ctx_new(const ampc_ctx_params *params, ampc_ctx **out) {
 void ampc_ctx_free(ampc_ctx *ctx) {
     if (!ctx) return;
     ampci_amp_release(ctx);
+    ampci_kernels_adopt(ctx, NULL); /* a restored checkpoint's kernels */
     ampci_ctx_core_free(ctx);
 }
 

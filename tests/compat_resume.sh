@@ -13,7 +13,10 @@
 # per level: ref, avx512 and amx; the avx2 level adds only conversions, which are bit-identical to ref's
 # by contract, so it shares ref's. The SimpleModel's are the same at every level. docs/TESTING.md says how
 # the fixtures were made; a change that alters numerics on purpose regenerates them and says so.
+# 0.1.0 chose its kernels by the fixed rule and its checkpoints record none (no ampc.kernels), so the
+# resumed runs here choose by that rule too (AMPC_KERNEL_CHOICE=rule), not by this machine's measurement.
 set -u
+export AMPC_KERNEL_CHOICE=rule
 AMPC=$1
 FIX=$2
 DIR=$(mktemp -d "${TMPDIR:-/tmp}/ampc_compat_XXXXXX")
@@ -27,7 +30,8 @@ records() { sed -E 's/,"(tokens_per_s|samples_per_s|peak_bytes|seconds)":[^,}]*/
 # `ampc inspect --json` without the library version, the file name (which differs) and the keys 0.1.0 did
 # not write (the commas at line ends go too: which line is last in an object depends on those keys).
 summary() {
-    "$AMPC" inspect --json "$1" | grep -v '"ampc.version"\|"file"\|"train.checkpoint\|"train.keep"\|"train.data' |
+    "$AMPC" inspect --json "$1" |
+        grep -v '"ampc.version"\|"file"\|"train.checkpoint\|"train.keep"\|"train.data\|"ampc.kernels"' |
         sed 's/,$//'
 }
 

@@ -14,6 +14,10 @@ SEED=${KILL_SEED:-$$}
 RANDOM=$SEED
 DIR=$(mktemp -d "${TMPDIR:-/tmp}/ampc_kill_XXXXXX")
 trap 'rm -rf "$DIR"' EXIT
+# Kernels are chosen by measurement and a run's bits depend on the choice: every process here must choose
+# alike, so they share one cache (ctest's, else a folder of this test's own), which the first fills.
+export XDG_CACHE_HOME="${XDG_CACHE_HOME:-$DIR/cache}" AMPC_KERNEL_CACHE=on
+"$AMPC" info > /dev/null || { echo "FAIL: ampc info"; exit 1; }
 echo "kill_resume: seed $SEED, $KILLS kills, in $DIR"
 
 for i in $(seq 0 199); do echo "$i: a stitch in time saves nine, $((i * 37 % 101))"; done | head -c 6000 > "$DIR/c.txt"

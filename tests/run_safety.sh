@@ -18,6 +18,10 @@ AMPC=$1
 case $AMPC in /*) ;; *) AMPC=$PWD/$AMPC ;; esac   # the runs below change directory
 DIR=$(mktemp -d "${TMPDIR:-/tmp}/ampc_safety_XXXXXX")
 trap 'rm -rf "$DIR"' EXIT
+# Kernels are chosen by measurement and a run's bits depend on the choice: every process here must choose
+# alike, so they share one cache (ctest's, else a folder of this test's own), which the first fills.
+export XDG_CACHE_HOME="${XDG_CACHE_HOME:-$DIR/cache}" AMPC_KERNEL_CACHE=on
+"$AMPC" info > /dev/null || { echo "FAIL: ampc info"; exit 1; }
 FAILS=0
 fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
 ok() { echo "ok: $*"; }

@@ -1,7 +1,8 @@
 /* test_registry.c: the kernel registry itself. Every entry's name is ampc_k_<op>_<dtypes>__<isa>[_<x>]
  * with the op and dtypes of its slot and key and the isa of the folder whose table holds it (so a name
  * can never belong to another kernel); names are unique; every cell has exactly one ref entry, usable on
- * any CPU; the dispatch rule's choice in every cell at every level is the one the kernel folders made
+ * any CPU; the fixed rule's choice (AMPC_KERNEL_CHOICE=rule, which main sets: test_tune checks the
+ * measured choice) in every cell at every level is the one the kernel folders made
  * before the registry existed (written out below from the CPU's features, so the test holds on an AMX
  * Xeon, on an AMD EPYC with AVX512-BF16 and no AMX, on plain AVX-512 or AVX2, and under every AMPC_ISA
  * cap, which CTest applies); the resolved tables hold the chosen functions; and the public introspection
@@ -292,6 +293,7 @@ static void test_public(void **state) {
 }
 
 int main(void) {
+    setenv("AMPC_KERNEL_CHOICE", "rule", 1); /* before the first table is filled */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names_and_folders),
         cmocka_unit_test(test_one_ref_per_cell),

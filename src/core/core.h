@@ -127,10 +127,12 @@ struct ampc_ctx {
     uint64_t step_id; /* counts ampc_ctx_step_end calls, from 1 */
     char scope[256];  /* the module path ampc_scope_push builds: "blocks.3.attn" */
     int scope_len[16], scope_depth;
-    /* ---- kernels: the table of this context's level and the FP32 matmul precision (the global setting
-     * in [0], then scoped overrides) ---- */
+    /* ---- kernels: the table this context runs (its level's, or own_kernels: its level's with the
+     * choices a restored checkpoint recorded) and the FP32 matmul precision (the global setting in [0],
+     * then scoped overrides) ---- */
     ampc_isa isa;
     const struct ampc_kernels *kernels;
+    struct ampc_kernels *own_kernels;
     int fp32_prec[9];
     int fp32_depth;
     /* ---- autograd: the tape (newest node first, in the arena), the no-grad nesting depth, and anomaly

@@ -3,7 +3,10 @@
  * two-phase so a bad file never leaves a half-loaded model: every metadata value is parsed and every
  * tensor matched to its destination (name, dtype, shape, nothing left over) into a plan, and only then
  * is anything copied. Scalar fields are described once, by tables of (key, type, offset), and the same
- * tables write, parse and compare them. */
+ * tables write, parse and compare them. The kernels the model's context ran (ampc.kernels) are recorded
+ * and, where usable, run again after a restore, so the resumed run computes the same bits. */
+#include "../kernels/kernels.h"
+#include "../nn/nn.h"
 #include "../optim/optim.h"
 
 #include <errno.h>
@@ -15,6 +18,7 @@
 #include <string.h>
 
 #define CRC_KEY "ampc.payload_crc32"
+#define KERNELS_KEY "ampc.kernels"
 
 /* ---- scalar fields: one table per struct ---- */
 
@@ -287,6 +291,17 @@ static ampc_status add_scalars(ampc_safetensors_writer *w, const ampc_checkpoint
     return s;
 }
 
+/* The kernels of every cell with a choice in the model's context (choices.c formats them). */
+static ampc_status add_kernels(ampc_safetensors_writer *w, const ampc_model *m) {
+    int len = ampci_kernels_format(m->ctx->kernels, NULL, 0);
+    char *v = malloc((size_t)len + 1);
+    if (!v) return ampci_fail(AMPC_STATUS_OOM, "ampc_checkpoint_save: out of memory");
+    ampci_kernels_format(m->ctx->kernels, v, (size_t)len + 1);
+    ampc_status s = ampc_safetensors_set_metadata(w, KERNELS_KEY, v);
+    free(v);
+    return s;
+}
+
 static ampc_status add_header(ampc_safetensors_writer *w, const ampc_checkpoint_state *st) {
     static const char fn[] = "ampc_checkpoint_save";
     char v[16];
@@ -323,6 +338,7 @@ ampc_status ampc_checkpoint_save(const char *path, const ampc_checkpoint_state *
     if (s == AMPC_OK && st->optim) s = add_optim(w, st->optim);
     if (s == AMPC_OK) s = add_header(w, st);
     if (s == AMPC_OK) s = add_scalars(w, st);
+    if (s == AMPC_OK) s = add_kernels(w, st->model);
     if (s == AMPC_OK) s = ampc_safetensors_write(w, path);
     ampc_safetensors_writer_free(w);
     return s;
@@ -535,8 +551,11 @@ ampc_status ampc_checkpoint_restore(const ampc_safetensors *ck, ampc_checkpoint_
     misc_rec x = {0};
     ampc_grad_scaler_state gs = {0};
     bool load_scaler = false;
+    struct ampc_kernels *kernels = NULL; /* the recorded kernels, when they differ from the context's */
+    const char *recorded = ampc_safetensors_metadata(ck, KERNELS_KEY);
     ampc_status s = make_plan(&pl, st, &rec);
     if (s == AMPC_OK) s = check_scalars(&pl, st, &x, &gs, &load_scaler);
+    if (s == AMPC_OK && recorded) s = ampci_kernels_recorded(st->model->ctx, ck_name(&pl), recorded, &kernels);
     /* The scaler checks its own state as it loads; it goes last among the fallible steps. */
     if (s == AMPC_OK && load_scaler && ampc_grad_scaler_state_load(st->scaler, &gs) != AMPC_OK) /* a bad file */
         s = ampci_fail(AMPC_STATUS_FORMAT, "%s: GradScaler state: %s", ck_name(&pl), ampc_last_error());
@@ -545,8 +564,10 @@ ampc_status ampc_checkpoint_restore(const ampc_safetensors *ck, ampc_checkpoint_
         if (st->optim) ampci_optim_restore_counters(st->optim, rec.lr, rec.steps);
         if (st->rng) *st->rng = (ampc_rng){x.rng_seed, x.rng_stream, x.rng_counter};
         if (st->loader) ampc_loader_set_cursor(st->loader, &(ampc_loader_cursor){x.epoch, x.position});
+        if (kernels) ampci_kernels_adopt(st->model->ctx, kernels), kernels = NULL;
         st->step = x.step;
     }
+    free(kernels);
     free(pl.ops), free(pl.used);
     return s;
 }

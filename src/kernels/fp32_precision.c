@@ -1,8 +1,9 @@
 /* fp32_precision.c: the TF32 switch, CPU edition. The context keeps a small stack (the global setting
  * and scoped overrides); the op layer asks ampci_gemm_fn which GEMM the current setting allows, a
  * kernel-selection question, hence here. The setting is a permission: a split kernel is used only where
- * the kernel table has one (they exist only where they beat F32 FMAs: AVX512-BF16 for one pass, AMX for
- * one or three). */
+ * the kernel table has one, and the table has one only where it beats the F32 GEMM (measured per size
+ * class, tune.h; by the rule: AVX512-BF16 for one pass, AMX for one or three). A split field that runs
+ * only for some size classes is a dispatcher that runs the F32 GEMM for the others. */
 #include "kernels.h"
 
 #include <string.h>

@@ -5,9 +5,9 @@
  * folder (kernels/ref, avx2, avx512, amx) exports one table of entries {slot, key, name, level, needs,
  * fn}; ref/ is complete (one usable-everywhere entry in every cell: the fallback and the test oracle),
  * the ISA folders add faster candidates for the cells they speed up. dispatch.c collects, per cell (a
- * slot and its key: a dtype, a dtype pair or an op), the usable candidates of each level and picks one
- * with a single rule into `struct ampc_kernels`, which is all the rest of the library sees. Tests and
- * benchmarks iterate the same registry, so a new kernel is one entry. */
+ * slot and its key: a dtype, a dtype pair or an op), the usable candidates of each level and picks one,
+ * by measurement (tune.h) or by the fixed rule, into `struct ampc_kernels`, which is all the rest of the
+ * library sees. Tests and benchmarks iterate the same registry, so a new kernel is one entry. */
 #ifndef AMPC_KERNELS_H
 #define AMPC_KERNELS_H
 
@@ -345,7 +345,8 @@ AMPCI_HIDDEN const ampci_kernel *ampci_kernel_ref(const ampci_kernel *e);
 AMPCI_HIDDEN const ampci_kernel *ampci_kernel_find(const char *name);
 /* The candidates the rule chose from for cell (slot, key) in the table of `level` (AUTO and levels above
  * the process's chosen one are lowered as by ampci_kernels): role KERNEL, level <= the table's, usable;
- * registry order. Fills out[0..max) and returns how many there are. */
+ * registry order. Fills out[0..max) and returns how many there are. A cell has a choice when it has two
+ * or more, or is a split F32 cell with one (its choice may be none: the F32 GEMM). */
 AMPCI_HIDDEN size_t ampci_candidates(ampc_isa level, ampci_slot slot, int key, const ampci_kernel **out, size_t max);
 /* "gemm", "unary_bw", ...; and a cell's: "gemm_bf16", "unary_exp", "convert_f32_to_bf16", "softmax". */
 AMPCI_HIDDEN const char *ampci_slot_name(ampci_slot slot);
@@ -353,10 +354,18 @@ AMPCI_HIDDEN const char *ampci_cell_name(ampci_slot slot, int key);
 
 /* ---- the resolved table of a level (what the library runs) ---- */
 
+#define AMPCI_GEMM_CELLS 5   /* gemm_f32, gemm_f16, gemm_bf16, gemm_f32_bf16x1, gemm_f32_bf16x3 */
+#define AMPCI_SIZE_CLASSES 3 /* small, medium, large (tune.h) */
+
 struct ampc_kernels {
     ampc_isa isa;
-    const ampci_kernel *chosen[AMPCI_SLOT_COUNT][AMPCI_KEY_COUNT]; /* per cell; NULL: none (see below) */
-    ampc_k_cvt_fn cvt[AMPC_DTYPE_COUNT][AMPC_DTYPE_COUNT];         /* [dst][src]; NULL: generic path */
+    /* per cell; NULL: none (see below). A GEMM cell's is its largest size class's (by_size has each). */
+    const ampci_kernel *chosen[AMPCI_SLOT_COUNT][AMPCI_KEY_COUNT];
+    /* The GEMM cells (ampci_gemm_cell: F32, F16, BF16, split x1, x3) per size class (ampci_gemm_size_class,
+     * tune.h); NULL in a split cell: the F32 GEMM runs. Where the classes differ the cell's field is a
+     * dispatcher that runs by_size's kernel for each product's class. */
+    const ampci_kernel *by_size[AMPCI_GEMM_CELLS][AMPCI_SIZE_CLASSES];
+    ampc_k_cvt_fn cvt[AMPC_DTYPE_COUNT][AMPC_DTYPE_COUNT]; /* [dst][src]; NULL: generic path */
     ampc_k_unary_fn unary[AMPCI_UNARY_COUNT];
     ampc_k_unary_bw_fn unary_bw[AMPCI_UNARY_COUNT];
     ampc_k_binary_fn binary[AMPCI_BINARY_COUNT];
@@ -388,8 +397,46 @@ struct ampc_kernels {
 };
 
 /* The table for a level (AUTO = the process's chosen level); levels above the CPU's chosen one are
- * lowered, so AMPC_ISA and a context's cap can only lower what runs. */
+ * lowered, so AMPC_ISA and a context's cap can only lower what runs. The first call measures the
+ * candidates or reads their times from the cache (tune.h), then fills every level's table. */
 AMPCI_HIDDEN const struct ampc_kernels *ampci_kernels(ampc_isa isa);
+
+/* One cell's choice in the table of `level` (not lowered) for size class cls (0 for cells without classes):
+ * the measured fastest, unless the rule's pick is within AMPCI_TUNE_MARGIN of it; the rule's pick when
+ * measurement is off or the cell has no times. */
+typedef struct ampci_choice {
+    const ampci_kernel *kernel; /* NULL: none (an empty cell, or a split cell where the F32 GEMM is faster) */
+    double sec;                 /* its measured seconds for the class's shapes; INFINITY: not measured */
+    const ampci_kernel *second; /* the runner-up; NULL with second_none: "none" (the F32 GEMM) */
+    bool second_none;
+    double second_sec; /* INFINITY: no runner-up */
+    bool measured;     /* chosen by the times, not the rule */
+} ampci_choice;
+AMPCI_HIDDEN ampci_choice ampci_kernels_choose(ampc_isa level, ampci_slot slot, int key, int cls);
+/* Sets cell (slot, key) of k to run by_class[c] for size class c (every class: by_class[0] alone is read for
+ * cells without classes): chosen, by_size and the field, which is a per-size dispatcher when the classes
+ * differ. The dispatcher reads the table it was made for: `table` is k's level for the process's tables,
+ * AMPCI_TABLE_CTX for a context's own table (it then reads ctx->kernels, which must be k). */
+#define AMPCI_TABLE_CTX AMPC_ISA_COUNT
+AMPCI_HIDDEN void ampci_kernels_set(struct ampc_kernels *k, ampci_slot slot, int key,
+                                    const ampci_kernel *const *by_class, int table);
+/* The kernel k runs in cell (slot, key) for an M x N x K product (NULL: none). */
+AMPCI_HIDDEN const ampci_kernel *ampci_gemm_pick(const struct ampc_kernels *k, ampci_slot slot, int key, int64_t M,
+                                                 int64_t N, int64_t K);
+
+/* ---- a context's own table (kernels/choices.c): the kernels a checkpoint recorded ---- */
+
+/* The choices of every cell with a choice in k, as the checkpoint key ampc.kernels holds them:
+ * "cell=kernel" joined by ';', a GEMM cell whose size classes differ "cell=small,medium,large", "-" for
+ * none. Returns the length (like snprintf). */
+AMPCI_HIDDEN int ampci_kernels_format(const struct ampc_kernels *k, char *buf, size_t size);
+/* A copy of ctx's table with the recorded choices applied where they are usable at its level (the others
+ * keep ctx's choice; one warning through ctx's log, naming `what`, the file, says how many and the first).
+ * *out = NULL when the recorded choices equal ctx's table. Fails only for lack of memory. */
+AMPCI_HIDDEN ampc_status ampci_kernels_recorded(const ampc_ctx *ctx, const char *what, const char *choices,
+                                                struct ampc_kernels **out);
+/* ctx runs k from now on (it takes k; NULL: back to its level's table). */
+AMPCI_HIDDEN void ampci_kernels_adopt(ampc_ctx *ctx, struct ampc_kernels *k);
 
 /* The GEMM for operands of dtype dt under the context's FP32 matmul precision (kernels/fp32_precision.c):
  * for F32 a split slot when the setting allows it and the table has one, else gemm[dt]. */

@@ -1,9 +1,11 @@
 /* registry.c: names and lookups over the kernel registry: the slot and cell names `ampc info` shows, the
- * public introspection calls (ampc_kernel_slot_name/impl, ampc_convert_kernel_name, ampc_kernel_describe)
- * and the finders tests and benchmarks use (ampci_kernel_find, ampci_kernel_ref). */
-#include "kernels.h"
+ * public introspection calls (ampc_kernel_slot_name/impl, ampc_convert_kernel_name, ampc_kernel_describe,
+ * and how the kernels were chosen: ampc_kernel_get_tuning, ampc_kernel_get_choice) and the finders tests
+ * and benchmarks use (ampci_kernel_find, ampci_kernel_ref). */
+#include "tune.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -125,6 +127,15 @@ const char *ampc_convert_kernel_name(ampc_dtype dst_dtype, ampc_dtype src_dtype)
     return e ? e->name : "generic";
 }
 
+/* e runs in its cell at the process's level (for a GEMM cell: in some size class). */
+static bool runs(const ampci_kernel *e) {
+    const struct ampc_kernels *k = ampci_kernels(AMPC_ISA_AUTO);
+    int key = ampci_kernel_key(e), g = ampci_gemm_cell(e->slot, key);
+    bool any = k->chosen[e->slot][key] == e;
+    for (int c = 0; g >= 0 && c < AMPCI_SIZE_CLASSES; c++) any |= k->by_size[g][c] == e;
+    return any;
+}
+
 bool ampc_kernel_describe(int i, ampc_kernel_desc *out) {
     size_t n;
     const ampci_kernel *const *all = ampci_registry(&n);
@@ -137,7 +148,7 @@ bool ampc_kernel_describe(int i, ampc_kernel_desc *out) {
                               .needs = e->needs,
                               .usable = ampci_kernel_usable(e),
                               .candidate = e->role == AMPCI_ROLE_KERNEL,
-                              .chosen = ampci_kernels(AMPC_ISA_AUTO)->chosen[e->slot][key] == e};
+                              .chosen = runs(e)};
     return true;
 }
 
@@ -155,4 +166,57 @@ const ampci_kernel *ampci_kernel_ref(const ampci_kernel *e) {
     for (size_t i = 0; i < n; i++)
         if (all[i]->level == AMPC_ISA_REF && ampci_same_cell(all[i], e)) return all[i];
     return NULL;
+}
+
+/* ---- how the kernels were chosen ---- */
+
+void ampc_kernel_get_tuning(ampc_kernel_tuning *out) {
+    static const char *const sources[] = {"rule", "measured", "cache"};
+    if (!out) return;
+    const ampci_tune_state *st = ampci_tune();
+    int rows = 0;
+    for (ampc_kernel_choice c; ampc_kernel_get_choice(rows, &c);) rows++;
+    *out = (ampc_kernel_tuning){.mode = st->mode == AMPCI_TUNE_RULE ? "rule" : "measure",
+                                .source = sources[st->source],
+                                .cache_file = st->path,
+                                .note = st->note,
+                                .cache_written = st->written,
+                                .seconds = st->source == AMPCI_TUNE_FROM_RULE ? 0 : st->times.seconds,
+                                .choices = rows};
+}
+
+/* The i-th (cell, size class) with a choice at the process's level. */
+static bool choice_row(int i, const cell **out, int *cls) {
+    pthread_once(&g_cells_once, cells_init);
+    ampc_isa level = ampci_kernels(AMPC_ISA_AUTO)->isa;
+    for (int c = 0; c < g_ncells; c++) {
+        size_t n = ampci_candidates(level, g_cells[c].slot, g_cells[c].key, NULL, 0);
+        if (n < 2 && !(n == 1 && ampci_split_cell(g_cells[c].slot))) continue;
+        int classes = ampci_gemm_cell(g_cells[c].slot, g_cells[c].key) >= 0 ? AMPCI_SIZE_CLASSES : 1;
+        if (i < classes) return *out = &g_cells[c], *cls = i, true;
+        i -= classes;
+    }
+    return false;
+}
+
+bool ampc_kernel_get_choice(int i, ampc_kernel_choice *out) {
+    const cell *c;
+    int cls;
+    if (i < 0 || !out || !choice_row(i, &c, &cls)) return false;
+    const struct ampc_kernels *k = ampci_kernels(AMPC_ISA_AUTO);
+    bool sized = ampci_gemm_cell(c->slot, c->key) >= 0;
+    ampci_choice ch = ampci_kernels_choose(k->isa, c->slot, c->key, cls);
+    const ampci_kernel *e = sized ? k->by_size[ampci_gemm_cell(c->slot, c->key)][cls] : k->chosen[c->slot][c->key];
+    AMPCI_ASSERT(e == ch.kernel); /* the table holds what the choice says */
+    *out = (ampc_kernel_choice){
+        .slot = c->name,
+        .size_class = sized ? ampci_size_class_name(cls) : "all",
+        .kernel = e ? e->name : "-",
+        .seconds = isfinite(ch.sec) ? ch.sec : 0,
+        .runner_up = ch.second        ? ch.second->name
+                     : ch.second_none ? "-"
+                                      : NULL,
+        .runner_up_seconds = isfinite(ch.second_sec) ? ch.second_sec : 0,
+    };
+    return true;
 }

@@ -11,8 +11,8 @@
 
 static void usage(FILE *f) {
     fprintf(f, "Usage: ampc bench gemm [--json] [--threads T] [--max N] [--no-gpt]\n\n"
-               "Times every GEMM kernel ampc could choose at its kernel level, the chosen one of each slot\n"
-               "marked (F32, BF16, F16 and, where this CPU has them, the split-BF16 F32 kernels of\n"
+               "Times every GEMM kernel ampc could choose at its kernel level, the one it runs for each row's\n"
+               "size class marked (F32, BF16, F16 and, where this CPU has them, the split-BF16 F32 kernels of\n"
                "--fp32-matmul high/medium) on squares 256..N and on the GEMMs of the default GPT's training\n"
                "step (2048 tokens, d 384), and reports GFLOP/s and the fraction of this machine's peak for the\n"
                "unit each kernel runs on (AMX tiles, vdpbf16ps or F32 FMAs), measured first by tight\n"
@@ -71,7 +71,9 @@ static void print_human(const bench_gemm_report *rep) {
                r->shape, (long long)r->m, (long long)r->n, (long long)r->k, r->gflops, pct, r->peak_kind,
                r->matches_ref ? "ok" : "MISMATCH");
     }
-    printf("\n*: the kernel ampc runs for the slot; the others are the candidates the dispatch rule chose among.\n"
+    printf("\n*: the kernel ampc runs for the slot at the row's size class (measured once per CPU: `ampc info`);\n"
+           "the others are the candidates it was chosen among. A split F32 slot without a mark runs the F32 GEMM\n"
+           "there, measured faster.\n"
            "%% peak: GFLOP/s over the peak of the unit named after it (split F32 kernels count the F32 work\n"
            "2mnk, so BF16x3 on AMX can reach at most a third of the AMX peak). check: the kernel agrees with the\n"
            "reference on a 67x45x129 product within twice the F32 summation bound. The peaks are probed before\n"

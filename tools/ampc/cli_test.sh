@@ -22,10 +22,10 @@ fail() {
     printf 'FAIL: %s\n' "$*"
 }
 
-# run [ENV=VALUE] ARGS...: runs ampc, leaving stdout in $OUT, stderr in $ERR and the status in $RC.
+# run [AMPC_X=VALUE] ARGS...: runs ampc, leaving stdout in $OUT, stderr in $ERR and the status in $RC.
 run() {
     case ${1:-} in
-    AMPC_ISA=*) isa=${1#AMPC_ISA=}; shift; AMPC_ISA=$isa "$AMPC" "$@" >"$OUT" 2>"$ERR"; RC=$? ;;
+    AMPC_*=*) var=$1; shift; env "$var" "$AMPC" "$@" >"$OUT" 2>"$ERR"; RC=$? ;;
     *) "$AMPC" "$@" >"$OUT" 2>"$ERR"; RC=$? ;;
     esac
     LAST="ampc $*"
@@ -166,6 +166,32 @@ expect_has "$OUT" '"slot": "unary_exp"'
 checks=$((checks + 1))
 # capped at ref, every slot has the ref kernel alone as candidate: no avx512 kernel is chosen
 ! grep -q '"kernel": "ampc_k_[a-z0-9_]*__avx512' "$OUT" || fail "AMPC_ISA=ref info: an avx512 kernel is chosen"
+expect_has "$OUT" '"source": "rule"'   # nothing to measure at the ref level
+expect_has "$OUT" '"choices": []'
+# how the kernels were chosen: measured (or read from the cache this build's tests share), the switches
+run info
+expect_has "$OUT" "kernel choice   "
+run info --json
+for key in '"kernel_choice"' '"mode": "measure"' '"cache_file"' '"measure_seconds"' '"choices"'; do
+    expect_has "$OUT" "$key"
+done
+run AMPC_KERNEL_CHOICE=rule info --json
+expect_rc 0
+expect_lines "$ERR" 0
+expect_json "$OUT"
+expect_has "$OUT" '"mode": "rule"'
+expect_has "$OUT" '"source": "rule"'
+expect_has "$OUT" '"ampc_kernel_choice_env": "rule"'
+run AMPC_KERNEL_CHOICE=rule info
+expect_has "$OUT" "kernel choice   the fixed rule (AMPC_KERNEL_CHOICE=rule)"
+run AMPC_KERNEL_CHOICE=fastest info --json
+expect_rc 0
+expect_json "$OUT"
+expect_exact_err "ampc: warning: AMPC_KERNEL_CHOICE='fastest' ignored: expected measure or rule"
+expect_has "$OUT" '"mode": "measure"'
+run AMPC_KERNEL_CACHE=sometimes info --json
+expect_rc 0
+expect_exact_err "ampc: warning: AMPC_KERNEL_CACHE='sometimes' ignored: expected on, off or refresh"
 
 # ---- formats ----
 run formats

@@ -2,12 +2,15 @@
  * counterpart of a GPU vendor's per-card FP16/BF16 table. It shows each CPU feature twice (what CPUID
  * reports, and what is usable: OS-enabled per XCR0 and, for AMX, permission granted), the AMX
  * permission result, the kernel level ampc chose, the kernel in every slot with the other candidates the
- * registry holds for it, and a support grid of F32/F16/BF16 against GEMM, conversion and elementwise
- * work saying whether the work runs natively (and with which instruction) or emulated (and how): for
- * GEMMs what the chosen kernel does, for the rest what the usable features allow. */
+ * registry holds for it, how the kernels were chosen (measured, from the cache, or by the fixed rule: the
+ * choice and the runner-up with their times per size class), and a support grid of F32/F16/BF16 against
+ * GEMM, conversion and elementwise work saying whether the work runs natively (and with which
+ * instruction) or emulated (and how): for GEMMs what the chosen kernel does, for the rest what the usable
+ * features allow. */
 #include "cli.h"
 #include "json.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static void usage(FILE *f) {
@@ -15,8 +18,10 @@ static void usage(FILE *f) {
                "What this CPU offers mixed-precision training: CPU features as reported by CPUID and as\n"
                "usable (enabled by the OS in XCR0; for AMX, tile permission granted), the AMX permission,\n"
                "the kernel level ampc runs (AMPC_ISA can lower it), the kernel chosen in every slot and the\n"
-               "other candidates this CPU runs, and a table of F32/F16/BF16 support per operation family:\n"
-               "native (with the instruction) or emulated (and how).\n\n");
+               "other candidates this CPU runs, how they were chosen (timed once per CPU and cached, with the\n"
+               "runner-up; AMPC_KERNEL_CHOICE=rule for the fixed rule, AMPC_KERNEL_CACHE=off|refresh), and a\n"
+               "table of F32/F16/BF16 support per operation family: native (with the instruction) or emulated\n"
+               "(and how).\n\n");
 }
 
 /* ---- the support grid ---- */
@@ -209,20 +214,70 @@ static void each_candidate(const char *slot, void (*fn)(const ampc_kernel_desc *
 typedef struct tags {
     char *buf;
     size_t size;
+    const char *shown;
 } tags;
 
-/* Appends the ISA tag of an unchosen candidate ("avx512bf16" of "ampc_k_gemm_bf16f32__avx512bf16"). */
+/* Appends the ISA tag of a candidate other than the one shown ("avx512bf16" of
+ * "ampc_k_gemm_bf16f32__avx512bf16"). */
 static void add_tag(const ampc_kernel_desc *d, void *arg) {
     tags *t = arg;
     const char *tag = strstr(d->name, "__");
     size_t len = strlen(t->buf);
-    if (!d->chosen && tag) snprintf(t->buf + len, t->size - len, "%s%s", len ? ", " : "", tag + 2);
+    if (strcmp(d->name, t->shown) != 0 && tag) snprintf(t->buf + len, t->size - len, "%s%s", len ? ", " : "", tag + 2);
 }
 
-static const char *other_candidates(const char *slot, char *buf, size_t size) {
+static const char *other_candidates(const char *slot, const char *shown, char *buf, size_t size) {
     buf[0] = '\0';
-    each_candidate(slot, add_tag, &(tags){buf, size});
+    each_candidate(slot, add_tag, &(tags){buf, size, shown});
     return buf;
+}
+
+/* ---- how the kernels were chosen ---- */
+
+/* The slot's kernel differs between size classes. */
+static bool by_size(const char *slot) {
+    ampc_kernel_choice c, first = {0};
+    for (int i = 0; ampc_kernel_get_choice(i, &c); i++) {
+        if (strcmp(c.slot, slot) != 0) continue;
+        if (!first.slot) first = c;
+        else if (strcmp(c.kernel, first.kernel) != 0) return true;
+    }
+    return false;
+}
+
+static void time_text(double s, char *buf, size_t size) {
+    if (s <= 0) snprintf(buf, size, "-");
+    else if (s < 1e-3) snprintf(buf, size, "%.1f us", s * 1e6);
+    else snprintf(buf, size, "%.2f ms", s * 1e3);
+}
+
+static void choice_text(const ampc_kernel_tuning *t, char *buf, size_t size) {
+    if (!strcmp(t->mode, "rule")) snprintf(buf, size, "the fixed rule (AMPC_KERNEL_CHOICE=rule)");
+    else if (!strcmp(t->source, "rule")) snprintf(buf, size, "the fixed rule");
+    else if (!strcmp(t->source, "cache"))
+        snprintf(buf, size, "measured, read from the cache %s (the measurement took %.2f s)", t->cache_file,
+                 t->seconds);
+    else
+        snprintf(buf, size, "measured by this process in %.2f s%s%s", t->seconds,
+                 t->cache_written ? ", cached in " : "", t->cache_written ? t->cache_file : "");
+}
+
+static void print_choices(void) {
+    ampc_kernel_tuning t;
+    ampc_kernel_get_tuning(&t);
+    char text[1024], a[32], b[32];
+    choice_text(&t, text, sizeof text);
+    printf("kernel choice   %s\n", text);
+    if (t.note[0]) printf("                %s\n", t.note);
+    if (!strcmp(t.source, "rule")) return;
+    printf("\nmeasured choices (slot, size class: the kernel chosen and its time, the runner-up and its time;\n"
+           "times per call, summed over the class's shapes; \"-\": none, the F32 GEMM runs)\n");
+    ampc_kernel_choice c;
+    for (int i = 0; ampc_kernel_get_choice(i, &c); i++) {
+        time_text(c.seconds, a, sizeof a), time_text(c.runner_up_seconds, b, sizeof b);
+        printf("  %-19s %-6s  %-36s %9s   %-36s %9s\n", c.slot, c.size_class, c.kernel, a,
+               c.runner_up ? c.runner_up : "", c.runner_up ? b : "");
+    }
 }
 
 /* ---- the verdict: one line per low precision ---- */
@@ -277,15 +332,21 @@ static void print_levels(const info *in) {
     char other[128];
     printf("\nconversion kernels (ampc_convert; then the other candidates this CPU runs)\n");
     for (size_t i = 0; i < NPAIRS; i++) {
-        other_candidates(slot_of(cvt_kernel(i)), other, sizeof other);
+        other_candidates(slot_of(cvt_kernel(i)), cvt_kernel(i), other, sizeof other);
         printf("  %-4s -> %-4s  %-*s%s\n", ampc_dtype_name(cvt_pairs[i][0]), ampc_dtype_name(cvt_pairs[i][1]),
                other[0] ? 35 : 0, cvt_kernel(i), other);
     }
-    printf("\ncompute kernels (slot, the kernel chosen, the other candidates this CPU runs)\n");
+    printf("\ncompute kernels (slot, the kernel chosen, the other candidates this CPU runs; *: on large\n"
+           "products, another kernel on smaller ones, see the measured choices)\n");
     for (int i = 0; ampc_kernel_slot_name(i); i++) {
-        other_candidates(ampc_kernel_slot_name(i), other, sizeof other);
-        printf("  %-18s %-*s%s\n", ampc_kernel_slot_name(i), other[0] ? 37 : 0, ampc_kernel_slot_impl(i), other);
+        const char *slot = ampc_kernel_slot_name(i), *impl = ampc_kernel_slot_impl(i);
+        other_candidates(slot, impl, other, sizeof other);
+        char shown[80];
+        snprintf(shown, sizeof shown, "%s%s", impl, by_size(slot) ? " *" : "");
+        printf("  %-18s %-*s%s\n", slot, other[0] ? 37 : 0, shown, other);
     }
+    printf("\n");
+    print_choices();
 }
 
 static void print_grid(const info *in) {
@@ -412,6 +473,44 @@ static void json_registry(json_writer *w) {
     json_arr_end(w);
 }
 
+static void json_num_or_null(json_writer *w, const char *key, double v) {
+    if (v > 0) json_knum(w, key, v);
+    else json_knull(w, key);
+}
+
+/* "kernel_choice": how the kernels were chosen, and per slot with a choice and size class the kernel and
+ * the runner-up with their times. */
+static void json_choices(json_writer *w) {
+    ampc_kernel_tuning t;
+    ampc_kernel_get_tuning(&t);
+    const char *env = getenv("AMPC_KERNEL_CHOICE"), *cache = getenv("AMPC_KERNEL_CACHE");
+    json_key(w, "kernel_choice");
+    json_obj_begin(w);
+    json_kstr(w, "mode", t.mode);
+    json_kstr(w, "source", t.source);
+    json_kstr(w, "ampc_kernel_choice_env", env);
+    json_kstr(w, "ampc_kernel_cache_env", cache);
+    json_kstr(w, "cache_file", t.cache_file[0] ? t.cache_file : NULL);
+    json_kbool(w, "cache_written", t.cache_written);
+    json_kstr(w, "note", t.note[0] ? t.note : NULL);
+    json_num_or_null(w, "measure_seconds", t.seconds);
+    json_key(w, "choices");
+    json_arr_begin(w);
+    ampc_kernel_choice c;
+    for (int i = 0; ampc_kernel_get_choice(i, &c); i++) {
+        json_obj_begin(w);
+        json_kstr(w, "slot", c.slot);
+        json_kstr(w, "size_class", c.size_class);
+        json_kstr(w, "kernel", c.kernel);
+        json_num_or_null(w, "seconds", c.seconds);
+        json_kstr(w, "runner_up", c.runner_up);
+        json_num_or_null(w, "runner_up_seconds", c.runner_up ? c.runner_up_seconds : 0);
+        json_obj_end(w);
+    }
+    json_arr_end(w);
+    json_obj_end(w);
+}
+
 static void json_levels(json_writer *w, const info *in) {
     char amx[160];
     amx_text(in->cpu, amx, sizeof amx);
@@ -450,6 +549,7 @@ static void json_levels(json_writer *w, const info *in) {
         json_obj_end(w);
     }
     json_arr_end(w);
+    json_choices(w);
     json_registry(w);
 }
 
