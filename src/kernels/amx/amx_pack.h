@@ -1,7 +1,10 @@
-/* amx_pack.h: packing for the AMX GEMMs, part of gemm_amx.c's translation unit (plain C, so the emulated
- * build of tests/test_amx.c runs exactly this code too). Packing turns op(a) and op(b) of any layout and
- * dtype into BF16 tiles, splitting each value into BF16 parts, zero-padding every edge, and flags the
- * panels that hold values the tile path must not see (see "Special values" in gemm_amx.c).
+/* amx_pack.h: packing for the AMX GEMMs, part of gemm_amx.c's translation unit. Packing turns op(a) and
+ * op(b) of any layout and dtype into BF16 tiles, splitting each value into BF16 parts, zero-padding every
+ * edge, and flags the panels that hold values the tile path must not see (see "Special values" in
+ * gemm_amx.c). Two implementations give the same bytes and flags: the AVX-512 one the kernels run (whole
+ * rows of a tile per instruction, special values found by mask compares on whole vectors, no branch per
+ * element) and the scalar one, the readable definition, which the emulated build of tests/test_amx.c
+ * runs on CPUs without AVX-512 and compares with the vector one where they exist.
  *
  * A tile is 16 rows x 32 BF16 (1 KiB, rows 64 bytes apart: the tile-load stride).
  *   A tile (row group G, k-step t): row r, element e = op(a)[16 G + r][k0 + 32 t + e].
@@ -9,7 +12,13 @@
  *   (VNNI order: the pair (k, k + 1) of one column is one 32-bit word, which tdpbf16ps multiplies with
  *   the pair (k, k + 1) of one row of A).
  * A group's tiles for one K-block are stored k-step by k-step, each k-step as `parts` tiles (hi, then lo
- * for two-part kinds): tile (t, part) at (t * parts + part) * TWORDS. */
+ * for two-part kinds): tile (t, part) at (t * parts + part) * TWORDS.
+ *
+ * In vector code both tiles are 16 vectors of 16 "pair words" (a word: elements k and k + 1 of one row
+ * of op(a) or column of op(b), k in the low half): an A tile row holds the 16 words of one row, a B tile
+ * row one word of each of 16 columns. A source whose k is contiguous yields the words of one row or
+ * column per load; a source whose rows or columns are contiguous yields one word per row or column from
+ * two k-rows; where that is the other tile's orientation, a 16 x 16 transpose of words turns it. */
 #ifndef AMPC_AMX_PACK_H
 #define AMPC_AMX_PACK_H
 
@@ -36,7 +45,7 @@ typedef enum akind {
 AI int kind_parts(akind kd) { return kd == AK_F16X3 || kd == AK_F32X3 ? 2 : 1; }
 AI size_t kind_size(akind kd) { return kd == AK_F32X1 || kd == AK_F32X3 ? 4 : 2; }
 
-AI bool bf16_subnormal(uint16_t h) { return (h & 0x7f80u) == 0 && (h & 0x7fu) != 0; }
+AI bool bf16_is_subnormal(uint16_t h) { return (h & 0x7f80u) == 0 && (h & 0x7fu) != 0; }
 AI bool bf16_nonfinite(uint16_t h) { return (h & 0x7f80u) == 0x7f80u; }
 
 /* x = hi + lo (split_bf16 of gemm_ref.c): hi = x rounded to BF16, lo = (x - hi) rounded to BF16, lo = 0
@@ -58,7 +67,7 @@ AI bool load_parts(const akind kd, const unsigned char *p, uint16_t *hi, uint16_
     uint16_t h;
     uint32_t x;
     switch (kd) {
-    case AK_BF16: memcpy(hi, p, 2); return bf16_subnormal(*hi);
+    case AK_BF16: memcpy(hi, p, 2); return bf16_is_subnormal(*hi);
     case AK_F16X3: /* F16 values and their parts are multiples of 2^-24: never BF16 subnormals */
         memcpy(&h, p, 2);
         split_f32(ampci_f16_to_f32_bits(h), hi, lo);
@@ -66,11 +75,11 @@ AI bool load_parts(const akind kd, const unsigned char *p, uint16_t *hi, uint16_
     case AK_F32X1:
         memcpy(&x, p, 4);
         *hi = ampci_bf16_from_f32_bits(x);
-        return bf16_subnormal(*hi);
+        return bf16_is_subnormal(*hi);
     default: /* AK_F32X3 */
         memcpy(&x, p, 4);
         split_f32(x, hi, lo);
-        return bf16_subnormal(*hi) || bf16_subnormal(*lo) || bf16_nonfinite(*hi);
+        return bf16_is_subnormal(*hi) || bf16_is_subnormal(*lo) || bf16_nonfinite(*hi);
     }
 }
 
@@ -101,8 +110,8 @@ AI bool put(const akind kd, const bool is_b, const unsigned char *src, int64_t x
 
 /* Packs one group (16 rows of op(a) when is_b is false, 16 columns of op(b) when true) over kt k-steps
  * into dst; returns whether it holds a special value. The inner loop runs along whichever of x and k is
- * contiguous in the source. */
-AI bool pack_group_body(const akind kd, const bool is_b, const pack_src *s, int64_t kt, uint16_t *dst) {
+ * contiguous in the source. The scalar definition (see the top). */
+AI bool pack_group_scalar(const akind kd, const bool is_b, const pack_src *s, int64_t kt, uint16_t *dst) {
     const size_t es = kind_size(kd);
     bool special = false;
     if (s->nx < TROWS || s->kc < kt * TK) memset(dst, 0, (size_t)(kt * kind_parts(kd) * TWORDS) * sizeof(uint16_t));
@@ -121,23 +130,163 @@ AI bool pack_group_body(const akind kd, const bool is_b, const pack_src *s, int6
 }
 
 typedef bool (*pack_group_fn)(const pack_src *s, int64_t kt, uint16_t *dst);
-#define DEF_PACK_GROUP(KD, tag)                                                                                        \
-    static bool pack_a_##tag(const pack_src *s, int64_t kt, uint16_t *dst) {                                           \
-        return pack_group_body(KD, false, s, kt, dst);                                                                 \
+#define DEF_PACK_GROUP(KD, tag, how)                                                                                   \
+    static bool pack_a_##tag##_##how(const pack_src *s, int64_t kt, uint16_t *dst) {                                   \
+        return pack_group_##how(KD, false, s, kt, dst);                                                                \
     }                                                                                                                  \
-    static bool pack_b_##tag(const pack_src *s, int64_t kt, uint16_t *dst) {                                           \
-        return pack_group_body(KD, true, s, kt, dst);                                                                  \
+    static bool pack_b_##tag##_##how(const pack_src *s, int64_t kt, uint16_t *dst) {                                   \
+        return pack_group_##how(KD, true, s, kt, dst);                                                                 \
     }
-DEF_PACK_GROUP(AK_BF16, bf16)
-DEF_PACK_GROUP(AK_F16X3, f16x3)
-DEF_PACK_GROUP(AK_F32X1, f32x1)
-DEF_PACK_GROUP(AK_F32X3, f32x3)
-/* [kind][0 = A, 1 = B] */
-static const pack_group_fn g_pack_group[AK_COUNT][2] = {
-    {pack_a_bf16, pack_b_bf16},
-    {pack_a_f16x3, pack_b_f16x3},
-    {pack_a_f32x1, pack_b_f32x1},
-    {pack_a_f32x3, pack_b_f32x3},
-};
+#define DEF_PACK_KINDS(how)                                                                                            \
+    DEF_PACK_GROUP(AK_BF16, bf16, how)                                                                                 \
+    DEF_PACK_GROUP(AK_F16X3, f16x3, how)                                                                               \
+    DEF_PACK_GROUP(AK_F32X1, f32x1, how)                                                                               \
+    DEF_PACK_GROUP(AK_F32X3, f32x3, how)                                                                               \
+    /* [kind][0 = A, 1 = B] */                                                                                         \
+    static const pack_group_fn g_pack_##how[AK_COUNT][2] = {                                                           \
+        {pack_a_bf16_##how, pack_b_bf16_##how},                                                                        \
+        {pack_a_f16x3_##how, pack_b_f16x3_##how},                                                                      \
+        {pack_a_f32x1_##how, pack_b_f32x1_##how},                                                                      \
+        {pack_a_f32x3_##how, pack_b_f32x3_##how},                                                                      \
+    };
+DEF_PACK_KINDS(scalar)
+
+/* ------------------------------------------------------------------------------------------------
+ * The AVX-512 packing. The emulated build compiles this file without ISA flags: there the vector code
+ * gets them from a target pragma and runs only where the CPU has AVX-512 (AMX_VECTOR in gemm_amx.c).
+ * ---------------------------------------------------------------------------------------------- */
+#ifdef AMPCI_AMX_EMULATE
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+#endif
+#include "../avx512/simd_avx512.h"
+
+/* x (16 F32 patterns) = hi + lo, split_f32 in 16 lanes: BF16 parts in the low halves of the words. */
+AI void split16(__m512i x, __m512i *hi, __m512i *lo) {
+    const __m512i e = _mm512_set1_epi32(0x7f80);
+    __m512i h = bf16_rne(x);
+    __mmask16 finite = _mm512_cmpneq_epi32_mask(_mm512_and_si512(h, e), e);
+    __m512 r = _mm512_sub_ps(_mm512_castsi512_ps(x), _mm512_castsi512_ps(_mm512_slli_epi32(h, 16)));
+    *hi = h;
+    *lo = _mm512_maskz_mov_epi32(finite, bf16_rne(_mm512_castps_si512(r)));
+}
+
+/* The low halves of the words of a (elements 0..15) and b (16..31), in order: 32 BF16 = 16 pair words. */
+AI __m512i low_halves(__m512i a, __m512i b) {
+    const __m512i idx = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30, 28, 26, 24,
+                                         22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    return _mm512_permutex2var_epi16(a, idx, b);
+}
+
+/* 16 consecutive elements at p (n valid, zero beyond) as F32 patterns (F16 widened exactly, as half.h). */
+AI __m512i load16_f32(const akind kd, const unsigned char *p, int64_t n) {
+    if (kd == AK_F16X3) return _mm512_castps_si512(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m16(n), p)));
+    return _mm512_maskz_loadu_epi32(m16(n), p);
+}
+
+/* The parts of 16 elements at p (n valid) in the low halves of 16 words (lo: zero for one-part kinds). */
+AI void parts16(const akind kd, const unsigned char *p, int64_t n, __m512i *hi, __m512i *lo) {
+    if (kd == AK_BF16) {
+        *hi = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m16(n), p));
+        *lo = _mm512_setzero_si512();
+    } else if (kd == AK_F32X1) {
+        *hi = bf16_rne(load16_f32(kd, p, n));
+        *lo = _mm512_setzero_si512();
+    } else {
+        split16(load16_f32(kd, p, n), hi, lo);
+    }
+}
+
+/* The pair words of one k-contiguous row or column: elements p[0..n) (n <= 32, zero beyond). */
+AI void words_kline(const akind kd, const unsigned char *p, int64_t n, __m512i *hi, __m512i *lo) {
+    if (kd == AK_BF16) {
+        *hi = _mm512_maskz_loadu_epi16(m32(n), p);
+        *lo = _mm512_setzero_si512();
+        return;
+    }
+    __m512i h0, l0, h1, l1;
+    size_t half = 16 * kind_size(kd);
+    parts16(kd, p, n, &h0, &l0);
+    parts16(kd, p + half, n - 16, &h1, &l1);
+    *hi = low_halves(h0, h1);
+    *lo = low_halves(l0, l1);
+}
+
+/* The pair words (r0[x], r1[x]) of 16 contiguous rows or columns x < n from two k-rows; r1 NULL: zeros. */
+AI void words_krows(const akind kd, const unsigned char *r0, const unsigned char *r1, int64_t n, __m512i *hi,
+                    __m512i *lo) {
+    __m512i h0, l0, h1 = _mm512_setzero_si512(), l1 = h1;
+    parts16(kd, r0, n, &h0, &l0);
+    if (r1) parts16(kd, r1, n, &h1, &l1);
+    *hi = _mm512_or_si512(h0, _mm512_slli_epi32(h1, 16));
+    *lo = _mm512_or_si512(l0, _mm512_slli_epi32(l1, 16));
+}
+
+/* The BF16 lanes of the parts that the tile path must not see (load_parts). */
+AI __mmask32 special32(const akind kd, __m512i hi, __m512i lo) {
+    const __m512i e = _mm512_set1_epi16(0x7f80);
+    __mmask32 nonfinite = _mm512_cmpeq_epi16_mask(_mm512_and_si512(hi, e), e);
+    switch (kd) {
+    case AK_BF16:
+    case AK_F32X1: return bf16_subnormal(hi);
+    case AK_F16X3: return nonfinite;
+    default: return bf16_subnormal(hi) | bf16_subnormal(lo) | nonfinite;
+    }
+}
+
+AI void transpose_words(__m512i w[16]) {
+    __m512 f[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) f[i] = _mm512_castsi512_ps(w[i]);
+    transpose16(f);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) w[i] = _mm512_castps_si512(f[i]);
+}
+
+/* One k-step of a group: the 16 word vectors of each part, in the source's orientation (kline: vector i
+ * = the words of row or column i; else vector i = word i of each row or column). */
+AI __mmask32 load_step(const akind kd, const pack_src *s, bool kline, int64_t k0, __m512i hi[16], __m512i lo[16]) {
+    const size_t es = kind_size(kd);
+    __mmask32 sp = 0;
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) {
+        hi[i] = lo[i] = _mm512_setzero_si512();
+        if (kline && i < s->nx) {
+            words_kline(kd, s->base + (size_t)(i * s->sx + k0 * s->sk) * es, s->kc - k0, &hi[i], &lo[i]);
+        } else if (!kline && k0 + 2 * i < s->kc) {
+            const unsigned char *r0 = s->base + (size_t)((k0 + 2 * i) * s->sk) * es;
+            words_krows(kd, r0, k0 + 2 * i + 1 < s->kc ? r0 + (size_t)s->sk * es : NULL, s->nx, &hi[i], &lo[i]);
+        }
+        sp |= special32(kd, hi[i], lo[i]);
+    }
+    return sp;
+}
+
+/* pack_group_scalar's bytes and flag, a tile row per vector store. */
+AI bool pack_group_vector(const akind kd, const bool is_b, const pack_src *s, int64_t kt, uint16_t *dst) {
+    const int parts = kind_parts(kd);
+    const bool kline = s->sk == 1; /* the scalar code's choice, so a source with both strides 1 reads alike */
+    __mmask32 sp = 0;
+    for (int64_t t = 0; t < kt; t++) {
+        __m512i hi[16], lo[16];
+        sp |= load_step(kd, s, kline, t * TK, hi, lo);
+        if (is_b == kline) { /* A tiles want the words of a row per vector, B tiles a word per column */
+            transpose_words(hi);
+            if (parts == 2) transpose_words(lo);
+        }
+        uint16_t *d = dst + (size_t)(t * parts) * TWORDS;
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) {
+            _mm512_store_si512(d + i * TK, hi[i]);
+            if (parts == 2) _mm512_store_si512(d + TWORDS + i * TK, lo[i]);
+        }
+    }
+    return sp != 0;
+}
+DEF_PACK_KINDS(vector)
+
+#ifdef AMPCI_AMX_EMULATE
+#pragma GCC pop_options
+#endif
 
 #endif
