@@ -84,7 +84,7 @@ AI bool load_parts(const akind kd, const unsigned char *p, uint16_t *hi, uint16_
 }
 
 /* One operand of a K-block: element (x, k) of op(a) (x = row) or op(b) (x = column) is at
- * base + (x * sx + k * sk) * es; nx of the 16 x's and kc k's exist (the rest is zero padding). */
+ * base + (x * sx + k * sk) * es; nx x's (of a group: at most 16) and kc k's exist (the rest is zero padding). */
 typedef struct pack_src {
     const unsigned char *base;
     int64_t sx, sk;
@@ -129,21 +129,40 @@ AI bool pack_group_scalar(const akind kd, const bool is_b, const pack_src *s, in
     return special;
 }
 
-typedef bool (*pack_group_fn)(const pack_src *s, int64_t kt, uint16_t *dst);
-#define DEF_PACK_GROUP(KD, tag, how)                                                                                   \
-    static bool pack_a_##tag##_##how(const pack_src *s, int64_t kt, uint16_t *dst) {                                   \
-        return pack_group_##how(KD, false, s, kt, dst);                                                                \
-    }                                                                                                                  \
-    static bool pack_b_##tag##_##how(const pack_src *s, int64_t kt, uint16_t *dst) {                                   \
-        return pack_group_##how(KD, true, s, kt, dst);                                                                 \
+/* Group i (x from 16 i) of a source whose first group s describes (s->nx counts from there). */
+AI pack_src group_src(const akind kd, const pack_src *s, int64_t i) {
+    pack_src g = *s;
+    g.base += (size_t)(16 * i * s->sx) * kind_size(kd);
+    g.nx = s->nx - 16 * i < TROWS ? s->nx - 16 * i : TROWS;
+    return g;
+}
+
+/* Packs ng consecutive groups over kt k-steps: group i to dst + i * gstride, its flag (it holds a special
+ * value) to flag[i * fstride]. */
+typedef void (*pack_fn)(const pack_src *s, int64_t ng, int64_t kt, uint16_t *dst, size_t gstride, bool *flag,
+                        size_t fstride);
+
+AI void pack_groups_scalar(const akind kd, const bool is_b, const pack_src *s, int64_t ng, int64_t kt, uint16_t *dst,
+                           size_t gstride, bool *flag, size_t fstride) {
+    for (int64_t i = 0; i < ng; i++) {
+        pack_src gs = group_src(kd, s, i);
+        flag[(size_t)i * fstride] = pack_group_scalar(kd, is_b, &gs, kt, dst + (size_t)i * gstride);
     }
+}
+
+#define PACK_ARGS const pack_src *s, int64_t ng, int64_t kt, uint16_t *dst, size_t gstride, bool *flag, size_t fstride
+#define DEF_PACK_GROUPS(KD, tag, how)                                                                                  \
+    static void pack_a_##tag##_##how(PACK_ARGS) {                                                                      \
+        pack_groups_##how(KD, false, s, ng, kt, dst, gstride, flag, fstride);                                          \
+    }                                                                                                                  \
+    static void pack_b_##tag##_##how(PACK_ARGS) { pack_groups_##how(KD, true, s, ng, kt, dst, gstride, flag, fstride); }
 #define DEF_PACK_KINDS(how)                                                                                            \
-    DEF_PACK_GROUP(AK_BF16, bf16, how)                                                                                 \
-    DEF_PACK_GROUP(AK_F16X3, f16x3, how)                                                                               \
-    DEF_PACK_GROUP(AK_F32X1, f32x1, how)                                                                               \
-    DEF_PACK_GROUP(AK_F32X3, f32x3, how)                                                                               \
+    DEF_PACK_GROUPS(AK_BF16, bf16, how)                                                                                \
+    DEF_PACK_GROUPS(AK_F16X3, f16x3, how)                                                                              \
+    DEF_PACK_GROUPS(AK_F32X1, f32x1, how)                                                                              \
+    DEF_PACK_GROUPS(AK_F32X3, f32x3, how)                                                                              \
     /* [kind][0 = A, 1 = B] */                                                                                         \
-    static const pack_group_fn g_pack_##how[AK_COUNT][2] = {                                                           \
+    static const pack_fn g_pack_##how[AK_COUNT][2] = {                                                                 \
         {pack_a_bf16_##how, pack_b_bf16_##how},                                                                        \
         {pack_a_f16x3_##how, pack_b_f16x3_##how},                                                                      \
         {pack_a_f32x1_##how, pack_b_f32x1_##how},                                                                      \
@@ -262,26 +281,45 @@ AI __mmask32 load_step(const akind kd, const pack_src *s, bool kline, int64_t k0
     return sp;
 }
 
-/* pack_group_scalar's bytes and flag, a tile row per vector store. */
-AI bool pack_group_vector(const akind kd, const bool is_b, const pack_src *s, int64_t kt, uint16_t *dst) {
+/* One k-step (from k0) of one group to d, a tile row per vector store; returns the special lanes. */
+AI __mmask32 pack_step(const akind kd, const bool is_b, const pack_src *s, bool kline, int64_t k0, uint16_t *d) {
     const int parts = kind_parts(kd);
-    const bool kline = s->sk == 1; /* the scalar code's choice, so a source with both strides 1 reads alike */
-    __mmask32 sp = 0;
-    for (int64_t t = 0; t < kt; t++) {
-        __m512i hi[16], lo[16];
-        sp |= load_step(kd, s, kline, t * TK, hi, lo);
-        if (is_b == kline) { /* A tiles want the words of a row per vector, B tiles a word per column */
-            transpose_words(hi);
-            if (parts == 2) transpose_words(lo);
-        }
-        uint16_t *d = dst + (size_t)(t * parts) * TWORDS;
-#pragma GCC unroll 16
-        for (int i = 0; i < 16; i++) {
-            _mm512_store_si512(d + i * TK, hi[i]);
-            if (parts == 2) _mm512_store_si512(d + TWORDS + i * TK, lo[i]);
-        }
+    __m512i hi[16], lo[16];
+    __mmask32 sp = load_step(kd, s, kline, k0, hi, lo);
+    if (is_b == kline) { /* A tiles want the words of a row per vector, B tiles a word per column */
+        transpose_words(hi);
+        if (parts == 2) transpose_words(lo);
     }
-    return sp != 0;
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) {
+        _mm512_store_si512(d + i * TK, hi[i]);
+        if (parts == 2) _mm512_store_si512(d + TWORDS + i * TK, lo[i]);
+    }
+    return sp;
+}
+
+/* pack_groups_scalar's bytes and flags. A k-contiguous source is read group by group (each row or column
+ * streams along k); one whose rows or columns are contiguous k-step by k-step across the groups, so each
+ * k-row is read in whole cache lines while they are in L1. */
+AI void pack_groups_vector(const akind kd, const bool is_b, const pack_src *s, int64_t ng, int64_t kt, uint16_t *dst,
+                           size_t gstride, bool *flag, size_t fstride) {
+    const size_t step = (size_t)kind_parts(kd) * TWORDS;
+    const bool kline = s->sk == 1; /* the scalar code's choice, so a source with both strides 1 reads alike */
+    if (kline) {
+        for (int64_t i = 0; i < ng; i++) {
+            pack_src gs = group_src(kd, s, i);
+            __mmask32 sp = 0;
+            for (int64_t t = 0; t < kt; t++) sp |= pack_step(kd, is_b, &gs, true, t * TK, dst + i * gstride + t * step);
+            flag[(size_t)i * fstride] = sp != 0;
+        }
+        return;
+    }
+    for (int64_t i = 0; i < ng; i++) flag[(size_t)i * fstride] = false;
+    for (int64_t t = 0; t < kt; t++)
+        for (int64_t i = 0; i < ng; i++) {
+            pack_src gs = group_src(kd, s, i);
+            if (pack_step(kd, is_b, &gs, false, t * TK, dst + i * gstride + t * step)) flag[(size_t)i * fstride] = true;
+        }
 }
 DEF_PACK_KINDS(vector)
 

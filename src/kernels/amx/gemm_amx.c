@@ -266,7 +266,7 @@ typedef struct ajob {
     int parts, passes;
     int64_t KC, nkb, ktf; /* K elements per block, blocks, k-steps per full block */
     int64_t kt_total;     /* k-steps over all of K */
-    const pack_group_fn (*pack)[2];
+    const pack_fn (*pack)[2];
     /* the current chunk of columns, from jc0: ngc column groups of packed op(b) */
     int64_t jc0, ngc;
     uint16_t *bp; /* [pc][group][kt(pc)][parts][TWORDS] */
@@ -282,13 +282,13 @@ typedef struct ajob {
 AI int64_t block_kc(const ajob *j, int64_t pc) { return pc + 1 < j->nkb ? j->KC : j->g->K - pc * j->KC; }
 AI size_t group_words(const ajob *j, int64_t kt) { return (size_t)(kt * j->parts) * TWORDS; }
 
-/* Where the K-block pc of op(a) rows from row (or of op(b) columns from col) starts, as a pack source. */
+/* Where the K-block pc of op(a) rows from row (or of op(b) columns from col) starts, as a pack source
+ * (nx: the rows or columns from there). */
 static pack_src src_a(const ajob *j, int64_t row, int64_t pc) {
     const ampci_gemm *g = j->g;
     int64_t k0 = pc * j->KC;
     size_t es = kind_size(j->kd);
-    pack_src s = {(const unsigned char *)g->a, g->ta ? 1 : g->lda, g->ta ? g->lda : 1, min64(TROWS, g->M - row),
-                  block_kc(j, pc)};
+    pack_src s = {(const unsigned char *)g->a, g->ta ? 1 : g->lda, g->ta ? g->lda : 1, g->M - row, block_kc(j, pc)};
     s.base += (size_t)(row * s.sx + k0 * s.sk) * es;
     return s;
 }
@@ -296,8 +296,7 @@ static pack_src src_b(const ajob *j, int64_t col, int64_t pc) {
     const ampci_gemm *g = j->g;
     int64_t k0 = pc * j->KC;
     size_t es = kind_size(j->kd);
-    pack_src s = {(const unsigned char *)g->b, g->tb ? g->ldb : 1, g->tb ? 1 : g->ldb, min64(TROWS, g->N - col),
-                  block_kc(j, pc)};
+    pack_src s = {(const unsigned char *)g->b, g->tb ? g->ldb : 1, g->tb ? 1 : g->ldb, g->N - col, block_kc(j, pc)};
     s.base += (size_t)(col * s.sx + k0 * s.sk) * es;
     return s;
 }
@@ -311,23 +310,20 @@ static void pack_b_range(void *arg, int64_t i0, int64_t i1, int64_t chunk) {
         int64_t pc = it / nitems, h0 = it % nitems * BGROUP, h1 = min64(h0 + BGROUP, j->ngc);
         int64_t kt = ceil_div(block_kc(j, pc), TK);
         uint16_t *blk = j->bp + group_words(j, j->ktf) * (size_t)(pc * j->ngc);
-        for (int64_t h = h0; h < h1; h++) {
-            pack_src s = src_b(j, j->jc0 + h * TROWS, pc);
-            j->bflag[pc * j->ngc + h] = j->pack[j->kd][1](&s, kt, blk + group_words(j, kt) * (size_t)h);
-        }
+        pack_src s = src_b(j, j->jc0 + h0 * TROWS, pc);
+        j->pack[j->kd][1](&s, h1 - h0, kt, blk + group_words(j, kt) * (size_t)h0, group_words(j, kt),
+                          j->bflag + pc * j->ngc + h0, 1);
     }
 }
 
 /* A task's A panel: row groups [g0, g1) over all K-blocks, group by group (group gi's block pc at
  * (gi - g0) * group_words(kt_total) + pc * group_words(ktf)), with a flag per group and block. */
 static void pack_a_panel(const ajob *j, int64_t g0, int64_t g1, uint16_t *ab, bool *aflag) {
-    size_t gwt = group_words(j, j->kt_total);
-    for (int64_t gi = g0; gi < g1; gi++)
-        for (int64_t pc = 0; pc < j->nkb; pc++) {
-            pack_src s = src_a(j, gi * TROWS, pc);
-            uint16_t *dst = ab + gwt * (size_t)(gi - g0) + group_words(j, j->ktf) * (size_t)pc;
-            aflag[(gi - g0) * j->nkb + pc] = j->pack[j->kd][0](&s, ceil_div(s.kc, TK), dst);
-        }
+    for (int64_t pc = 0; pc < j->nkb; pc++) {
+        pack_src s = src_a(j, g0 * TROWS, pc);
+        j->pack[j->kd][0](&s, g1 - g0, ceil_div(s.kc, TK), ab + group_words(j, j->ktf) * (size_t)pc,
+                          group_words(j, j->kt_total), aflag + pc, (size_t)j->nkb);
+    }
 }
 
 /* One micro-tile, rows from row and columns from col (ng, nh groups), over K-block pc of kt k-steps: the
