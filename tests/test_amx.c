@@ -44,6 +44,12 @@
 
 static bool g_native; /* the CPU runs AMX: the native kernels are checked too */
 
+/* The best packing this CPU runs (g_vector of gemm_amx.c). */
+static int max_vector(void) {
+    if (ampc_cpu()->best < AMPC_ISA_AVX512) return 0;
+    return ampc_cpu_has(AMPC_CPU_AVX512_BF16) ? 2 : 1;
+}
+
 typedef struct variant {
     const char *name;
     ampc_dtype dt;
@@ -84,7 +90,7 @@ static int setup(void **state) {
     g_native = ampc_cpu()->best >= AMPC_ISA_AMX;
     /* the emulated kernels run the AVX-512 packing and write-out where the CPU has them (test_vector
      * compares them with the scalar definitions), else the scalar ones */
-    g_vector = ampc_cpu()->best >= AMPC_ISA_AVX512;
+    g_vector = max_vector();
     if (!g_native)
         printf("  note: no usable AMX here (%s): the native-vs-emulated bit check is skipped\n",
                ampc_cpu()->cpuid[AMPC_CPU_AMX_TILE] ? "tile permission or OS support missing" : "CPU has none");
@@ -654,13 +660,18 @@ static void test_vector(void **state) {
             prob p = prob_new(g_var[v].dt, 45, 70, 600, combo & 1, (combo >> 1) & 1, (combo >> 2) & 1 ? -0.75f : 0.0f,
                               2);
             gh_scatter_tiny(&p, combo, g_var[v].dt == AMPC_DTYPE_F16 ? 0x1p-24f : 0x1p-133f, 1024.0f);
-            g_vector = false;
+            g_vector = 0;
             float *c1 = run(g_ctx1, g_var[v].fn, &p);
-            g_vector = true;
-            float *c2 = run(g_ctx1, g_var[v].fn, &p);
-            same_bits(&p, c1, c2, describe(g_var[v].name, &p, " (scalar vs vector packing)"));
+            for (int w = 1; w <= max_vector(); w++) {
+                g_vector = w;
+                float *c2 = run(g_ctx1, g_var[v].fn, &p);
+                same_bits(&p, c1, c2,
+                          describe(g_var[v].name, &p,
+                                   w == 2 ? " (scalar vs AVX512-BF16 packing)" : " (scalar vs AVX-512 packing)"));
+                free(c2);
+            }
+            g_vector = max_vector();
             free(c1);
-            free(c2);
             prob_free(&p);
         }
     }

@@ -1,7 +1,8 @@
 /* driver_util.h: the small pieces the blocked drivers of the ISA folders share (the AVX-512 and AMX GEMMs,
- * the AVX-512 attention): integer helpers, claiming a scratch slot for a task, and the GEMM's K = 0 case.
- * All static inline, so each ISA file compiles its own copy with its own flags and none leaks into
- * generic code. */
+ * the AVX-512 attention): integer helpers, claiming a scratch slot for a task, the GEMM's K = 0 case, and
+ * the description of a GEMM kernel's packing that `ampc bench gemm` times on its own. The functions are
+ * static inline, so each ISA file compiles its own copy with its own flags and none leaks into generic
+ * code. */
 #ifndef AMPC_KERNELS_DRIVER_UTIL_H
 #define AMPC_KERNELS_DRIVER_UTIL_H
 
@@ -32,5 +33,17 @@ static inline void gemm_scale_c(const ampci_gemm *g) {
             *p = g->beta == 0.0f ? 0.0f : g->beta * *p + 0.0f;
         }
 }
+
+/* A GEMM kernel's packing on its own (bench/bench_gemm.c times it): pack(g, is_b, scratch) turns all of
+ * op(a) (is_b false) or op(b) of g into the kernel's packed layout, every K-block, as the kernel does;
+ * scratch holds bytes(g, is_b), of which packed(g, is_b) are the packed operand. Runs on one thread. */
+typedef struct ampci_gemm_packer {
+    const char *name;      /* the packing, as the kernels that use it: "amx bf16", "avx512 f16 (widened)" */
+    ampc_dtype dtype;      /* of the operands */
+    ampc_cpu_feature need; /* a CPU feature beyond the folder's level, or AMPC_CPU_FEATURE_COUNT */
+    size_t (*bytes)(const ampci_gemm *g, bool is_b);
+    size_t (*packed)(const ampci_gemm *g, bool is_b);
+    void (*pack)(const ampci_gemm *g, bool is_b, void *scratch);
+} ampci_gemm_packer;
 
 #endif

@@ -175,19 +175,27 @@ DEF_PACK_KINDS(scalar)
  * gets them from a target pragma and runs only where the CPU has AVX-512 (AMX_VECTOR in gemm_amx.c).
  * ---------------------------------------------------------------------------------------------- */
 #ifdef AMPCI_AMX_EMULATE
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+#define AMX_VECTOR_BEGIN                                                                                               \
+    _Pragma("GCC push_options") _Pragma("GCC target(\"avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c\")")
+#define AMX_VECTOR_END _Pragma("GCC pop_options")
+#else
+#define AMX_VECTOR_BEGIN
+#define AMX_VECTOR_END
 #endif
+AMX_VECTOR_BEGIN
 #include "../avx512/simd_avx512.h"
 
-/* x (16 F32 patterns) = hi + lo, split_f32 in 16 lanes: BF16 parts in the low halves of the words. */
+/* x (16 F32 patterns) = hi + lo, split_f32 in 16 lanes: BF16 parts in the low halves of the words. Where
+ * hi is finite so is the remainder, whose rounding then needs no NaN rule. */
 AI void split16(__m512i x, __m512i *hi, __m512i *lo) {
-    const __m512i e = _mm512_set1_epi32(0x7f80);
+    const __m512i e = _mm512_set1_epi32(0x7f80), one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff);
     __m512i h = bf16_rne(x);
     __mmask16 finite = _mm512_cmpneq_epi32_mask(_mm512_and_si512(h, e), e);
-    __m512 r = _mm512_sub_ps(_mm512_castsi512_ps(x), _mm512_castsi512_ps(_mm512_slli_epi32(h, 16)));
+    __m512i r = _mm512_castps_si512(
+        _mm512_sub_ps(_mm512_castsi512_ps(x), _mm512_castsi512_ps(_mm512_slli_epi32(h, 16))));
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(r, 16), one);
     *hi = h;
-    *lo = _mm512_maskz_mov_epi32(finite, bf16_rne(_mm512_castps_si512(r)));
+    *lo = _mm512_maskz_srli_epi32(finite, _mm512_add_epi32(r, _mm512_add_epi32(lsb, half)), 16);
 }
 
 /* The low halves of the words of a (elements 0..15) and b (16..31), in order: 32 BF16 = 16 pair words. */
@@ -195,6 +203,18 @@ AI __m512i low_halves(__m512i a, __m512i b) {
     const __m512i idx = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30, 28, 26, 24,
                                          22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     return _mm512_permutex2var_epi16(a, idx, b);
+}
+
+/* 32 F32 values (f0: elements 0..15, f1: 16..31, FP16 values only) split into BF16 hi and lo with
+ * vcvtne2ps2bf16, 32 BF16 each in element order; lo = 0 where hi is inf or NaN. */
+AI void split32_bf(__m512 f0, __m512 f1, __m512i *hi, __m512i *lo) {
+    const __m512i e = _mm512_set1_epi16(0x7f80);
+    __m512i h = (__m512i)_mm512_cvtne2ps_pbh(f1, f0);
+    __m512 h0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
+    __m512 h1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16));
+    __m512i l = (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(f1, h1), _mm512_sub_ps(f0, h0));
+    *hi = h;
+    *lo = _mm512_maskz_mov_epi16(_mm512_cmpneq_epi16_mask(_mm512_and_si512(h, e), e), l);
 }
 
 /* 16 consecutive elements at p (n valid, zero beyond) as F32 patterns (F16 widened exactly, as half.h). */
@@ -217,7 +237,13 @@ AI void parts16(const akind kd, const unsigned char *p, int64_t n, __m512i *hi, 
 }
 
 /* The pair words of one k-contiguous row or column: elements p[0..n) (n <= 32, zero beyond). */
-AI void words_kline(const akind kd, const unsigned char *p, int64_t n, __m512i *hi, __m512i *lo) {
+AI void words_kline(const akind kd, const bool bf, const unsigned char *p, int64_t n, __m512i *hi, __m512i *lo) {
+    if (kd == AK_F16X3 && bf) {
+        __m512i v = _mm512_maskz_loadu_epi16(m32(n), p);
+        split32_bf(_mm512_cvtph_ps(_mm512_castsi512_si256(v)), _mm512_cvtph_ps(_mm512_extracti64x4_epi64(v, 1)), hi,
+                   lo);
+        return;
+    }
     if (kd == AK_BF16) {
         *hi = _mm512_maskz_loadu_epi16(m32(n), p);
         *lo = _mm512_setzero_si512();
@@ -232,8 +258,18 @@ AI void words_kline(const akind kd, const unsigned char *p, int64_t n, __m512i *
 }
 
 /* The pair words (r0[x], r1[x]) of 16 contiguous rows or columns x < n from two k-rows; r1 NULL: zeros. */
-AI void words_krows(const akind kd, const unsigned char *r0, const unsigned char *r1, int64_t n, __m512i *hi,
-                    __m512i *lo) {
+AI void words_krows(const akind kd, const bool bf, const unsigned char *r0, const unsigned char *r1, int64_t n,
+                    __m512i *hi, __m512i *lo) {
+    if (kd == AK_F16X3 && bf) { /* elements 0..15: row k, 16..31: row k + 1, then pairs interleaved */
+        const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                             21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+        __m512 f0 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m16(n), r0));
+        __m512 f1 = r1 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m16(n), r1)) : _mm512_setzero_ps();
+        split32_bf(f0, f1, hi, lo);
+        *hi = _mm512_permutexvar_epi16(idx, *hi);
+        *lo = _mm512_permutexvar_epi16(idx, *lo);
+        return;
+    }
     __m512i h0, l0, h1 = _mm512_setzero_si512(), l1 = h1;
     parts16(kd, r0, n, &h0, &l0);
     if (r1) parts16(kd, r1, n, &h1, &l1);
@@ -262,38 +298,49 @@ AI void transpose_words(__m512i w[16]) {
     for (int i = 0; i < 16; i++) w[i] = _mm512_castps_si512(f[i]);
 }
 
-/* One k-step of a group: the 16 word vectors of each part, in the source's orientation (kline: vector i
- * = the words of row or column i; else vector i = word i of each row or column). */
-AI __mmask32 load_step(const akind kd, const pack_src *s, bool kline, int64_t k0, __m512i hi[16], __m512i lo[16]) {
+/* Word vector i of a k-step from k0: the words of row or column i (kline: the source's k is contiguous),
+ * else word i of each of the 16 rows or columns (from the k-rows k0 + 2 i and k0 + 2 i + 1). Returns the
+ * lanes the tile path must not see. */
+AI __mmask32 load_vec(const akind kd, const bool bf, const pack_src *s, bool kline, int64_t k0, int i, __m512i *hi,
+                      __m512i *lo) {
     const size_t es = kind_size(kd);
-    __mmask32 sp = 0;
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i++) {
-        hi[i] = lo[i] = _mm512_setzero_si512();
-        if (kline && i < s->nx) {
-            words_kline(kd, s->base + (size_t)(i * s->sx + k0 * s->sk) * es, s->kc - k0, &hi[i], &lo[i]);
-        } else if (!kline && k0 + 2 * i < s->kc) {
-            const unsigned char *r0 = s->base + (size_t)((k0 + 2 * i) * s->sk) * es;
-            words_krows(kd, r0, k0 + 2 * i + 1 < s->kc ? r0 + (size_t)s->sk * es : NULL, s->nx, &hi[i], &lo[i]);
-        }
-        sp |= special32(kd, hi[i], lo[i]);
+    *hi = *lo = _mm512_setzero_si512();
+    if (kline && i < s->nx) {
+        words_kline(kd, bf, s->base + (size_t)(i * s->sx + k0 * s->sk) * es, s->kc - k0, hi, lo);
+    } else if (!kline && k0 + 2 * i < s->kc) {
+        const unsigned char *r0 = s->base + (size_t)((k0 + 2 * i) * s->sk) * es;
+        words_krows(kd, bf, r0, k0 + 2 * i + 1 < s->kc ? r0 + (size_t)s->sk * es : NULL, s->nx, hi, lo);
     }
-    return sp;
+    return special32(kd, *hi, *lo);
 }
 
-/* One k-step (from k0) of one group to d, a tile row per vector store; returns the special lanes. */
-AI __mmask32 pack_step(const akind kd, const bool is_b, const pack_src *s, bool kline, int64_t k0, uint16_t *d) {
+/* One k-step (from k0) of one group to d: a tile row per vector store, through a 16 x 16 transpose of
+ * words where the source's orientation is the other tile's (A tiles want the words of a row per
+ * vector, B tiles a word per column). Returns the special lanes. */
+AI __mmask32 pack_step(const akind kd, const bool bf, const bool is_b, const pack_src *s, bool kline, int64_t k0,
+                       uint16_t *d) {
     const int parts = kind_parts(kd);
-    __m512i hi[16], lo[16];
-    __mmask32 sp = load_step(kd, s, kline, k0, hi, lo);
-    if (is_b == kline) { /* A tiles want the words of a row per vector, B tiles a word per column */
-        transpose_words(hi);
-        if (parts == 2) transpose_words(lo);
+    __mmask32 sp = 0;
+    if (is_b != kline) {
+#pragma GCC unroll 4
+        for (int i = 0; i < 16; i++) {
+            __m512i hi, lo;
+            sp |= load_vec(kd, bf, s, kline, k0, i, &hi, &lo);
+            _mm512_store_si512(d + i * TK, hi);
+            if (parts == 2) _mm512_store_si512(d + TWORDS + i * TK, lo);
+        }
+        return sp;
     }
+    __m512i hi[16], lo[16];
 #pragma GCC unroll 16
-    for (int i = 0; i < 16; i++) {
-        _mm512_store_si512(d + i * TK, hi[i]);
-        if (parts == 2) _mm512_store_si512(d + TWORDS + i * TK, lo[i]);
+    for (int i = 0; i < 16; i++) sp |= load_vec(kd, bf, s, kline, k0, i, &hi[i], &lo[i]);
+    transpose_words(hi);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) _mm512_store_si512(d + i * TK, hi[i]);
+    if (parts == 2) {
+        transpose_words(lo);
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) _mm512_store_si512(d + TWORDS + i * TK, lo[i]);
     }
     return sp;
 }
@@ -301,15 +348,16 @@ AI __mmask32 pack_step(const akind kd, const bool is_b, const pack_src *s, bool 
 /* pack_groups_scalar's bytes and flags. A k-contiguous source is read group by group (each row or column
  * streams along k); one whose rows or columns are contiguous k-step by k-step across the groups, so each
  * k-row is read in whole cache lines while they are in L1. */
-AI void pack_groups_vector(const akind kd, const bool is_b, const pack_src *s, int64_t ng, int64_t kt, uint16_t *dst,
-                           size_t gstride, bool *flag, size_t fstride) {
+AI void pack_groups_vec(const akind kd, const bool bf, const bool is_b, const pack_src *s, int64_t ng, int64_t kt,
+                        uint16_t *dst, size_t gstride, bool *flag, size_t fstride) {
     const size_t step = (size_t)kind_parts(kd) * TWORDS;
     const bool kline = s->sk == 1; /* the scalar code's choice, so a source with both strides 1 reads alike */
     if (kline) {
         for (int64_t i = 0; i < ng; i++) {
             pack_src gs = group_src(kd, s, i);
             __mmask32 sp = 0;
-            for (int64_t t = 0; t < kt; t++) sp |= pack_step(kd, is_b, &gs, true, t * TK, dst + i * gstride + t * step);
+            for (int64_t t = 0; t < kt; t++)
+                sp |= pack_step(kd, bf, is_b, &gs, true, t * TK, dst + i * gstride + t * step);
             flag[(size_t)i * fstride] = sp != 0;
         }
         return;
@@ -318,13 +366,30 @@ AI void pack_groups_vector(const akind kd, const bool is_b, const pack_src *s, i
     for (int64_t t = 0; t < kt; t++)
         for (int64_t i = 0; i < ng; i++) {
             pack_src gs = group_src(kd, s, i);
-            if (pack_step(kd, is_b, &gs, false, t * TK, dst + i * gstride + t * step)) flag[(size_t)i * fstride] = true;
+            if (pack_step(kd, bf, is_b, &gs, false, t * TK, dst + i * gstride + t * step))
+                flag[(size_t)i * fstride] = true;
         }
 }
+AI void pack_groups_vector(const akind kd, const bool is_b, PACK_ARGS) {
+    pack_groups_vec(kd, false, is_b, s, ng, kt, dst, gstride, flag, fstride);
+}
 DEF_PACK_KINDS(vector)
+/* The same with AVX512-BF16's vcvtne2ps2bf16 for the F16 split (its RNE, NaN rule and DAZ/FTZ change
+ * nothing for FP16 values and their parts, which are F32 normals or 0): 32 lanes in one instruction where
+ * the integer rounding takes ten, for CPUs that have it (every AMX CPU to date). */
+static void pack_a_f16x3_vectorbf(PACK_ARGS) {
+    pack_groups_vec(AK_F16X3, true, false, s, ng, kt, dst, gstride, flag, fstride);
+}
+static void pack_b_f16x3_vectorbf(PACK_ARGS) {
+    pack_groups_vec(AK_F16X3, true, true, s, ng, kt, dst, gstride, flag, fstride);
+}
+static const pack_fn g_pack_vectorbf[AK_COUNT][2] = {
+    {pack_a_bf16_vector, pack_b_bf16_vector},
+    {pack_a_f16x3_vectorbf, pack_b_f16x3_vectorbf},
+    {pack_a_f32x1_vector, pack_b_f32x1_vector},
+    {pack_a_f32x3_vector, pack_b_f32x3_vector},
+};
 
-#ifdef AMPCI_AMX_EMULATE
-#pragma GCC pop_options
-#endif
+AMX_VECTOR_END
 
 #endif

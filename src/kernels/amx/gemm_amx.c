@@ -65,6 +65,7 @@
 #include "../driver_util.h"
 #include "amx_pack.h"
 #include "amx_tile.h"
+#include "gemm_amx.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -79,13 +80,15 @@
  * chunk, row block and thread paths with small problems. */
 #ifdef AMPCI_AMX_EMULATE
 #define AMX_KNOB static
-/* the AVX-512 packing and write-out (amx_pack.h); false: the scalar ones. The test sets it where the CPU
- * has AVX-512 and compares both. */
-static bool g_vector;
-#define AMX_VECTOR g_vector
+/* which packing and write-out the emulated kernels run: 0 the scalar definitions, 1 AVX-512, 2 AVX-512 with
+ * AVX512-BF16 (amx_pack.h). The test sets what the CPU has and compares them all. */
+static int g_vector;
+#define AMX_VECTOR (g_vector > 0)
+#define AMX_PACKERS (g_vector == 2 ? g_pack_vectorbf : g_vector == 1 ? g_pack_vector : g_pack_scalar)
 #else
 #define AMX_KNOB static const
 #define AMX_VECTOR true
+#define AMX_PACKERS (ampc_cpu_has(AMPC_CPU_AVX512_BF16) ? g_pack_vectorbf : g_pack_vector)
 #endif
 /* packed op(b) per column chunk, bytes */
 AMX_KNOB size_t g_bpack_max_bytes = (size_t)8 << 20;
@@ -229,10 +232,7 @@ static void write_out_scalar(const ampci_gemm *g, const float *acc, int64_t r0, 
     }
 }
 
-#ifdef AMPCI_AMX_EMULATE
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
-#endif
+AMX_VECTOR_BEGIN
 /* write_out_scalar in 16 lanes: masked loads and stores at the right edge, beta tested once per block */
 static void write_out_vector(const ampci_gemm *g, const float *acc, int64_t r0, int64_t c0, int nr, int nc) {
     const __mmask16 m0 = m16(nc), m1 = m16(nc - 16);
@@ -252,9 +252,7 @@ static void write_out_vector(const ampci_gemm *g, const float *acc, int64_t r0, 
         _mm512_mask_storeu_ps(c + 16, m1, _mm512_add_ps(x1, _mm512_load_ps(acc + 16)));
     }
 }
-#ifdef AMPCI_AMX_EMULATE
-#pragma GCC pop_options
-#endif
+AMX_VECTOR_END
 
 /* ------------------------------------------------------------------------------------------------
  * The driver
@@ -448,7 +446,7 @@ static ampc_status gemm_amx(ampc_ctx *ctx, const ampci_gemm *g, akind kd, const 
         gemm_scale_c(g);
         return AMPC_OK;
     }
-    ajob j = {.g = g, .kd = kd, .parts = kind_parts(kd), .pack = AMX_VECTOR ? g_pack_vector : g_pack_scalar};
+    ajob j = {.g = g, .kd = kd, .parts = kind_parts(kd), .pack = AMX_PACKERS};
     j.passes = j.parts == 2 ? 3 : 1;
     j.KC = j.parts == 2 ? KC_TWO : KC_ONE;
     j.nkb = ceil_div(g->K, j.KC);
@@ -483,6 +481,59 @@ static ampc_status gemm_amx(ampc_ctx *ctx, const ampci_gemm *g, akind kd, const 
     ampci_free(ctx, mem, bytes);
     return AMPC_OK;
 }
+
+#ifndef AMPCI_AMX_EMULATE
+/* ------------------------------------------------------------------------------------------------
+ * The packing alone, for `ampc bench gemm`: all of op(a) or op(b), every K-block, into the B chunk's
+ * layout ([pc][group][kt][parts][TWORDS]), then the flags.
+ * ---------------------------------------------------------------------------------------------- */
+
+static ajob pack_job(const ampci_gemm *g, akind kd) {
+    ajob j = {.g = g, .kd = kd, .parts = kind_parts(kd), .pack = AMX_PACKERS};
+    j.KC = j.parts == 2 ? KC_TWO : KC_ONE;
+    j.nkb = ceil_div(g->K, j.KC);
+    j.ktf = ceil_div(min64(g->K, j.KC), TK);
+    j.kt_total = (j.nkb - 1) * j.ktf + ceil_div(block_kc(&j, j.nkb - 1), TK);
+    return j;
+}
+static size_t packed_whole(const ampci_gemm *g, bool is_b, akind kd) {
+    ajob j = pack_job(g, kd);
+    return group_words(&j, j.kt_total) * (size_t)ceil_div(is_b ? g->N : g->M, TROWS) * sizeof(uint16_t);
+}
+static size_t bytes_whole(const ampci_gemm *g, bool is_b, akind kd) {
+    ajob j = pack_job(g, kd);
+    return packed_whole(g, is_b, kd) + (size_t)(j.nkb * ceil_div(is_b ? g->N : g->M, TROWS));
+}
+static void pack_whole(const ampci_gemm *g, bool is_b, akind kd, void *scratch) {
+    ajob j = pack_job(g, kd);
+    int64_t ng = ceil_div(is_b ? g->N : g->M, TROWS);
+    uint16_t *dst = scratch;
+    bool *flag = (bool *)((unsigned char *)scratch + packed_whole(g, is_b, kd));
+    for (int64_t pc = 0; pc < j.nkb; pc++) {
+        int64_t kt = ceil_div(block_kc(&j, pc), TK);
+        pack_src s = is_b ? src_b(&j, 0, pc) : src_a(&j, 0, pc);
+        j.pack[kd][is_b](&s, ng, kt, dst + group_words(&j, j.ktf) * (size_t)(pc * ng), group_words(&j, kt),
+                         flag + pc * ng, 1);
+    }
+}
+#define DEF_PACKER(KD, tag)                                                                                            \
+    static size_t bytes_##tag(const ampci_gemm *g, bool is_b) { return bytes_whole(g, is_b, KD); }                     \
+    static size_t packed_##tag(const ampci_gemm *g, bool is_b) { return packed_whole(g, is_b, KD); }                   \
+    static void pack_##tag(const ampci_gemm *g, bool is_b, void *scratch) { pack_whole(g, is_b, KD, scratch); }
+DEF_PACKER(AK_BF16, bf16)
+DEF_PACKER(AK_F16X3, f16x3)
+DEF_PACKER(AK_F32X1, f32x1)
+DEF_PACKER(AK_F32X3, f32x3)
+#define PACKER(name, dt, tag)                                                                                          \
+    { name, dt, AMPC_CPU_FEATURE_COUNT, bytes_##tag, packed_##tag, pack_##tag }
+const ampci_gemm_packer ampci_gemm_packers_amx[] = {
+    PACKER("amx bf16", AMPC_DTYPE_BF16, bf16),
+    PACKER("amx f16 as bf16 hi + lo", AMPC_DTYPE_F16, f16x3),
+    PACKER("amx f32 as bf16 hi", AMPC_DTYPE_F32, f32x1),
+    PACKER("amx f32 as bf16 hi + lo", AMPC_DTYPE_F32, f32x3),
+};
+const size_t ampci_gemm_packers_amx_count = sizeof ampci_gemm_packers_amx / sizeof ampci_gemm_packers_amx[0];
+#endif
 
 /* The kernels' names; the emulated build (tests/test_amx.c) appends _emu, so it links next to the
  * library's, and registers its entries as emulations, runnable anywhere and never dispatched. */

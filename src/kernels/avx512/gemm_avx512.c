@@ -625,3 +625,69 @@ ampc_status ampc_k_gemm_bf16f32__avx512bf16(ampc_ctx *ctx, const ampci_gemm *g) 
 ampc_status ampc_k_gemm_f32_bf16x1__avx512bf16(ampc_ctx *ctx, const ampci_gemm *g) {
     return gemm_avx512(ctx, g, K_F32BF16DP, "gemm (avx512bf16 f32 as bf16x1) packed operands");
 }
+
+/* ------------------------------------------------------------------------------------------------
+ * The packing alone, for `ampc bench gemm`: all of op(a) or op(b), every K-block, in the kernel's pieces
+ * (A: MS_MAX slivers at a time as a task packs them, B: BGROUP slivers as pack_b_range does), laid out
+ * [pc][sliver][kp][W], then the subnormal flags.
+ * ---------------------------------------------------------------------------------------------- */
+
+static job pack_job(const ampci_gemm *g, kind kd) {
+    job j = {.g = g, .kd = kd, .es = kd == K_F32 || kd == K_F32BF16DP ? 4 : 2};
+    j.KC = pair_kind(kd) ? KC_BF16 : KC_F32;
+    j.nkb = ceil_div(g->K, j.KC);
+    j.kpf = block_kp(&j, g->K < j.KC ? g->K : j.KC);
+    return j;
+}
+static size_t packed_whole(const ampci_gemm *g, bool is_b, kind kd) {
+    job j = pack_job(g, kd);
+    int64_t W = is_b ? NR : MR, nsl = ceil_div(is_b ? g->N : g->M, W);
+    int64_t kp_total = (j.nkb - 1) * j.kpf + block_kp(&j, block_kc(&j, j.nkb - 1));
+    return (size_t)(kp_total * W * nsl) * 4;
+}
+static size_t bytes_whole(const ampci_gemm *g, bool is_b, kind kd) {
+    job j = pack_job(g, kd);
+    return packed_whole(g, is_b, kd) + (size_t)(j.nkb * ceil_div(is_b ? g->N : g->M, is_b ? NR : MR));
+}
+static void pack_whole(const ampci_gemm *g, bool is_b, kind kd, void *scratch) {
+    job j = pack_job(g, kd);
+    int64_t W = is_b ? NR : MR, nx = is_b ? g->N : g->M, nsl = ceil_div(nx, W), step = is_b ? BGROUP : MS_MAX;
+    bool kfirst = is_b ? !g->tb : g->ta; /* the source's rows run along x: k-rows */
+    int64_t ld = is_b ? g->ldb : g->lda;
+    const unsigned char *src = is_b ? g->b : g->a;
+    bool *sub = (bool *)((unsigned char *)scratch + packed_whole(g, is_b, kd));
+    for (int64_t pc = 0; pc < j.nkb; pc++) {
+        int64_t kc = block_kc(&j, pc), kp = block_kp(&j, kc), k0 = pc * j.KC;
+        uint32_t *dst = (uint32_t *)scratch + pc * j.kpf * nsl * W;
+        for (int64_t s0 = 0; s0 < nsl; s0 += step) {
+            int64_t n = nsl - s0 < step ? nsl - s0 : step, x0 = s0 * W;
+            bool *f = sub + pc * nsl + s0;
+            memset(f, 0, (size_t)n);
+            if (kfirst)
+                g_pack_k[kd][is_b](src + (size_t)(k0 * ld + x0) * j.es, ld, j.es, kc, nx - x0, n, kp * W,
+                                   dst + s0 * kp * W, f);
+            else
+                g_pack_x[kd][is_b](src + (size_t)(x0 * ld + k0) * j.es, ld, j.es, kc, nx - x0, n, kp * W,
+                                   dst + s0 * kp * W, f);
+        }
+    }
+}
+#define DEF_PACKER(KD, tag)                                                                                            \
+    static size_t bytes_##tag(const ampci_gemm *g, bool is_b) { return bytes_whole(g, is_b, KD); }                     \
+    static size_t packed_##tag(const ampci_gemm *g, bool is_b) { return packed_whole(g, is_b, KD); }                   \
+    static void pack_##tag(const ampci_gemm *g, bool is_b, void *scratch) { pack_whole(g, is_b, KD, scratch); }
+DEF_PACKER(K_F32, f32)
+DEF_PACKER(K_F16, f16)
+DEF_PACKER(K_BF16W, bf16w)
+DEF_PACKER(K_BF16DP, bf16dp)
+DEF_PACKER(K_F32BF16DP, f32bf16dp)
+#define PACKER(name, dt, need, tag)                                                                                    \
+    { name, dt, need, bytes_##tag, packed_##tag, pack_##tag }
+const ampci_gemm_packer ampci_gemm_packers_avx512[] = {
+    PACKER("avx512 f32", AMPC_DTYPE_F32, AMPC_CPU_FEATURE_COUNT, f32),
+    PACKER("avx512 f16 (widened)", AMPC_DTYPE_F16, AMPC_CPU_FEATURE_COUNT, f16),
+    PACKER("avx512 bf16 (widened)", AMPC_DTYPE_BF16, AMPC_CPU_FEATURE_COUNT, bf16w),
+    PACKER("avx512bf16 bf16 pairs", AMPC_DTYPE_BF16, AMPC_CPU_AVX512_BF16, bf16dp),
+    PACKER("avx512bf16 f32 as bf16 pairs", AMPC_DTYPE_F32, AMPC_CPU_AVX512_BF16, f32bf16dp),
+};
+const size_t ampci_gemm_packers_avx512_count = sizeof ampci_gemm_packers_avx512 / sizeof ampci_gemm_packers_avx512[0];
