@@ -8,6 +8,7 @@
 
 #include "kernels.h"
 
+#include <cpuid.h>
 #include <stdatomic.h>
 
 static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -23,6 +24,19 @@ static inline int take_slot(atomic_int *busy, int n) {
                 atomic_compare_exchange_strong(&busy[i], &expect, 1))
                 return i;
         }
+}
+
+/* This core's L2 in KiB (CPUID 0x80000006 ECX[31:16], on Intel and AMD alike), asked once; 0 when the
+ * leaf is missing. Blocking may depend on it, never results. */
+static inline int64_t l2_kib(void) {
+    static atomic_int cached = -1;
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v < 0) {
+        unsigned a, b, c, d;
+        v = __get_cpuid(0x80000006u, &a, &b, &c, &d) ? (int)(c >> 16) : 0;
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return v;
 }
 
 /* K = 0: c = beta c + 0, as the ref kernel (beta 0 gives 0 even over NaN). */

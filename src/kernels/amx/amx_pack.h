@@ -3,8 +3,11 @@
  * edge, and flags the panels that hold values the tile path must not see (see "Special values" in
  * gemm_amx.c). Two implementations give the same bytes and flags: the AVX-512 one the kernels run (whole
  * rows of a tile per instruction, special values found by mask compares on whole vectors, no branch per
- * element) and the scalar one, the readable definition, which the emulated build of tests/test_amx.c
- * runs on CPUs without AVX-512 and compares with the vector one where they exist.
+ * element; FP16 split with AVX512-BF16's vcvtne2ps2bf16 where the CPU has it) and the scalar one, the
+ * readable definition, which the emulated build of tests/test_amx.c runs on CPUs without AVX-512 and
+ * compares with the vector ones where they exist. Packing reads a source whose rows or columns are
+ * contiguous (not k) a k-step at a time across all the groups of a call, so every k-row is read in whole
+ * cache lines.
  *
  * A tile is 16 rows x 32 BF16 (1 KiB, rows 64 bytes apart: the tile-load stride).
  *   A tile (row group G, k-step t): row r, element e = op(a)[16 G + r][k0 + 32 t + e].

@@ -12,18 +12,30 @@
  * Structure (Goto/BLIS with tiles). Tiles are 16 x 16 F32 for C, 16 rows x 32 BF16 for A and 16 pair-rows
  * x 16 columns for B (amx_pack.h). The micro-tile is 32 x 32 of C in 4 tile registers (tmm0-3), with
  * two A tiles (tmm4-5: rows 0-15, 16-31) and two B tiles (tmm6-7: columns 0-15, 16-31): per k-step of 32
- * K elements, 4 tile loads feed 4 tdpbf16ps (three-pass: 10 loads, 12 tdpbf16ps). Edge micro-tiles use
- * one A or one B tile (16 rows or columns) out of the same fixed configuration; every pack is zero-padded
- * to whole tiles. op(b) is packed once per call (column chunks of at most 8 MiB packed, in parallel).
- * The C chunk is cut into tasks of at most 256 rows x 512 columns; a task, for each K-block of KC
- * elements (512 for one part, 256 for hi + lo: a 32-column B sliver is 32 KiB, to stay in a 48 KiB L1
- * while the task's A block, 256 KiB, streams from L2), packs its A block, then for each 32-column B
- * sliver, for each 32-row A sliver, runs the micro-kernel. Between K-blocks the accumulators go to a
- * per-task F32 buffer in tile layout (stored and reloaded exactly), so every c element is ONE chain of
- * tdpbf16ps over all of K in k order, whatever KC, the task cut or the thread count. After the last
- * K-block, c = acc (beta 0: old c, NaN included, never read) or c = beta * c + acc (multiply, then add).
- * The blocking sizes are estimates for a Sapphire Rapids core (48 KiB L1D, 2 MiB L2), not measured:
- * the machine this was written on has no AMX.
+ * K elements, 4 tile loads feed 4 tdpbf16ps (three-pass: 10 loads, 12 tdpbf16ps), each load placed just
+ * before the first product that needs it. Edge micro-tiles use one A or one B tile (16 rows or columns)
+ * out of the same fixed configuration; every pack is zero-padded to whole tiles. op(b) is packed once per
+ * call (column chunks of at most 8 MiB packed, in parallel). A task takes up to 256 rows (fewer for large
+ * K: its A panel, the rows over all of K, is at most 1 MiB, half the L2) and, on one thread, every column
+ * of the chunk, so each row of op(a) is packed once per chunk. It packs its A panel, then for each
+ * 32-column B sliver, for each K-block of KC elements (512 for one part, 256 for hi + lo: the sliver's
+ * block is 32 KiB and stays in the 48 KiB L1), for each 32-row A sliver, runs the micro-kernel; the A
+ * tiles stream from the L2-resident panel with tileloaddt1 (the no-reuse hint keeps them from evicting
+ * the B block). Between K-blocks a micro-tile's accumulators wait in the task's buffer (32 x 32 F32 per A
+ * sliver: stored and reloaded exactly), so every c element is ONE chain of tdpbf16ps over all of K in k
+ * order, whatever KC, the task cut or the thread count. After the last K-block a whole micro-tile with
+ * beta 0 goes from the tiles straight to c; edges and beta != 0 go through a buffer and a vector
+ * write-out (masked stores at the edges, beta tested once per block): c = acc (beta 0: old c, NaN
+ * included, never read) or c = beta * c + acc (multiply, then add).
+ *
+ * Blocking, measured on an Emerald Rapids core (48 KiB L1D, 2 MiB L2; CPU time of one thread): the
+ * micro-kernel reaches ~95% of the tile peak with its B block in L1 and A streamed with tileloaddt1
+ * (~80% with plain loads); what the GEMM loses besides packing is L2/L3 traffic: the accumulator spill
+ * between K-blocks (~25% in the loop above), B blocks arriving from L3 (~15%) and c written to memory
+ * (~15%). Tried and slower or no better: 128 or 512 rows per task, B prefetched into L2 or L1 ahead of
+ * its block, prefetchw or cldemote of c, non-temporal c stores, B packed per task next to its use (each
+ * row block then repacks all of op(b)), three-pass steps reordered to 9 tile loads. oneDNN (PyTorch's
+ * bf16 matmul) runs at the same speed on this machine.
  *
  * Arithmetic of tdpbf16ps (Intel SDM): for each c element, the 16 even and the 16 odd products of a
  * k-step each go through a chain of FP32 FMAs from +0 (one rounding per FMA, RNE), then

@@ -2,7 +2,8 @@
  *
  * Structure (Goto/BLIS). op(b) is packed once per call (in column chunks of at most 8 MiB packed) into
  * K-blocks of KC x NR slivers, in parallel. The C chunk is then cut into tasks of whole tiles (at most
- * MS_MAX x NS_MAX slivers, i.e. 168 rows x 512 columns); a task packs its MC x KC block of op(a) into
+ * MS_MAX x ns_max() slivers, i.e. 168 rows x 512 columns per MiB of the core's L2); a task packs its MC x
+ * KC block of op(a) into
  * MR-row slivers (L2) and, for each K-block, for each NR-column sliver of B (L1), for each MR-row sliver
  * of A, runs the register-blocked micro-kernel. Packing handles all four ta/tb layouts (k-major sources
  * are copied a whole row segment at a time, k-contiguous ones through 16 x 16 register transposes),
@@ -61,11 +62,11 @@
 
 #define MR 14
 #define NR 32
-#define KC_F32 384                 /* K elements per block, F32 words (F32, F16, widened BF16) */
-#define KC_BF16 768                /* K elements per block for the vdpbf16ps path: 384 pair words, even */
-#define MS_MAX 12                  /* MR slivers per task (MC = 168 rows) */
-#define NS_MAX 16                  /* NR slivers per task (NT = 512 columns) */
-#define BGROUP 8                   /* NR slivers of op(b) packed together (rows read 256 elements at a time) */
+#define KC_F32 384  /* K elements per block, F32 words (F32, F16, widened BF16) */
+#define KC_BF16 768 /* K elements per block for the vdpbf16ps path: 384 pair words, even */
+#define MS_MAX 12   /* MR slivers per task (MC = 168 rows) */
+#define NS_MAX 16   /* NR slivers per task per MiB of L2 (NT = 512 columns on Zen 5's 1 MiB, 1024 on 2 MiB) */
+#define BGROUP 8    /* NR slivers of op(b) packed together (rows read 256 elements at a time) */
 #define BPACK_MAX_WORDS (2u << 20) /* packed op(b) per chunk: 8 MiB */
 /* ampc_parallel_for costs ~45 us per call on the 2-core KVM machine (a sleeping worker has to be woken),
  * as much as ~11M F32 multiply-adds: smaller problems (twice as large for vdpbf16ps, which runs at twice
@@ -538,6 +539,13 @@ static void compute_range(void *arg, int64_t t0, int64_t t1, int64_t chunk) {
     atomic_store(&j->busy[slot], 0);
 }
 
+/* NR slivers per task: a task's c block (MC x NT F32) stays in L2 across the K-blocks, and each column
+ * cut packs the task's A block once more, so NT grows with this core's L2 (none of it changes results). */
+static int64_t ns_max(void) {
+    int64_t mib = l2_kib() / 1024;
+    return NS_MAX * (mib < 1 ? 1 : mib > 4 ? 4 : mib);
+}
+
 static ampc_status gemm_avx512(ampc_ctx *ctx, const ampci_gemm *g, kind kd, const char *name) {
     if (g->M <= 0 || g->N <= 0) return AMPC_OK;
     if (g->K <= 0) {
@@ -558,7 +566,7 @@ static ampc_status gemm_avx512(ampc_ctx *ctx, const ampci_gemm *g, kind kd, cons
     int64_t nchunks = ceil_div(nsl_all, nsl_chunk);
     nsl_chunk = ceil_div(nsl_all, nchunks); /* even chunks */
 
-    /* tasks per chunk: tiles of at most MS_MAX x NS_MAX slivers; with threads, the count is raised to a
+    /* tasks per chunk: tiles of at most MS_MAX x ns_max() slivers; with threads, the count is raised to a
      * multiple of the thread count, preferably by cutting M (each column cut packs A once more). The cut
      * never changes the arithmetic. */
     double work = (double)g->M * (double)g->N * (double)g->K;
@@ -566,7 +574,7 @@ static ampc_status gemm_avx512(ampc_ctx *ctx, const ampci_gemm *g, kind kd, cons
     bool serial = threads <= 1 || work < SERIAL_WORK * (pair_kind(kd) ? 2 : 1); /* vdpbf16ps: twice the rate */
     j.msl = ceil_div(g->M, MR);
     j.mb = ceil_div(j.msl, MS_MAX);
-    int64_t nb = ceil_div(nsl_chunk, NS_MAX);
+    int64_t nb = ceil_div(nsl_chunk, ns_max());
     if (!serial) {
         if (j.msl >= 2 * threads) j.mb = ceil_div(j.mb, threads) * threads;
         else nb = ceil_div(nb, threads) * threads;
