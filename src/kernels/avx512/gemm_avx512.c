@@ -49,6 +49,15 @@
  *     bound unless every product is itself near the F32 underflow threshold. The F32, F16 and widening
  *     BF16 kernels keep subnormal results.
  *
+ * Error bounds (one c element; u = 2^-24, gamma_n = n u / (1 - n u), S = sum_k |a_k| |b_k| of the exact
+ * inputs, D = |beta c| + S, L = min(K, KC) with KC = 384 (768 for vdpbf16ps, one FMA per element),
+ * B = ceil(K / KC) K-blocks; finite inputs, no overflow, no flushed sums): a product passes through at
+ * most L roundings in its block's chain, B adds into c and the beta step, so against the exact products
+ * of the operands (F16 and BF16 products are exact in F32; F32 ones are rounded once more, inside L):
+ *   F16 (widened; the F16 slot's avx512 candidate), BF16, F32:   gamma_{L+B+1} D
+ * E.g. K = 4096 (L = 384, B = 11): 2.4e-5 D. The AMX F16 candidate (gemm_amx.c) adds its dropped lo * lo
+ * term, 2^-16 S, to a bound of the same size; the ref one (gemm_ref.c) is gamma_{K+2} D.
+ *
  * Threads: B packing and the tasks go through ampc_parallel_for; each task takes one of `threads`
  * packing buffers for A (claimed with an atomic flag; which one never changes the arithmetic). Problems
  * below SERIAL_WORK multiply-adds run on the calling thread. Scratch: one ampci_alloc per call. */
