@@ -60,4 +60,11 @@ typedef struct ampci_gemm_packer {
     void (*pack)(const ampci_gemm *g, bool is_b, void *scratch);
 } ampci_gemm_packer;
 
+/* A file's packer functions for kind KD (tag names them), from its bytes_whole, packed_whole and
+ * pack_whole (each (g, is_b, KD[, scratch])). */
+#define AMPCI_DEF_PACKER(KD, tag)                                                                                      \
+    static size_t bytes_##tag(const ampci_gemm *g, bool is_b) { return bytes_whole(g, is_b, KD); }                     \
+    static size_t packed_##tag(const ampci_gemm *g, bool is_b) { return packed_whole(g, is_b, KD); }                   \
+    static void pack_##tag(const ampci_gemm *g, bool is_b, void *scratch) { pack_whole(g, is_b, KD, scratch); }
+
 #endif

@@ -528,14 +528,10 @@ static void pack_whole(const ampci_gemm *g, bool is_b, akind kd, void *scratch) 
                          flag + pc * ng, 1);
     }
 }
-#define DEF_PACKER(KD, tag)                                                                                            \
-    static size_t bytes_##tag(const ampci_gemm *g, bool is_b) { return bytes_whole(g, is_b, KD); }                     \
-    static size_t packed_##tag(const ampci_gemm *g, bool is_b) { return packed_whole(g, is_b, KD); }                   \
-    static void pack_##tag(const ampci_gemm *g, bool is_b, void *scratch) { pack_whole(g, is_b, KD, scratch); }
-DEF_PACKER(AK_BF16, bf16)
-DEF_PACKER(AK_F16X3, f16x3)
-DEF_PACKER(AK_F32X1, f32x1)
-DEF_PACKER(AK_F32X3, f32x3)
+AMPCI_DEF_PACKER(AK_BF16, bf16)
+AMPCI_DEF_PACKER(AK_F16X3, f16x3)
+AMPCI_DEF_PACKER(AK_F32X1, f32x1)
+AMPCI_DEF_PACKER(AK_F32X3, f32x3)
 #define PACKER(name, dt, tag)                                                                                          \
     { name, dt, AMPC_CPU_FEATURE_COUNT, bytes_##tag, packed_##tag, pack_##tag }
 const ampci_gemm_packer ampci_gemm_packers_amx[] = {

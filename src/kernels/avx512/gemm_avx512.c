@@ -689,15 +689,11 @@ static void pack_whole(const ampci_gemm *g, bool is_b, kind kd, void *scratch) {
         }
     }
 }
-#define DEF_PACKER(KD, tag)                                                                                            \
-    static size_t bytes_##tag(const ampci_gemm *g, bool is_b) { return bytes_whole(g, is_b, KD); }                     \
-    static size_t packed_##tag(const ampci_gemm *g, bool is_b) { return packed_whole(g, is_b, KD); }                   \
-    static void pack_##tag(const ampci_gemm *g, bool is_b, void *scratch) { pack_whole(g, is_b, KD, scratch); }
-DEF_PACKER(K_F32, f32)
-DEF_PACKER(K_F16, f16)
-DEF_PACKER(K_BF16W, bf16w)
-DEF_PACKER(K_BF16DP, bf16dp)
-DEF_PACKER(K_F32BF16DP, f32bf16dp)
+AMPCI_DEF_PACKER(K_F32, f32)
+AMPCI_DEF_PACKER(K_F16, f16)
+AMPCI_DEF_PACKER(K_BF16W, bf16w)
+AMPCI_DEF_PACKER(K_BF16DP, bf16dp)
+AMPCI_DEF_PACKER(K_F32BF16DP, f32bf16dp)
 #define PACKER(name, dt, need, tag)                                                                                    \
     { name, dt, need, bytes_##tag, packed_##tag, pack_##tag }
 const ampci_gemm_packer ampci_gemm_packers_avx512[] = {
