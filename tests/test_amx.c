@@ -657,7 +657,7 @@ static void test_vector(void **state) {
     for (int v = 0; v < g_nvar; v++) {
         if (!g_var[v].amx) continue;
         for (int combo = 0; combo < 8; combo++) {
-            prob p = prob_new(g_var[v].dt, 45, 70, 600, combo & 1, (combo >> 1) & 1, (combo >> 2) & 1 ? -0.75f : 0.0f,
+            prob p = prob_new(g_var[v].dt, 60, 70, 700, combo & 1, (combo >> 1) & 1, (combo >> 2) & 1 ? -0.75f : 0.0f,
                               2);
             gh_scatter_tiny(&p, combo, g_var[v].dt == AMPC_DTYPE_F16 ? 0x1p-24f : 0x1p-133f, 1024.0f);
             g_vector = 0;
