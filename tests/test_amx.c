@@ -32,7 +32,9 @@
  * a C full of NaN, beta 1 and -0.75, leading dimensions above the minimum (gaps hold NaN), operands that
  * end at a guard page, several column chunks, 1 and 2 threads bit-identical, NaN/inf inputs, subnormal
  * and tiny inputs (the exact path), the split bounds nearly reached, the emulated instructions' own
- * semantics (SDM order, DAZ, FTZ with tininess after rounding, rows/colsb bounds), scratch OOM.
+ * semantics (SDM order, DAZ, FTZ with tininess after rounding, rows/colsb bounds), scratch OOM, and the
+ * AVX-512 packing and write-out (run by the emulated kernels where the CPU has AVX-512, as by the native
+ * ones) against their scalar definitions: the same packed bytes, flags and c, special values included.
  * The operands, problems and the checks shared with test_gemm.c are in gemm_harness.h (here c is NaN
  * wherever beta is 0). AMPC_GEMM_BENCH=1 prints GFLOP/s of the native kernels; AMPC_TEST_FILTER=name
  * runs matching tests. */
