@@ -5,9 +5,16 @@
  * tokens): the four forward projections and the LM head, plus a weight-gradient shape (a transposed).
  * Operands are normal random values (no subnormals or specials: those take exact slow paths by design
  * and are the tests' business). Before timing, each kernel is checked on a small odd shape against the
- * reference entry of its cell (the ref GEMM, or the split oracle for the split F32 kernels). */
+ * reference entry of its cell (the ref GEMM, or the split oracle for the split F32 kernels).
+ *
+ * Packing: each kernel family's packing of one operand alone (ampci_gemm_packer, kernels/driver_util.h),
+ * on one thread, for the four ways an operand is stored (A: a (M, K), A^T: a (K, M), B: b (K, N), B^T:
+ * b (N, K); square, min(max_square, 1024) on a side, so the operand is L3-resident as in the GEMMs above),
+ * in GB/s of bytes read + written, next to memcpy of the packed size on the same thread. */
 #include "bench_gemm.h"
 
+#include "kernels/amx/gemm_amx.h"
+#include "kernels/avx512/kernels_avx512.h"
 #include "kernels/kernels.h"
 
 #include <math.h>
@@ -134,6 +141,89 @@ static ampc_status settle_peaks(int threads, bench_gemm_report *out) {
     return AMPC_OK;
 }
 
+/* ---- packing ---- */
+
+typedef struct pack_job {
+    const ampci_gemm_packer *p;
+    ampci_gemm g;
+    bool is_b;
+    void *scratch;
+} pack_job;
+
+static void pack_once(void *arg) {
+    pack_job *j = arg;
+    j->p->pack(&j->g, j->is_b, j->scratch);
+}
+
+/* Memcpy GB/s per packed size, measured once per size. */
+typedef struct memcpy_cache {
+    size_t bytes[8];
+    double gbps[8];
+    int n;
+} memcpy_cache;
+
+static double memcpy_for(memcpy_cache *m, size_t bytes) {
+    for (int i = 0; i < m->n; i++)
+        if (m->bytes[i] == bytes) return m->gbps[i];
+    double g = bench_memcpy_gbps(bytes);
+    if (m->n < 8) m->bytes[m->n] = bytes, m->gbps[m->n++] = g;
+    return g;
+}
+
+static const char *const pack_operands[4] = {"A", "A^T", "B", "B^T"};
+
+static ampc_status time_pack(ampc_ctx *ctx, const ampci_gemm_packer *p, int which, int64_t S, memcpy_cache *mc,
+                             bench_pack_row *row) {
+    bool is_b = which >= 2, t = which & 1;
+    void *src = operand(ctx, p->dtype, S * S, 3);
+    ampci_gemm g = {S, S, S, src, S, !is_b && t, src, S, is_b && t, NULL, S, 0.0f};
+    pack_job j = {p, g, is_b, NULL};
+    size_t bytes = p->bytes(&g, is_b);
+    j.scratch = bench_alloc(bytes);
+    if (!src || !j.scratch) return bench_free(src), bench_free(j.scratch), AMPC_STATUS_OOM;
+    *row = (bench_pack_row){.packer = p->name,
+                            .dtype = p->dtype,
+                            .operand = pack_operands[which],
+                            .rows = S,
+                            .cols = S,
+                            .src_bytes = (size_t)(S * S) * ampc_dtype_size(p->dtype),
+                            .packed_bytes = p->packed(&g, is_b)};
+    row->t = bench_time(pack_once, &j, &(bench_repeat){.min_runs = 5, .min_seconds = 0.1});
+    row->gbps = (double)(row->src_bytes + row->packed_bytes) / row->t.median_s * 1e-9;
+    row->memcpy_gbps = memcpy_for(mc, row->packed_bytes);
+    row->fraction_of_memcpy = row->memcpy_gbps > 0 ? row->gbps / row->memcpy_gbps : 0;
+    bench_free(src), bench_free(j.scratch);
+    return AMPC_OK;
+}
+
+/* The packers of the folders this process's level runs (and whose extra CPU feature is here). */
+static int packers_of(ampc_isa level, const ampci_gemm_packer **out, int max) {
+    int n = 0;
+    for (size_t i = 0; level >= AMPC_ISA_AVX512 && i < ampci_gemm_packers_avx512_count && n < max; i++) {
+        const ampci_gemm_packer *p = &ampci_gemm_packers_avx512[i];
+        if (p->need == AMPC_CPU_FEATURE_COUNT || ampc_cpu_has(p->need)) out[n++] = p;
+    }
+    for (size_t i = 0; level >= AMPC_ISA_AMX && i < ampci_gemm_packers_amx_count && n < max; i++)
+        out[n++] = &ampci_gemm_packers_amx[i];
+    return n;
+}
+
+static ampc_status bench_packs(ampc_ctx *ctx, const bench_gemm_params *p, ampc_isa level, bench_gemm_report *out) {
+    const ampci_gemm_packer *ps[32];
+    int np = packers_of(level, ps, 32);
+    int64_t S = p->max_square && p->max_square < 1024 ? p->max_square : 1024;
+    out->packs = calloc((size_t)np * 4 + 1, sizeof *out->packs);
+    if (!out->packs) return AMPC_STATUS_OOM;
+    memcpy_cache mc = {.n = 0};
+    ampc_status st = AMPC_OK;
+    for (int i = 0; i < np && st == AMPC_OK; i++)
+        for (int w = 0; w < 4 && st == AMPC_OK; w++) {
+            if (p->progress) p->progress(p->user, (int)out->npacks, np * 4, ps[i]->name);
+            if ((st = time_pack(ctx, ps[i], w, S, &mc, &out->packs[out->npacks])) == AMPC_OK) out->npacks++;
+        }
+    return st;
+}
+
 ampc_status bench_gemm_run(const bench_gemm_params *p, bench_gemm_report *out) {
     memset(out, 0, sizeof *out);
     ampc_status st = bench_peak_measure(p->threads, &out->peaks);
@@ -175,6 +265,7 @@ ampc_status bench_gemm_run(const bench_gemm_params *p, bench_gemm_report *out) {
             out->nrows++;
         }
     }
+    if (st == AMPC_OK && !p->no_pack) st = bench_packs(ctx, p, out->level, out);
     ampc_ctx_free(ctx);
     if (st == AMPC_OK) st = settle_peaks(p->threads, out);
     return st;
@@ -182,6 +273,8 @@ ampc_status bench_gemm_run(const bench_gemm_params *p, bench_gemm_report *out) {
 
 void bench_gemm_report_free(bench_gemm_report *r) {
     free(r->rows);
+    free(r->packs);
     r->rows = NULL;
-    r->nrows = 0;
+    r->packs = NULL;
+    r->nrows = r->npacks = 0;
 }

@@ -60,6 +60,30 @@ void *bench_alloc(size_t size) {
 
 void bench_free(void *p) { free(p); }
 
+typedef struct copy_job {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} copy_job;
+
+static void copy_once(void *arg) {
+    copy_job *j = arg;
+    memcpy(j->dst, j->src, j->bytes);
+}
+
+double bench_memcpy_gbps(size_t bytes) {
+    copy_job j = {bench_alloc(bytes), bench_alloc(bytes), bytes};
+    double gbps = 0;
+    if (j.dst && j.src) {
+        memset((void *)j.src, 1, bytes);
+        bench_timing t = bench_time(copy_once, &j, &(bench_repeat){.min_runs = 5, .min_seconds = 0.1});
+        gbps = 2.0 * (double)bytes / t.median_s * 1e-9;
+    }
+    bench_free(j.dst);
+    bench_free((void *)j.src);
+    return gbps;
+}
+
 /* splitmix64: the cheap per-element draws (scale, special or not) need no statistical strength. */
 static uint64_t mix(uint64_t *s) {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ull);

@@ -34,6 +34,10 @@ bench_timing bench_time(void (*fn)(void *arg), void *arg, const bench_repeat *re
 void *bench_alloc(size_t size);
 void bench_free(void *p);
 
+/* memcpy of `bytes` between two buffers of this thread, GB/s counting bytes read + written (as the
+ * conversion and packing benchmarks count theirs), median of repeated runs. 0 when out of memory. */
+double bench_memcpy_gbps(size_t bytes);
+
 /* n values of dtype (F32, F16 or BF16) drawn from the counter-based RNG with `seed`: normal values
  * scaled by 2^k, k in [-12, 12], with about one element in 512 replaced by a special (+-0, +-inf, NaN,
  * a subnormal, a value at the edge of FP16's range). Deterministic for a seed. */

@@ -32,7 +32,9 @@
  * a C full of NaN, beta 1 and -0.75, leading dimensions above the minimum (gaps hold NaN), operands that
  * end at a guard page, several column chunks, 1 and 2 threads bit-identical, NaN/inf inputs, subnormal
  * and tiny inputs (the exact path), the split bounds nearly reached, the emulated instructions' own
- * semantics (SDM order, DAZ, FTZ with tininess after rounding, rows/colsb bounds), scratch OOM.
+ * semantics (SDM order, DAZ, FTZ with tininess after rounding, rows/colsb bounds), scratch OOM, and the
+ * AVX-512 packing and write-out (run by the emulated kernels where the CPU has AVX-512, as by the native
+ * ones) against their scalar definitions: the same packed bytes, flags and c, special values included.
  * The operands, problems and the checks shared with test_gemm.c are in gemm_harness.h (here c is NaN
  * wherever beta is 0). AMPC_GEMM_BENCH=1 prints GFLOP/s of the native kernels; AMPC_TEST_FILTER=name
  * runs matching tests. */
@@ -43,6 +45,12 @@
 #include "kernels/amx/gemm_amx.c"
 
 static bool g_native; /* the CPU runs AMX: the native kernels are checked too */
+
+/* The best packing this CPU runs (g_vector of gemm_amx.c). */
+static int max_vector(void) {
+    if (ampc_cpu()->best < AMPC_ISA_AVX512) return 0;
+    return ampc_cpu_has(AMPC_CPU_AVX512_BF16) ? 2 : 1;
+}
 
 typedef struct variant {
     const char *name;
@@ -82,6 +90,9 @@ static int setup(void **state) {
     (void)state;
     if (gh_setup(4242, true) != 0) return -1; /* beta 0 must never read c: it holds NaN then */
     g_native = ampc_cpu()->best >= AMPC_ISA_AMX;
+    /* the emulated kernels run the AVX-512 packing and write-out where the CPU has them (test_vector
+     * compares them with the scalar definitions), else the scalar ones */
+    g_vector = max_vector();
     if (!g_native)
         printf("  note: no usable AMX here (%s): the native-vs-emulated bit check is skipped\n",
                ampc_cpu()->cpuid[AMPC_CPU_AMX_TILE] ? "tile permission or OS support missing" : "CPU has none");
@@ -562,6 +573,112 @@ static void test_guard_pages(void **state) {
             }
 }
 
+/* ---- the AVX-512 packing and write-out against their scalar definitions (amx_pack.h) ---- */
+
+/* A source element of kind kd: random, with about one in 8 a value the packing must flag or keep exactly
+ * (NaN, inf, -0, values whose hi or lo part is a BF16 subnormal, F16 subnormals, overflow to inf). */
+static void special_source(akind kd, unsigned char *p, size_t n) {
+    static const uint32_t f32s[] = {0x7fc00000u, 0xff800000u, 0x80000000u, 0x00000001u, 0x00012345u,
+                                    0x0c012345u, 0x7f7fffffu, 0x7f800001u, 0x03800001u, 0x80400000u};
+    static const uint16_t h16s[] = {0x7e00u, 0xfc00u, 0x8000u, 0x0001u, 0x03ffu, 0x7bffu, 0x7c01u, 0x0400u};
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = tu_rand(&g_seed);
+        float f = (float)((double)(r >> 11) * 0x1p-53 * 8.0 - 4.0);
+        bool sp = (r & 7) == 0;
+        if (kd == AK_F32X1 || kd == AK_F32X3) {
+            uint32_t x = sp ? f32s[(r >> 3) % 10] : tu_bits(f);
+            memcpy(p + 4 * i, &x, 4);
+        } else {
+            uint16_t h = kd == AK_F16X3 ? ampc_f16_from_f32(f) : ampc_bf16_from_f32(f);
+            if (sp) h = kd == AK_F16X3 ? h16s[(r >> 3) % 8] : (uint16_t)(f32s[(r >> 3) % 10] >> 16);
+            memcpy(p + 2 * i, &h, 2);
+        }
+    }
+}
+
+static void pack_pair(akind kd, bool is_b, bool kline, int64_t nx, int64_t kc) {
+    size_t es = kind_size(kd);
+    int64_t ld = (kline ? kc : nx) + 3, rows = kline ? nx : kc;
+    unsigned char *src = malloc((size_t)(rows * ld) * es);
+    assert_non_null(src);
+    special_source(kd, src, (size_t)(rows * ld));
+    pack_src s = {src, kline ? ld : 1, kline ? 1 : ld, nx, kc};
+    int64_t ng = (nx + TROWS - 1) / TROWS, kt = (kc + TK - 1) / TK;
+    size_t gw = (size_t)(kt * kind_parts(kd)) * TWORDS, words = gw * (size_t)ng + 64;
+    uint16_t *d1 = aligned_alloc(64, words * 2), *d2 = aligned_alloc(64, words * 2);
+    bool f1[8], f2[8];
+    assert_true(d1 && d2 && ng <= 8);
+    for (size_t i = 0; i < words; i++) d1[i] = d2[i] = 0xabcd; /* every word up to the guard is written */
+    g_pack_scalar[kd][is_b](&s, ng, kt, d1, gw, f1, 1);
+    g_pack_vector[kd][is_b](&s, ng, kt, d2, gw, f2, 1);
+    for (size_t i = 0; i < words; i++)
+        if (d1[i] != d2[i])
+            FAILF("pack kind %d %s %s nx %lld kc %lld: word %zu = %04x (vector), %04x (scalar)", (int)kd,
+                  is_b ? "B" : "A", kline ? "k-contiguous" : "x-contiguous", (long long)nx, (long long)kc, i, d2[i],
+                  d1[i]);
+    for (int64_t g = 0; g < ng; g++) assert_int_equal(f1[g], f2[g]);
+    free(src);
+    free(d1);
+    free(d2);
+}
+
+static void write_pair(int nr, int nc, float beta) {
+    enum { LDC = 37 };
+    _Alignas(64) float acc[32 * CB];
+    float c1[32 * LDC], c2[32 * LDC];
+    for (int i = 0; i < 32 * CB; i++) acc[i] = rnd_uniform() * 1e3f;
+    for (int i = 0; i < 32 * LDC; i++) c1[i] = c2[i] = i % 29 == 0 ? NAN : i % 31 == 0 ? 0x1p-140f : rnd_uniform();
+    ampci_gemm g1 = {32, 34, 1, NULL, 1, false, NULL, 1, false, c1, LDC, beta}, g2 = g1;
+    g2.c = c2;
+    write_out_scalar(&g1, acc, 32 - nr, 34 - nc, nr, nc);
+    write_out_vector(&g2, acc, 32 - nr, 34 - nc, nr, nc);
+    for (int i = 0; i < 32 * LDC; i++)
+        if (tu_bits(c1[i]) != tu_bits(c2[i]))
+            FAILF("write-out %d x %d, beta %g: c[%d] = %a (vector), %a (scalar)", nr, nc, beta, i, c2[i], c1[i]);
+}
+
+/* Every kind, operand and source orientation at the edge sizes, values the packing flags or must keep
+ * included: the same bytes and flags; the write-out at the edges with beta 0, 1 and -0.75: the same c.
+ * Then whole problems through the emulated kernels both ways: the same bits. */
+static void test_vector(void **state) {
+    (void)state;
+    if (ampc_cpu()->best < AMPC_ISA_AVX512) {
+        printf("  note: no AVX-512 here: the emulated kernels ran the scalar packing only\n");
+        return;
+    }
+    static const int64_t nxs[] = {1, 7, 15, 16, 17, 33, 128}, kcs[] = {1, 2, 31, 32, 33, 100, 257};
+    for (int kd = 0; kd < AK_COUNT; kd++)
+        for (int o = 0; o < 4; o++)
+            for (size_t a = 0; a < sizeof nxs / sizeof nxs[0]; a++)
+                for (size_t b = 0; b < sizeof kcs / sizeof kcs[0]; b++)
+                    pack_pair((akind)kd, o & 1, o >> 1, nxs[a], kcs[b]);
+    static const float betas[] = {0.0f, 1.0f, -0.75f};
+    for (int k = 0; k < 3; k++)
+        for (int nr = 1; nr <= 32; nr += 5)
+            for (int nc = 1; nc <= 32; nc += 3) write_pair(nr, nc, betas[k]);
+    for (int v = 0; v < g_nvar; v++) {
+        if (!g_var[v].amx) continue;
+        for (int combo = 0; combo < 8; combo++) {
+            prob p = prob_new(g_var[v].dt, 60, 70, 700, combo & 1, (combo >> 1) & 1, (combo >> 2) & 1 ? -0.75f : 0.0f,
+                              2);
+            gh_scatter_tiny(&p, combo, g_var[v].dt == AMPC_DTYPE_F16 ? 0x1p-24f : 0x1p-133f, 1024.0f);
+            g_vector = 0;
+            float *c1 = run(g_ctx1, g_var[v].fn, &p);
+            for (int w = 1; w <= max_vector(); w++) {
+                g_vector = w;
+                float *c2 = run(g_ctx1, g_var[v].fn, &p);
+                same_bits(&p, c1, c2,
+                          describe(g_var[v].name, &p,
+                                   w == 2 ? " (scalar vs AVX512-BF16 packing)" : " (scalar vs AVX-512 packing)"));
+                free(c2);
+            }
+            g_vector = max_vector();
+            free(c1);
+            prob_free(&p);
+        }
+    }
+}
+
 /* ---- benchmark (AMPC_GEMM_BENCH=1): the native kernels; the emulation's speed means nothing ---- */
 
 static void test_bench(void **state) {
@@ -596,7 +713,8 @@ int main(void) {
         cmocka_unit_test(test_table),        cmocka_unit_test(test_emulation),   cmocka_unit_test(test_degenerate),
         cmocka_unit_test(test_oom),          cmocka_unit_test(test_nonfinite),   cmocka_unit_test(test_subnormal),
         cmocka_unit_test(test_split_bounds), cmocka_unit_test(test_guard_pages), cmocka_unit_test(test_threads),
-        cmocka_unit_test(test_blocks),       cmocka_unit_test(test_sizes),       cmocka_unit_test(test_bench),
+        cmocka_unit_test(test_blocks),       cmocka_unit_test(test_sizes),       cmocka_unit_test(test_vector),
+        cmocka_unit_test(test_bench),
     };
     const char *only = getenv("AMPC_TEST_FILTER"); /* e.g. test_sizes */
     if (only && *only) cmocka_set_test_filter(only);

@@ -10,13 +10,19 @@
 #include <unistd.h>
 
 static void usage(FILE *f) {
-    fprintf(f, "Usage: ampc bench gemm [--json] [--threads T] [--max N] [--no-gpt]\n\n"
-               "Times every GEMM kernel ampc could choose at its kernel level, the one it runs for each row's\n"
-               "size class marked (F32, BF16, F16 and, where this CPU has them, the split-BF16 F32 kernels of\n"
+    fprintf(f, "Usage: ampc bench gemm [--json] [--threads T] [--max N] [--no-gpt] [--no-pack]
+
+"
+               "Times every GEMM kernel ampc could choose at its kernel level, the one it runs for each row's
+"
+               "size class marked (F32, BF16, F16 and, where this CPU has them, the split-BF16 F32 kernels of
+"
                "--fp32-matmul high/medium) on squares 256..N and on the GEMMs of the default GPT's training\n"
                "step (2048 tokens, d 384), and reports GFLOP/s and the fraction of this machine's peak for the\n"
                "unit each kernel runs on (AMX tiles, vdpbf16ps or F32 FMAs), measured first by tight\n"
-               "instruction loops on the same threads.\n\n");
+               "instruction loops on the same threads. Then each kernel family's packing of one operand\n"
+               "(square, min(N, 1024) on a side, stored four ways) alone on one thread, in GB/s of bytes read\n"
+               "and written, as a fraction of memcpy of the same size.\n\n");
 }
 
 static void progress(void *user, int done, int total, const char *what) {
@@ -52,6 +58,46 @@ static void json_row(const bench_gemm_row *r, ampc_isa level) {
     json_finish(&w);
 }
 
+static void json_pack(const bench_pack_row *r, ampc_isa level) {
+    json_writer w;
+    json_init(&w, stdout, false);
+    json_obj_begin(&w);
+    json_kstr(&w, "kind", "pack");
+    json_kstr(&w, "packer", r->packer);
+    json_kstr(&w, "dtype", ampc_dtype_name(r->dtype));
+    json_kstr(&w, "operand", r->operand);
+    json_kint(&w, "rows", r->rows);
+    json_kint(&w, "cols", r->cols);
+    json_kint(&w, "threads", 1);
+    json_kint(&w, "src_bytes", (int64_t)r->src_bytes);
+    json_kint(&w, "packed_bytes", (int64_t)r->packed_bytes);
+    json_knum(&w, "gbps", r->gbps);
+    json_knum(&w, "median_s", r->t.median_s);
+    json_kint(&w, "runs", r->t.runs);
+    json_knum(&w, "memcpy_gbps", r->memcpy_gbps);
+    json_knum(&w, "fraction_of_memcpy", r->fraction_of_memcpy);
+    json_kstr(&w, "isa_level", ampc_isa_name(level));
+    json_obj_end(&w);
+    json_finish(&w);
+}
+
+/* One line per packer: GB/s and % of memcpy for each stored form of the operand. */
+static void print_packs(const bench_gemm_report *rep) {
+    if (rep->npacks == 0) return;
+    printf("\npacking, one thread, %lld x %lld operands: GB/s (bytes read + written) and %% of memcpy\n",
+           (long long)rep->packs[0].rows, (long long)rep->packs[0].cols);
+    printf("%-30s %-5s %15s %15s %15s %15s\n", "packer", "dtype", "A", "A^T", "B", "B^T");
+    for (size_t i = 0; i < rep->npacks; i += 4) {
+        printf("%-30s %-5s", rep->packs[i].packer, ampc_dtype_name(rep->packs[i].dtype));
+        for (size_t w = i; w < i + 4 && w < rep->npacks; w++)
+            printf(" %7.1f (%4.0f%%)", rep->packs[w].gbps, 100 * rep->packs[w].fraction_of_memcpy);
+        printf("\n");
+    }
+    printf("A: a stored (M, K), A^T: (K, M), B: b stored (K, N), B^T: (N, K). memcpy: the packed size copied\n"
+           "on the same thread (%.1f GB/s for the first).\n",
+           rep->packs[0].memcpy_gbps);
+}
+
 static void print_human(const bench_gemm_report *rep) {
     const bench_peaks *p = &rep->peaks;
     printf("gemm: %d thread%s, kernel level %s\n", p->threads, p->threads == 1 ? "" : "s", ampc_isa_name(rep->level));
@@ -81,11 +127,12 @@ static void print_human(const bench_gemm_report *rep) {
     if (busy)
         printf("busy: the kernel ran faster than the peak probed for its unit, so another process slowed the\n"
                "probes; run again on an idle machine for a %% peak.\n");
+    print_packs(rep);
 }
 
 int bench_gemm_main(int argc, char **argv) {
     const char *prog = "ampc bench gemm";
-    bool json = false, no_gpt = false;
+    bool json = false, no_gpt = false, no_pack = false;
     int64_t threads = 1, max = 2048;
     const cli_opt opts[] = {
         CLI_OPT(.name = "json", .kind = CLI_FLAG, .out = &json,
@@ -95,11 +142,12 @@ int bench_gemm_main(int argc, char **argv) {
         CLI_OPT(.name = "max", .kind = CLI_INT, .out = &max, .metavar = "N", .imin = 256, .imax = 8192,
                 .defval = "2048", .help = "largest square (powers of two from 256)"),
         CLI_OPT(.name = "no-gpt", .kind = CLI_FLAG, .out = &no_gpt, .help = "leave out the GPT step shapes"),
+        CLI_OPT(.name = "no-pack", .kind = CLI_FLAG, .out = &no_pack, .help = "leave out the packing rows"),
     };
     cli_parse_out po = {0};
     int rc = cli_parse_or_exit(prog, usage, opts, sizeof opts / sizeof opts[0], argc, argv, 0, NULL, &po);
     if (rc >= 0) return rc;
-    bench_gemm_params p = {.threads = (int)threads, .max_square = max, .no_gpt = no_gpt};
+    bench_gemm_params p = {.threads = (int)threads, .max_square = max, .no_gpt = no_gpt, .no_pack = no_pack};
     if (isatty(STDERR_FILENO)) p.progress = progress;
     bench_gemm_report rep;
     ampc_clear_error();
@@ -112,6 +160,7 @@ int bench_gemm_main(int argc, char **argv) {
     }
     if (json) {
         for (size_t i = 0; i < rep.nrows; i++) json_row(&rep.rows[i], rep.level);
+        for (size_t i = 0; i < rep.npacks; i++) json_pack(&rep.packs[i], rep.level);
     } else {
         print_human(&rep);
     }

@@ -361,15 +361,38 @@ run bench gemm --max 256 --no-gpt --json
 expect_rc 0
 expect_lines "$ERR" 0
 expect_json "$OUT" --lines
-n=$(lines "$OUT")
+grep -F '"kind":"gemm"' "$OUT" >"$TMP/gemm.jsonl"
+n=$(lines "$TMP/gemm.jsonl")
 checks=$((checks + 1))
-[ "$n" -ge 3 ] || fail "$LAST: $n JSON lines, expected one per GEMM slot (at least F32, BF16, F16)"
-for key in '"kind":"gemm"' '"dtype":' '"m":256,"n":256,"k":256' '"threads":1,' '"gflops":' '"peak_fraction":' '"above_peak":' \
+[ "$n" -ge 3 ] || fail "$LAST: $n GEMM lines, expected one per GEMM slot (at least F32, BF16, F16)"
+for key in '"dtype":' '"m":256,"n":256,"k":256' '"threads":1,' '"gflops":' '"peak_fraction":' '"above_peak":' \
            '"matches_ref":true'; do
     checks=$((checks + 1))
-    k=$(grep -c -F -e "$key" "$OUT")
-    [ "$k" -eq "$n" ] || fail "$LAST: $key in $k of $n lines"
+    k=$(grep -c -F -e "$key" "$TMP/gemm.jsonl")
+    [ "$k" -eq "$n" ] || fail "$LAST: $key in $k of $n GEMM lines"
 done
+# the packing rows (where the level packs with AVX-512): each packer, each stored form, 256 x 256
+grep -F '"kind":"pack"' "$OUT" >"$TMP/pack.jsonl"
+np=$(lines "$TMP/pack.jsonl")
+checks=$((checks + 1))
+[ $((n + np)) -eq "$(lines "$OUT")" ] || fail "$LAST: lines of a kind other than gemm and pack"
+for key in '"packer":' '"dtype":' '"operand":' '"rows":256,"cols":256' '"threads":1,' '"src_bytes":' '"packed_bytes":' \
+           '"gbps":' '"memcpy_gbps":' '"fraction_of_memcpy":' '"isa_level":'; do
+    checks=$((checks + 1))
+    k=$(grep -c -F -e "$key" "$TMP/pack.jsonl")
+    [ "$k" -eq "$np" ] || fail "$LAST: $key in $k of $np pack lines"
+done
+if [ "$np" -gt 0 ]; then
+    for op in '"operand":"A"' '"operand":"A^T"' '"operand":"B"' '"operand":"B^T"'; do
+        checks=$((checks + 1))
+        k=$(grep -c -F -e "$op" "$TMP/pack.jsonl")
+        [ $((k * 4)) -eq "$np" ] || fail "$LAST: $op in $k of $np pack lines, expected a quarter"
+    done
+fi
+run bench gemm --max 256 --no-gpt --no-pack --json
+expect_rc 0
+checks=$((checks + 1))
+[ "$(grep -c -F '"kind":"pack"' "$OUT")" -eq 0 ] || fail "$LAST: pack lines with --no-pack"
 # shellcheck disable=SC2086
 run bench step $TINY --untimed 1 --precisions fp32,bf16 --json
 expect_rc 0

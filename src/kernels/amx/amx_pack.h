@@ -1,7 +1,13 @@
-/* amx_pack.h: packing for the AMX GEMMs, part of gemm_amx.c's translation unit (plain C, so the emulated
- * build of tests/test_amx.c runs exactly this code too). Packing turns op(a) and op(b) of any layout and
- * dtype into BF16 tiles, splitting each value into BF16 parts, zero-padding every edge, and flags the
- * panels that hold values the tile path must not see (see "Special values" in gemm_amx.c).
+/* amx_pack.h: packing for the AMX GEMMs, part of gemm_amx.c's translation unit. Packing turns op(a) and
+ * op(b) of any layout and dtype into BF16 tiles, splitting each value into BF16 parts, zero-padding every
+ * edge, and flags the panels that hold values the tile path must not see (see "Special values" in
+ * gemm_amx.c). Two implementations give the same bytes and flags: the AVX-512 one the kernels run (whole
+ * rows of a tile per instruction, special values found by mask compares on whole vectors, no branch per
+ * element; FP16 split with AVX512-BF16's vcvtne2ps2bf16 where the CPU has it) and the scalar one, the
+ * readable definition, which the emulated build of tests/test_amx.c runs on CPUs without AVX-512 and
+ * compares with the vector ones where they exist. Packing reads a source whose rows or columns are
+ * contiguous (not k) a k-step at a time across all the groups of a call, so every k-row is read in whole
+ * cache lines.
  *
  * A tile is 16 rows x 32 BF16 (1 KiB, rows 64 bytes apart: the tile-load stride).
  *   A tile (row group G, k-step t): row r, element e = op(a)[16 G + r][k0 + 32 t + e].
@@ -9,7 +15,13 @@
  *   (VNNI order: the pair (k, k + 1) of one column is one 32-bit word, which tdpbf16ps multiplies with
  *   the pair (k, k + 1) of one row of A).
  * A group's tiles for one K-block are stored k-step by k-step, each k-step as `parts` tiles (hi, then lo
- * for two-part kinds): tile (t, part) at (t * parts + part) * TWORDS. */
+ * for two-part kinds): tile (t, part) at (t * parts + part) * TWORDS.
+ *
+ * In vector code both tiles are 16 vectors of 16 "pair words" (a word: elements k and k + 1 of one row
+ * of op(a) or column of op(b), k in the low half): an A tile row holds the 16 words of one row, a B tile
+ * row one word of each of 16 columns. A source whose k is contiguous yields the words of one row or
+ * column per load; a source whose rows or columns are contiguous yields one word per row or column from
+ * two k-rows; where that is the other tile's orientation, a 16 x 16 transpose of words turns it. */
 #ifndef AMPC_AMX_PACK_H
 #define AMPC_AMX_PACK_H
 
@@ -36,7 +48,7 @@ typedef enum akind {
 AI int kind_parts(akind kd) { return kd == AK_F16X3 || kd == AK_F32X3 ? 2 : 1; }
 AI size_t kind_size(akind kd) { return kd == AK_F32X1 || kd == AK_F32X3 ? 4 : 2; }
 
-AI bool bf16_subnormal(uint16_t h) { return (h & 0x7f80u) == 0 && (h & 0x7fu) != 0; }
+AI bool bf16_is_subnormal(uint16_t h) { return (h & 0x7f80u) == 0 && (h & 0x7fu) != 0; }
 AI bool bf16_nonfinite(uint16_t h) { return (h & 0x7f80u) == 0x7f80u; }
 
 /* x = hi + lo (split_bf16 of gemm_ref.c): hi = x rounded to BF16, lo = (x - hi) rounded to BF16, lo = 0
@@ -58,7 +70,7 @@ AI bool load_parts(const akind kd, const unsigned char *p, uint16_t *hi, uint16_
     uint16_t h;
     uint32_t x;
     switch (kd) {
-    case AK_BF16: memcpy(hi, p, 2); return bf16_subnormal(*hi);
+    case AK_BF16: memcpy(hi, p, 2); return bf16_is_subnormal(*hi);
     case AK_F16X3: /* F16 values and their parts are multiples of 2^-24: never BF16 subnormals */
         memcpy(&h, p, 2);
         split_f32(ampci_f16_to_f32_bits(h), hi, lo);
@@ -66,16 +78,16 @@ AI bool load_parts(const akind kd, const unsigned char *p, uint16_t *hi, uint16_
     case AK_F32X1:
         memcpy(&x, p, 4);
         *hi = ampci_bf16_from_f32_bits(x);
-        return bf16_subnormal(*hi);
+        return bf16_is_subnormal(*hi);
     default: /* AK_F32X3 */
         memcpy(&x, p, 4);
         split_f32(x, hi, lo);
-        return bf16_subnormal(*hi) || bf16_subnormal(*lo) || bf16_nonfinite(*hi);
+        return bf16_is_subnormal(*hi) || bf16_is_subnormal(*lo) || bf16_nonfinite(*hi);
     }
 }
 
 /* One operand of a K-block: element (x, k) of op(a) (x = row) or op(b) (x = column) is at
- * base + (x * sx + k * sk) * es; nx of the 16 x's and kc k's exist (the rest is zero padding). */
+ * base + (x * sx + k * sk) * es; nx x's (of a group: at most 16) and kc k's exist (the rest is zero padding). */
 typedef struct pack_src {
     const unsigned char *base;
     int64_t sx, sk;
@@ -101,8 +113,8 @@ AI bool put(const akind kd, const bool is_b, const unsigned char *src, int64_t x
 
 /* Packs one group (16 rows of op(a) when is_b is false, 16 columns of op(b) when true) over kt k-steps
  * into dst; returns whether it holds a special value. The inner loop runs along whichever of x and k is
- * contiguous in the source. */
-AI bool pack_group_body(const akind kd, const bool is_b, const pack_src *s, int64_t kt, uint16_t *dst) {
+ * contiguous in the source. The scalar definition (see the top). */
+AI bool pack_group_scalar(const akind kd, const bool is_b, const pack_src *s, int64_t kt, uint16_t *dst) {
     const size_t es = kind_size(kd);
     bool special = false;
     if (s->nx < TROWS || s->kc < kt * TK) memset(dst, 0, (size_t)(kt * kind_parts(kd) * TWORDS) * sizeof(uint16_t));
@@ -120,24 +132,267 @@ AI bool pack_group_body(const akind kd, const bool is_b, const pack_src *s, int6
     return special;
 }
 
-typedef bool (*pack_group_fn)(const pack_src *s, int64_t kt, uint16_t *dst);
-#define DEF_PACK_GROUP(KD, tag)                                                                                        \
-    static bool pack_a_##tag(const pack_src *s, int64_t kt, uint16_t *dst) {                                           \
-        return pack_group_body(KD, false, s, kt, dst);                                                                 \
-    }                                                                                                                  \
-    static bool pack_b_##tag(const pack_src *s, int64_t kt, uint16_t *dst) {                                           \
-        return pack_group_body(KD, true, s, kt, dst);                                                                  \
+/* Group i (x from 16 i) of a source whose first group s describes (s->nx counts from there). */
+AI pack_src group_src(const akind kd, const pack_src *s, int64_t i) {
+    pack_src g = *s;
+    g.base += (size_t)(16 * i * s->sx) * kind_size(kd);
+    g.nx = s->nx - 16 * i < TROWS ? s->nx - 16 * i : TROWS;
+    return g;
+}
+
+/* Packs ng consecutive groups over kt k-steps: group i to dst + i * gstride, its flag (it holds a special
+ * value) to flag[i * fstride]. */
+typedef void (*pack_fn)(const pack_src *s, int64_t ng, int64_t kt, uint16_t *dst, size_t gstride, bool *flag,
+                        size_t fstride);
+
+AI void pack_groups_scalar(const akind kd, const bool is_b, const pack_src *s, int64_t ng, int64_t kt, uint16_t *dst,
+                           size_t gstride, bool *flag, size_t fstride) {
+    for (int64_t i = 0; i < ng; i++) {
+        pack_src gs = group_src(kd, s, i);
+        flag[(size_t)i * fstride] = pack_group_scalar(kd, is_b, &gs, kt, dst + (size_t)i * gstride);
     }
-DEF_PACK_GROUP(AK_BF16, bf16)
-DEF_PACK_GROUP(AK_F16X3, f16x3)
-DEF_PACK_GROUP(AK_F32X1, f32x1)
-DEF_PACK_GROUP(AK_F32X3, f32x3)
-/* [kind][0 = A, 1 = B] */
-static const pack_group_fn g_pack_group[AK_COUNT][2] = {
-    {pack_a_bf16, pack_b_bf16},
-    {pack_a_f16x3, pack_b_f16x3},
-    {pack_a_f32x1, pack_b_f32x1},
-    {pack_a_f32x3, pack_b_f32x3},
+}
+
+#define PACK_ARGS const pack_src *s, int64_t ng, int64_t kt, uint16_t *dst, size_t gstride, bool *flag, size_t fstride
+#define DEF_PACK_GROUPS(KD, tag, how)                                                                                  \
+    static void pack_a_##tag##_##how(PACK_ARGS) {                                                                      \
+        pack_groups_##how(KD, false, s, ng, kt, dst, gstride, flag, fstride);                                          \
+    }                                                                                                                  \
+    static void pack_b_##tag##_##how(PACK_ARGS) { pack_groups_##how(KD, true, s, ng, kt, dst, gstride, flag, fstride); }
+#define DEF_PACK_KINDS(how)                                                                                            \
+    DEF_PACK_GROUPS(AK_BF16, bf16, how)                                                                                \
+    DEF_PACK_GROUPS(AK_F16X3, f16x3, how)                                                                              \
+    DEF_PACK_GROUPS(AK_F32X1, f32x1, how)                                                                              \
+    DEF_PACK_GROUPS(AK_F32X3, f32x3, how)                                                                              \
+    /* [kind][0 = A, 1 = B] */                                                                                         \
+    static const pack_fn g_pack_##how[AK_COUNT][2] = {                                                                 \
+        {pack_a_bf16_##how, pack_b_bf16_##how},                                                                        \
+        {pack_a_f16x3_##how, pack_b_f16x3_##how},                                                                      \
+        {pack_a_f32x1_##how, pack_b_f32x1_##how},                                                                      \
+        {pack_a_f32x3_##how, pack_b_f32x3_##how},                                                                      \
+    };
+DEF_PACK_KINDS(scalar)
+
+/* ------------------------------------------------------------------------------------------------
+ * The AVX-512 packing. The emulated build compiles this file without ISA flags: there the vector code
+ * gets them from a target pragma and runs only where the CPU has AVX-512 (AMX_VECTOR in gemm_amx.c).
+ * ---------------------------------------------------------------------------------------------- */
+#ifdef AMPCI_AMX_EMULATE
+#define AMX_VECTOR_BEGIN                                                                                               \
+    _Pragma("GCC push_options") _Pragma("GCC target(\"avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c\")")
+#define AMX_VECTOR_END _Pragma("GCC pop_options")
+#else
+#define AMX_VECTOR_BEGIN
+#define AMX_VECTOR_END
+#endif
+AMX_VECTOR_BEGIN
+#include "../avx512/simd_avx512.h"
+
+/* x (16 F32 patterns) = hi + lo, split_f32 in 16 lanes: BF16 parts in the low halves of the words. Where
+ * hi is finite so is the remainder, whose rounding then needs no NaN rule. */
+AI void split16(__m512i x, __m512i *hi, __m512i *lo) {
+    const __m512i e = _mm512_set1_epi32(0x7f80), one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff);
+    __m512i h = bf16_rne(x);
+    __mmask16 finite = _mm512_cmpneq_epi32_mask(_mm512_and_si512(h, e), e);
+    __m512i r = _mm512_castps_si512(
+        _mm512_sub_ps(_mm512_castsi512_ps(x), _mm512_castsi512_ps(_mm512_slli_epi32(h, 16))));
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(r, 16), one);
+    *hi = h;
+    *lo = _mm512_maskz_srli_epi32(finite, _mm512_add_epi32(r, _mm512_add_epi32(lsb, half)), 16);
+}
+
+/* The low halves of the words of a (elements 0..15) and b (16..31), in order: 32 BF16 = 16 pair words. */
+AI __m512i low_halves(__m512i a, __m512i b) {
+    const __m512i idx = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30, 28, 26, 24,
+                                         22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    return _mm512_permutex2var_epi16(a, idx, b);
+}
+
+/* 32 F32 values (f0: elements 0..15, f1: 16..31, FP16 values only) split into BF16 hi and lo with
+ * vcvtne2ps2bf16, 32 BF16 each in element order; lo = 0 where hi is inf or NaN. */
+AI void split32_bf(__m512 f0, __m512 f1, __m512i *hi, __m512i *lo) {
+    const __m512i e = _mm512_set1_epi16(0x7f80);
+    __m512i h = (__m512i)_mm512_cvtne2ps_pbh(f1, f0);
+    __m512 h0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
+    __m512 h1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16));
+    __m512i l = (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(f1, h1), _mm512_sub_ps(f0, h0));
+    *hi = h;
+    *lo = _mm512_maskz_mov_epi16(_mm512_cmpneq_epi16_mask(_mm512_and_si512(h, e), e), l);
+}
+
+/* 16 consecutive elements at p (n valid, zero beyond) as F32 patterns (F16 widened exactly, as half.h). */
+AI __m512i load16_f32(const akind kd, const unsigned char *p, int64_t n) {
+    if (kd == AK_F16X3) return _mm512_castps_si512(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m16(n), p)));
+    return _mm512_maskz_loadu_epi32(m16(n), p);
+}
+
+/* The parts of 16 elements at p (n valid) in the low halves of 16 words (lo: zero for one-part kinds). */
+AI void parts16(const akind kd, const unsigned char *p, int64_t n, __m512i *hi, __m512i *lo) {
+    if (kd == AK_BF16) {
+        *hi = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m16(n), p));
+        *lo = _mm512_setzero_si512();
+    } else if (kd == AK_F32X1) {
+        *hi = bf16_rne(load16_f32(kd, p, n));
+        *lo = _mm512_setzero_si512();
+    } else {
+        split16(load16_f32(kd, p, n), hi, lo);
+    }
+}
+
+/* The pair words of one k-contiguous row or column: elements p[0..n) (n <= 32, zero beyond). */
+AI void words_kline(const akind kd, const bool bf, const unsigned char *p, int64_t n, __m512i *hi, __m512i *lo) {
+    if (kd == AK_F16X3 && bf) {
+        __m512i v = _mm512_maskz_loadu_epi16(m32(n), p);
+        split32_bf(_mm512_cvtph_ps(_mm512_castsi512_si256(v)), _mm512_cvtph_ps(_mm512_extracti64x4_epi64(v, 1)), hi,
+                   lo);
+        return;
+    }
+    if (kd == AK_BF16) {
+        *hi = _mm512_maskz_loadu_epi16(m32(n), p);
+        *lo = _mm512_setzero_si512();
+        return;
+    }
+    __m512i h0, l0, h1, l1;
+    size_t half = 16 * kind_size(kd);
+    parts16(kd, p, n, &h0, &l0);
+    parts16(kd, p + half, n - 16, &h1, &l1);
+    *hi = low_halves(h0, h1);
+    *lo = low_halves(l0, l1);
+}
+
+/* The pair words (r0[x], r1[x]) of 16 contiguous rows or columns x < n from two k-rows; r1 NULL: zeros. */
+AI void words_krows(const akind kd, const bool bf, const unsigned char *r0, const unsigned char *r1, int64_t n,
+                    __m512i *hi, __m512i *lo) {
+    if (kd == AK_F16X3 && bf) { /* elements 0..15: row k, 16..31: row k + 1, then pairs interleaved */
+        const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                             21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+        __m512 f0 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m16(n), r0));
+        __m512 f1 = r1 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m16(n), r1)) : _mm512_setzero_ps();
+        split32_bf(f0, f1, hi, lo);
+        *hi = _mm512_permutexvar_epi16(idx, *hi);
+        *lo = _mm512_permutexvar_epi16(idx, *lo);
+        return;
+    }
+    __m512i h0, l0, h1 = _mm512_setzero_si512(), l1 = h1;
+    parts16(kd, r0, n, &h0, &l0);
+    if (r1) parts16(kd, r1, n, &h1, &l1);
+    *hi = _mm512_or_si512(h0, _mm512_slli_epi32(h1, 16));
+    *lo = _mm512_or_si512(l0, _mm512_slli_epi32(l1, 16));
+}
+
+/* The BF16 lanes of the parts that the tile path must not see (load_parts). */
+AI __mmask32 special32(const akind kd, __m512i hi, __m512i lo) {
+    const __m512i e = _mm512_set1_epi16(0x7f80);
+    __mmask32 nonfinite = _mm512_cmpeq_epi16_mask(_mm512_and_si512(hi, e), e);
+    switch (kd) {
+    case AK_BF16:
+    case AK_F32X1: return bf16_subnormal(hi);
+    case AK_F16X3: return nonfinite;
+    default: return bf16_subnormal(hi) | bf16_subnormal(lo) | nonfinite;
+    }
+}
+
+AI void transpose_words(__m512i w[16]) {
+    __m512 f[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) f[i] = _mm512_castsi512_ps(w[i]);
+    transpose16(f);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) w[i] = _mm512_castps_si512(f[i]);
+}
+
+/* Word vector i of a k-step from k0: the words of row or column i (kline: the source's k is contiguous),
+ * else word i of each of the 16 rows or columns (from the k-rows k0 + 2 i and k0 + 2 i + 1). Returns the
+ * lanes the tile path must not see. */
+AI __mmask32 load_vec(const akind kd, const bool bf, const pack_src *s, bool kline, int64_t k0, int i, __m512i *hi,
+                      __m512i *lo) {
+    const size_t es = kind_size(kd);
+    *hi = *lo = _mm512_setzero_si512();
+    if (kline && i < s->nx) {
+        words_kline(kd, bf, s->base + (size_t)(i * s->sx + k0 * s->sk) * es, s->kc - k0, hi, lo);
+    } else if (!kline && k0 + 2 * i < s->kc) {
+        const unsigned char *r0 = s->base + (size_t)((k0 + 2 * i) * s->sk) * es;
+        words_krows(kd, bf, r0, k0 + 2 * i + 1 < s->kc ? r0 + (size_t)s->sk * es : NULL, s->nx, hi, lo);
+    }
+    return special32(kd, *hi, *lo);
+}
+
+/* One k-step (from k0) of one group to d: a tile row per vector store, through a 16 x 16 transpose of
+ * words where the source's orientation is the other tile's (A tiles want the words of a row per
+ * vector, B tiles a word per column). Returns the special lanes. */
+AI __mmask32 pack_step(const akind kd, const bool bf, const bool is_b, const pack_src *s, bool kline, int64_t k0,
+                       uint16_t *d) {
+    const int parts = kind_parts(kd);
+    __mmask32 sp = 0;
+    if (is_b != kline) {
+#pragma GCC unroll 4
+        for (int i = 0; i < 16; i++) {
+            __m512i hi, lo;
+            sp |= load_vec(kd, bf, s, kline, k0, i, &hi, &lo);
+            _mm512_store_si512(d + i * TK, hi);
+            if (parts == 2) _mm512_store_si512(d + TWORDS + i * TK, lo);
+        }
+        return sp;
+    }
+    __m512i hi[16], lo[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) sp |= load_vec(kd, bf, s, kline, k0, i, &hi[i], &lo[i]);
+    transpose_words(hi);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) _mm512_store_si512(d + i * TK, hi[i]);
+    if (parts == 2) {
+        transpose_words(lo);
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) _mm512_store_si512(d + TWORDS + i * TK, lo[i]);
+    }
+    return sp;
+}
+
+/* pack_groups_scalar's bytes and flags. A k-contiguous source is read group by group (each row or column
+ * streams along k); one whose rows or columns are contiguous k-step by k-step across the groups, so each
+ * k-row is read in whole cache lines while they are in L1. */
+AI void pack_groups_vec(const akind kd, const bool bf, const bool is_b, const pack_src *s, int64_t ng, int64_t kt,
+                        uint16_t *dst, size_t gstride, bool *flag, size_t fstride) {
+    const size_t step = (size_t)kind_parts(kd) * TWORDS;
+    const bool kline = s->sk == 1; /* the scalar code's choice, so a source with both strides 1 reads alike */
+    if (kline) {
+        for (int64_t i = 0; i < ng; i++) {
+            pack_src gs = group_src(kd, s, i);
+            __mmask32 sp = 0;
+            for (int64_t t = 0; t < kt; t++)
+                sp |= pack_step(kd, bf, is_b, &gs, true, t * TK, dst + i * gstride + t * step);
+            flag[(size_t)i * fstride] = sp != 0;
+        }
+        return;
+    }
+    for (int64_t i = 0; i < ng; i++) flag[(size_t)i * fstride] = false;
+    for (int64_t t = 0; t < kt; t++)
+        for (int64_t i = 0; i < ng; i++) {
+            pack_src gs = group_src(kd, s, i);
+            if (pack_step(kd, bf, is_b, &gs, false, t * TK, dst + i * gstride + t * step))
+                flag[(size_t)i * fstride] = true;
+        }
+}
+AI void pack_groups_vector(const akind kd, const bool is_b, PACK_ARGS) {
+    pack_groups_vec(kd, false, is_b, s, ng, kt, dst, gstride, flag, fstride);
+}
+DEF_PACK_KINDS(vector)
+/* The same with AVX512-BF16's vcvtne2ps2bf16 for the F16 split (its RNE, NaN rule and DAZ/FTZ change
+ * nothing for FP16 values and their parts, which are F32 normals or 0): 32 lanes in one instruction where
+ * the integer rounding takes ten, for CPUs that have it (every AMX CPU to date). */
+static void pack_a_f16x3_vectorbf(PACK_ARGS) {
+    pack_groups_vec(AK_F16X3, true, false, s, ng, kt, dst, gstride, flag, fstride);
+}
+static void pack_b_f16x3_vectorbf(PACK_ARGS) {
+    pack_groups_vec(AK_F16X3, true, true, s, ng, kt, dst, gstride, flag, fstride);
+}
+static const pack_fn g_pack_vectorbf[AK_COUNT][2] = {
+    {pack_a_bf16_vector, pack_b_bf16_vector},
+    {pack_a_f16x3_vectorbf, pack_b_f16x3_vectorbf},
+    {pack_a_f32x1_vector, pack_b_f32x1_vector},
+    {pack_a_f32x3_vector, pack_b_f32x3_vector},
 };
+
+AMX_VECTOR_END
 
 #endif

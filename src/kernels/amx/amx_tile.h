@@ -1,6 +1,6 @@
 /* amx_tile.h: the tile-instruction layer of the AMX GEMMs, part of gemm_amx.c's translation unit. Every
- * tile instruction the kernels execute goes through the six macros below (AMX_CONFIG, AMX_RELEASE,
- * AMX_LOAD, AMX_STORE, AMX_ZERO, AMX_DPBF16) and one constant config record. Normally they are the
+ * tile instruction the kernels execute goes through the seven macros below (AMX_CONFIG, AMX_RELEASE,
+ * AMX_LOAD, AMX_LOAD_T1, AMX_STORE, AMX_ZERO, AMX_DPBF16) and one constant config record. Normally they are the
  * instructions themselves. With AMPCI_AMX_EMULATE defined they become portable C that follows the Intel
  * SDM pseudo-code of LDTILECFG, TILELOADD, TILESTORED, TILEZERO, TDPBF16PS and TILERELEASE on a
  * per-thread tile state, so tests/test_amx.c can compile the very same kernel source and run it on any
@@ -51,6 +51,13 @@ static _Alignas(64) const amx_tilecfg amx_cfg_16x64 = {
     do {                                                                                                               \
         AMX_BARRIER();                                                                                                 \
         _tile_loadd(t, base, stride);                                                                                  \
+    } while (0)
+/* tileloaddt1: the same load with a hint not to keep the data in the caches (the streamed A slivers, so
+ * that they do not evict the B sliver the next micro-tiles reuse from L1) */
+#define AMX_LOAD_T1(t, base, stride)                                                                                   \
+    do {                                                                                                               \
+        AMX_BARRIER();                                                                                                 \
+        _tile_stream_loadd(t, base, stride);                                                                           \
     } while (0)
 #define AMX_STORE(t, base, stride) _tile_stored(t, base, stride)
 #define AMX_ZERO(t) _tile_zero(t)
@@ -217,6 +224,7 @@ static inline void amx_emu_dpbf16ps(int d, int s1, int s2) {
 #define AMX_CONFIG() amx_emu_loadconfig(&amx_cfg_16x64)
 #define AMX_RELEASE() amx_emu_release()
 #define AMX_LOAD(t, base, stride) amx_emu_loadd(t, base, stride)
+#define AMX_LOAD_T1(t, base, stride) amx_emu_loadd(t, base, stride) /* a cache hint: the same load */
 #define AMX_STORE(t, base, stride) amx_emu_stored(t, base, stride)
 #define AMX_ZERO(t) amx_emu_zero(t)
 #define AMX_DPBF16(d, s1, s2) amx_emu_dpbf16ps(d, s1, s2)

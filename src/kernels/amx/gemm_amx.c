@@ -12,18 +12,30 @@
  * Structure (Goto/BLIS with tiles). Tiles are 16 x 16 F32 for C, 16 rows x 32 BF16 for A and 16 pair-rows
  * x 16 columns for B (amx_pack.h). The micro-tile is 32 x 32 of C in 4 tile registers (tmm0-3), with
  * two A tiles (tmm4-5: rows 0-15, 16-31) and two B tiles (tmm6-7: columns 0-15, 16-31): per k-step of 32
- * K elements, 4 tile loads feed 4 tdpbf16ps (three-pass: 10 loads, 12 tdpbf16ps). Edge micro-tiles use
- * one A or one B tile (16 rows or columns) out of the same fixed configuration; every pack is zero-padded
- * to whole tiles. op(b) is packed once per call (column chunks of at most 8 MiB packed, in parallel).
- * The C chunk is cut into tasks of at most 256 rows x 512 columns; a task, for each K-block of KC
- * elements (512 for one part, 256 for hi + lo: a 32-column B sliver is 32 KiB, to stay in a 48 KiB L1
- * while the task's A block, 256 KiB, streams from L2), packs its A block, then for each 32-column B
- * sliver, for each 32-row A sliver, runs the micro-kernel. Between K-blocks the accumulators go to a
- * per-task F32 buffer in tile layout (stored and reloaded exactly), so every c element is ONE chain of
- * tdpbf16ps over all of K in k order, whatever KC, the task cut or the thread count. After the last
- * K-block, c = acc (beta 0: old c, NaN included, never read) or c = beta * c + acc (multiply, then add).
- * The blocking sizes are estimates for a Sapphire Rapids core (48 KiB L1D, 2 MiB L2), not measured:
- * the machine this was written on has no AMX.
+ * K elements, 4 tile loads feed 4 tdpbf16ps (three-pass: 10 loads, 12 tdpbf16ps), each load placed just
+ * before the first product that needs it. Edge micro-tiles use one A or one B tile (16 rows or columns)
+ * out of the same fixed configuration; every pack is zero-padded to whole tiles. op(b) is packed once per
+ * call (column chunks of at most 8 MiB packed, in parallel). A task takes up to 256 rows (fewer for large
+ * K: its A panel, the rows over all of K, is at most 1 MiB, half the L2) and, on one thread, every column
+ * of the chunk, so each row of op(a) is packed once per chunk. It packs its A panel, then for each
+ * 32-column B sliver, for each K-block of KC elements (512 for one part, 256 for hi + lo: the sliver's
+ * block is 32 KiB and stays in the 48 KiB L1), for each 32-row A sliver, runs the micro-kernel; the A
+ * tiles stream from the L2-resident panel with tileloaddt1 (the no-reuse hint keeps them from evicting
+ * the B block). Between K-blocks a micro-tile's accumulators wait in the task's buffer (32 x 32 F32 per A
+ * sliver: stored and reloaded exactly), so every c element is ONE chain of tdpbf16ps over all of K in k
+ * order, whatever KC, the task cut or the thread count. After the last K-block a whole micro-tile with
+ * beta 0 goes from the tiles straight to c; edges and beta != 0 go through a buffer and a vector
+ * write-out (masked stores at the edges, beta tested once per block): c = acc (beta 0: old c, NaN
+ * included, never read) or c = beta * c + acc (multiply, then add).
+ *
+ * Blocking, measured on an Emerald Rapids core (48 KiB L1D, 2 MiB L2; CPU time of one thread): the
+ * micro-kernel reaches ~95% of the tile peak with its B block in L1 and A streamed with tileloaddt1
+ * (~80% with plain loads); what the GEMM loses besides packing is L2/L3 traffic: the accumulator spill
+ * between K-blocks (~25% in the loop above), B blocks arriving from L3 (~15%) and c written to memory
+ * (~15%). Tried and slower or no better: 128 or 512 rows per task, B prefetched into L2 or L1 ahead of
+ * its block, prefetchw or cldemote of c, non-temporal c stores, B packed per task next to its use (each
+ * row block then repacks all of op(b)), three-pass steps reordered to 9 tile loads. oneDNN (PyTorch's
+ * bf16 matmul) runs at the same speed on this machine.
  *
  * Arithmetic of tdpbf16ps (Intel SDM): for each c element, the 16 even and the 16 odd products of a
  * k-step each go through a chain of FP32 FMAs from +0 (one rounding per FMA, RNE), then
@@ -65,26 +77,36 @@
 #include "../driver_util.h"
 #include "amx_pack.h"
 #include "amx_tile.h"
+#include "gemm_amx.h"
 
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
 
-#define KC_ONE 512 /* K elements per block, one-part kinds */
+#define KC_ONE 512 /* K elements per block, one-part kinds (fixed: see "Special values") */
 #define KC_TWO 256 /* two-part kinds (hi + lo tiles) */
 #define MS_MAX 16  /* row groups (16 rows) per task: 256 rows */
-#define NS_MAX 32  /* column groups per task: 512 columns */
 #define BGROUP 4   /* column groups per B packing item */
 
 /* Knobs that never change the arithmetic; the emulated build lets tests lower them to reach the column
- * chunk and thread paths with small problems. */
+ * chunk, row block and thread paths with small problems. */
 #ifdef AMPCI_AMX_EMULATE
 #define AMX_KNOB static
+/* which packing and write-out the emulated kernels run: 0 the scalar definitions, 1 AVX-512, 2 AVX-512 with
+ * AVX512-BF16 (amx_pack.h). The test sets what the CPU has and compares them all. */
+static int g_vector;
+#define AMX_VECTOR (g_vector > 0)
+#define AMX_PACKERS (g_vector == 2 ? g_pack_vectorbf : g_vector == 1 ? g_pack_vector : g_pack_scalar)
 #else
 #define AMX_KNOB static const
+#define AMX_VECTOR true
+#define AMX_PACKERS (ampc_cpu_has(AMPC_CPU_AVX512_BF16) ? g_pack_vectorbf : g_pack_vector)
 #endif
 /* packed op(b) per column chunk, bytes */
 AMX_KNOB size_t g_bpack_max_bytes = (size_t)8 << 20;
+/* a task's packed A panel (its rows over all of K), bytes: it is streamed from L2 once per B sliver, so
+ * it must stay well inside this core's 2 MiB L2 next to the B chunk's traffic; larger K takes fewer rows */
+AMX_KNOB size_t g_apanel_max_bytes = (size_t)1 << 20;
 /* multiply-adds (times passes) below which one thread does everything: one ampc_parallel_for costs
  * ~45 us, the time of 2^25 multiply-adds at half the AMX peak */
 AMX_KNOB double g_serial_work = 33554432.0;
@@ -92,38 +114,53 @@ AMX_KNOB double g_serial_work = 33554432.0;
 /* ------------------------------------------------------------------------------------------------
  * Micro-kernels: a 32 x 32 (or 16-row / 16-column edge) block of C over kt k-steps of packed tiles.
  * a0, a1: the A tiles of the two row groups; b0, b1: the B tiles of the two column groups (tile (t, part)
- * at (t * parts + part) * TWORDS). The accumulators come from cin (tile layout: C tile (gg, hh) at
- * (2 gg + hh) * 256 floats, rows 64 bytes apart) or start at zero (cin NULL), and go to cout.
+ * at (t * parts + part) * TWORDS). The accumulators come from cin (32 x 32 floats, rows 128 bytes apart)
+ * or start at zero (cin NULL), and go to cout, rows ldo floats apart: C tile (gg, hh) at
+ * cout + 16 gg ldo + 16 hh (the spill buffer with ldo = 32, or c itself).
  * ---------------------------------------------------------------------------------------------- */
 
 #define CT 256 /* floats per C tile */
+#define CB 32  /* floats per row of a 32 x 32 accumulator block */
 
-/* The four tdpbf16ps of a k-step: C(gg, hh) += A(gg) B(hh). */
-#define DP4(ng, nh)                                                                                                    \
+/* The four tdpbf16ps of a k-step, C(gg, hh) += A(gg) B(hh), with A from a0/a1 at `at` (streamed: tile
+ * loads with the no-reuse hint) and B from b0/b1 at `bt`. The loads are interleaved so that each product
+ * can start as soon as its operands are in. */
+#define STEP(ng, nh, at, bt)                                                                                           \
     do {                                                                                                               \
+        AMX_LOAD_T1(4, a0 + (at), 64);                                                                                 \
+        AMX_LOAD(6, b0 + (bt), 64);                                                                                    \
         AMX_DPBF16(0, 4, 6);                                                                                           \
-        if (nh == 2) AMX_DPBF16(1, 4, 7);                                                                              \
+        if (nh == 2) {                                                                                                 \
+            AMX_LOAD(7, b1 + (bt), 64);                                                                                \
+            AMX_DPBF16(1, 4, 7);                                                                                       \
+        }                                                                                                              \
+        if (ng == 2) {                                                                                                 \
+            AMX_LOAD_T1(5, a1 + (at), 64);                                                                             \
+            AMX_DPBF16(2, 5, 6);                                                                                       \
+            if (nh == 2) AMX_DPBF16(3, 5, 7);                                                                          \
+        }                                                                                                              \
+    } while (0)
+/* The hi * lo pass: A (hi) stays in tmm4/5, only B's lo tiles are loaded. */
+#define STEP_BLO(ng, nh, bt)                                                                                           \
+    do {                                                                                                               \
+        AMX_LOAD(6, b0 + (bt), 64);                                                                                    \
+        AMX_DPBF16(0, 4, 6);                                                                                           \
         if (ng == 2) AMX_DPBF16(2, 5, 6);                                                                              \
-        if (ng == 2 && nh == 2) AMX_DPBF16(3, 5, 7);                                                                   \
+        if (nh == 2) {                                                                                                 \
+            AMX_LOAD(7, b1 + (bt), 64);                                                                                \
+            AMX_DPBF16(1, 4, 7);                                                                                       \
+            if (ng == 2) AMX_DPBF16(3, 5, 7);                                                                          \
+        }                                                                                                              \
     } while (0)
 
-AI void load_a(const int ng, const uint16_t *a0, const uint16_t *a1, size_t at) {
-    AMX_LOAD(4, a0 + at, 64);
-    if (ng == 2) AMX_LOAD(5, a1 + at, 64);
-}
-AI void load_b(const int nh, const uint16_t *b0, const uint16_t *b1, size_t at) {
-    AMX_LOAD(6, b0 + at, 64);
-    if (nh == 2) AMX_LOAD(7, b1 + at, 64);
-}
-
 AI void ukr_body(const int ng, const int nh, const int passes, int64_t kt, const uint16_t *a0, const uint16_t *a1,
-                 const uint16_t *b0, const uint16_t *b1, const float *cin, float *cout) {
+                 const uint16_t *b0, const uint16_t *b1, const float *cin, float *cout, int64_t ldo) {
     const int parts = passes == 3 ? 2 : 1;
     if (cin) {
-        AMX_LOAD(0, cin, 64);
-        if (nh == 2) AMX_LOAD(1, cin + CT, 64);
-        if (ng == 2) AMX_LOAD(2, cin + 2 * CT, 64);
-        if (ng == 2 && nh == 2) AMX_LOAD(3, cin + 3 * CT, 64);
+        AMX_LOAD(0, cin, CB * 4);
+        if (nh == 2) AMX_LOAD(1, cin + 16, CB * 4);
+        if (ng == 2) AMX_LOAD(2, cin + 16 * CB, CB * 4);
+        if (ng == 2 && nh == 2) AMX_LOAD(3, cin + 16 * CB + 16, CB * 4);
     } else {
         AMX_ZERO(0);
         if (nh == 2) AMX_ZERO(1);
@@ -132,29 +169,25 @@ AI void ukr_body(const int ng, const int nh, const int passes, int64_t kt, const
     }
     for (int64_t t = 0; t < kt; t++) {
         size_t hi = (size_t)(t * parts) * TWORDS, lo = hi + TWORDS;
-        load_a(ng, a0, a1, hi);
-        load_b(nh, b0, b1, hi);
-        DP4(ng, nh); /* hi * hi */
+        STEP(ng, nh, hi, hi); /* hi * hi */
         if (passes == 3) {
-            load_b(nh, b0, b1, lo);
-            DP4(ng, nh); /* hi * lo */
-            load_a(ng, a0, a1, lo);
-            load_b(nh, b0, b1, hi);
-            DP4(ng, nh); /* lo * hi */
+            STEP_BLO(ng, nh, lo); /* hi * lo */
+            STEP(ng, nh, lo, hi); /* lo * hi */
         }
     }
-    AMX_STORE(0, cout, 64);
-    if (nh == 2) AMX_STORE(1, cout + CT, 64);
-    if (ng == 2) AMX_STORE(2, cout + 2 * CT, 64);
-    if (ng == 2 && nh == 2) AMX_STORE(3, cout + 3 * CT, 64);
+    size_t st = (size_t)ldo * 4;
+    AMX_STORE(0, cout, st);
+    if (nh == 2) AMX_STORE(1, cout + 16, st);
+    if (ng == 2) AMX_STORE(2, cout + 16 * ldo, st);
+    if (ng == 2 && nh == 2) AMX_STORE(3, cout + 16 * ldo + 16, st);
 }
 
 typedef void (*ukr_fn)(int64_t kt, const uint16_t *a0, const uint16_t *a1, const uint16_t *b0, const uint16_t *b1,
-                       const float *cin, float *cout);
+                       const float *cin, float *cout, int64_t ldo);
 #define DEF_UKR(NG, NH, P)                                                                                             \
     static void ukr_##NG##NH##_##P(int64_t kt, const uint16_t *a0, const uint16_t *a1, const uint16_t *b0,             \
-                                   const uint16_t *b1, const float *cin, float *cout) {                                \
-        ukr_body(NG, NH, P, kt, a0, a1, b0, b1, cin, cout);                                                            \
+                                   const uint16_t *b1, const float *cin, float *cout, int64_t ldo) {                   \
+        ukr_body(NG, NH, P, kt, a0, a1, b0, b1, cin, cout, ldo);                                                       \
     }
 DEF_UKR(1, 1, 1)
 DEF_UKR(1, 2, 1)
@@ -171,50 +204,67 @@ static const ukr_fn g_ukr[2][2][2] = {{{ukr_11_1, ukr_12_1}, {ukr_21_1, ukr_22_1
 AI float bf16_value(uint16_t h) { return ampci_f32_from_bits((uint32_t)h << 16); }
 
 /* The same block with IEEE FMAs in k order, for K-blocks whose panels hold special values (see the
- * header): no DAZ, no FTZ, and where a hi is inf or NaN its lo cross products are skipped. */
+ * header): no DAZ, no FTZ, and where a hi is inf or NaN its lo cross products are skipped. cin and cout
+ * are 32 x 32 blocks (rows CB floats apart). */
 static void ukr_exact(int ng, int nh, int passes, int64_t kt, const uint16_t *const a[2], const uint16_t *const b[2],
                       const float *cin, float *cout) {
     const size_t parts = passes == 3 ? 2 : 1;
-    for (int gg = 0; gg < ng; gg++)
-        for (int hh = 0; hh < nh; hh++)
-            for (int r = 0; r < TROWS; r++)
-                for (int n = 0; n < TROWS; n++) {
-                    size_t at = (size_t)(2 * gg + hh) * CT + (size_t)(r * TROWS + n);
-                    float acc = cin ? cin[at] : 0.0f;
-                    for (int64_t t = 0; t < kt; t++) {
-                        const uint16_t *ar = a[gg] + (size_t)t * parts * TWORDS + r * TK;
-                        const uint16_t *bc = b[hh] + (size_t)t * parts * TWORDS + 2 * n;
-                        for (int e = 0; e < TK; e++) {
-                            size_t be = (size_t)(e / 2 * TK + (e & 1));
-                            float x = bf16_value(ar[e]), y = bf16_value(bc[be]);
-                            acc = fmaf(x, y, acc);
-                            if (passes == 3 && isfinite(x) && isfinite(y)) {
-                                acc = fmaf(x, bf16_value(bc[be + TWORDS]), acc);
-                                acc = fmaf(bf16_value(ar[e + TWORDS]), y, acc);
-                            }
-                        }
+    for (int r = 0; r < ng * TROWS; r++)
+        for (int n = 0; n < nh * TROWS; n++) {
+            size_t at = (size_t)(r * CB + n);
+            float acc = cin ? cin[at] : 0.0f;
+            for (int64_t t = 0; t < kt; t++) {
+                const uint16_t *ar = a[r / TROWS] + (size_t)t * parts * TWORDS + r % TROWS * TK;
+                const uint16_t *bc = b[n / TROWS] + (size_t)t * parts * TWORDS + 2 * (n % TROWS);
+                for (int e = 0; e < TK; e++) {
+                    size_t be = (size_t)(e / 2 * TK + (e & 1));
+                    float x = bf16_value(ar[e]), y = bf16_value(bc[be]);
+                    acc = fmaf(x, y, acc);
+                    if (passes == 3 && isfinite(x) && isfinite(y)) {
+                        acc = fmaf(x, bf16_value(bc[be + TWORDS]), acc);
+                        acc = fmaf(bf16_value(ar[e + TWORDS]), y, acc);
                     }
-                    cout[at] = acc;
-                }
-}
-
-/* c rows r0.., columns c0.. from a finished block in tile layout: c = acc or beta c + acc. */
-static void write_out(const ampci_gemm *g, const float *acc, int64_t r0, int64_t c0, int ng, int nh) {
-    for (int gg = 0; gg < ng; gg++)
-        for (int r = 0; r < TROWS && r0 + gg * TROWS + r < g->M; r++) {
-            float *crow = g->c + (r0 + gg * TROWS + r) * g->ldc;
-            for (int hh = 0; hh < nh; hh++) {
-                const float *src = acc + (2 * gg + hh) * CT + r * TROWS;
-                int64_t col = c0 + hh * TROWS, n = g->N - col < TROWS ? g->N - col : TROWS;
-                float *c = crow + col;
-                if (g->beta == 0.0f) {
-                    for (int64_t x = 0; x < n; x++) c[x] = src[x];
-                } else {
-                    for (int64_t x = 0; x < n; x++) c[x] = g->beta * c[x] + src[x];
                 }
             }
+            cout[at] = acc;
         }
 }
+
+/* c rows r0.. (nr of them), columns c0.. (nc <= 32) from a finished 32 x 32 block: c = acc (beta 0: old
+ * c never read) or c = beta c + acc (multiply, then add). The scalar definition and the vector one. */
+static void write_out_scalar(const ampci_gemm *g, const float *acc, int64_t r0, int64_t c0, int nr, int nc) {
+    for (int r = 0; r < nr; r++) {
+        float *c = g->c + (r0 + r) * g->ldc + c0;
+        const float *src = acc + r * CB;
+        if (g->beta == 0.0f) {
+            for (int x = 0; x < nc; x++) c[x] = src[x];
+        } else {
+            for (int x = 0; x < nc; x++) c[x] = g->beta * c[x] + src[x];
+        }
+    }
+}
+
+AMX_VECTOR_BEGIN
+/* write_out_scalar in 16 lanes: masked loads and stores at the right edge, beta tested once per block */
+static void write_out_vector(const ampci_gemm *g, const float *acc, int64_t r0, int64_t c0, int nr, int nc) {
+    const __mmask16 m0 = m16(nc), m1 = m16(nc - 16);
+    float *c = g->c + r0 * g->ldc + c0;
+    if (g->beta == 0.0f) {
+        for (int r = 0; r < nr; r++, c += g->ldc, acc += CB) {
+            _mm512_mask_storeu_ps(c, m0, _mm512_load_ps(acc));
+            _mm512_mask_storeu_ps(c + 16, m1, _mm512_load_ps(acc + 16));
+        }
+        return;
+    }
+    const __m512 vb = _mm512_set1_ps(g->beta);
+    for (int r = 0; r < nr; r++, c += g->ldc, acc += CB) {
+        __m512 x0 = _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m0, c)),
+               x1 = _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m1, c + 16));
+        _mm512_mask_storeu_ps(c, m0, _mm512_add_ps(x0, _mm512_load_ps(acc)));
+        _mm512_mask_storeu_ps(c + 16, m1, _mm512_add_ps(x1, _mm512_load_ps(acc + 16)));
+    }
+}
+AMX_VECTOR_END
 
 /* ------------------------------------------------------------------------------------------------
  * The driver
@@ -226,13 +276,14 @@ typedef struct ajob {
     int parts, passes;
     int64_t KC, nkb, ktf; /* K elements per block, blocks, k-steps per full block */
     int64_t kt_total;     /* k-steps over all of K */
+    const pack_fn (*pack)[2];
     /* the current chunk of columns, from jc0: ngc column groups of packed op(b) */
     int64_t jc0, ngc;
     uint16_t *bp; /* [pc][group][kt(pc)][parts][TWORDS] */
     bool *bflag;  /* [pc][group]: the panel holds a special value */
     /* tasks: mb x nb blocks of gs row groups by hs column groups */
     int64_t ngr, gs, mb, hs, nb;
-    unsigned char *slots; /* nslots scratch slots of slot_bytes: A block, A flags, C buffer */
+    unsigned char *slots; /* nslots scratch slots of slot_bytes: A panel, A flags, C buffer */
     size_t slot_bytes, a_bytes, f_bytes;
     atomic_int *busy;
     int nslots;
@@ -241,13 +292,13 @@ typedef struct ajob {
 AI int64_t block_kc(const ajob *j, int64_t pc) { return pc + 1 < j->nkb ? j->KC : j->g->K - pc * j->KC; }
 AI size_t group_words(const ajob *j, int64_t kt) { return (size_t)(kt * j->parts) * TWORDS; }
 
-/* Where the K-block pc of op(a) rows from row (or of op(b) columns from col) starts, as a pack source. */
+/* Where the K-block pc of op(a) rows from row (or of op(b) columns from col) starts, as a pack source
+ * (nx: the rows or columns from there). */
 static pack_src src_a(const ajob *j, int64_t row, int64_t pc) {
     const ampci_gemm *g = j->g;
     int64_t k0 = pc * j->KC;
     size_t es = kind_size(j->kd);
-    pack_src s = {(const unsigned char *)g->a, g->ta ? 1 : g->lda, g->ta ? g->lda : 1, min64(TROWS, g->M - row),
-                  block_kc(j, pc)};
+    pack_src s = {(const unsigned char *)g->a, g->ta ? 1 : g->lda, g->ta ? g->lda : 1, g->M - row, block_kc(j, pc)};
     s.base += (size_t)(row * s.sx + k0 * s.sk) * es;
     return s;
 }
@@ -255,8 +306,7 @@ static pack_src src_b(const ajob *j, int64_t col, int64_t pc) {
     const ampci_gemm *g = j->g;
     int64_t k0 = pc * j->KC;
     size_t es = kind_size(j->kd);
-    pack_src s = {(const unsigned char *)g->b, g->tb ? g->ldb : 1, g->tb ? 1 : g->ldb, min64(TROWS, g->N - col),
-                  block_kc(j, pc)};
+    pack_src s = {(const unsigned char *)g->b, g->tb ? g->ldb : 1, g->tb ? 1 : g->ldb, g->N - col, block_kc(j, pc)};
     s.base += (size_t)(col * s.sx + k0 * s.sk) * es;
     return s;
 }
@@ -270,50 +320,68 @@ static void pack_b_range(void *arg, int64_t i0, int64_t i1, int64_t chunk) {
         int64_t pc = it / nitems, h0 = it % nitems * BGROUP, h1 = min64(h0 + BGROUP, j->ngc);
         int64_t kt = ceil_div(block_kc(j, pc), TK);
         uint16_t *blk = j->bp + group_words(j, j->ktf) * (size_t)(pc * j->ngc);
-        for (int64_t h = h0; h < h1; h++) {
-            pack_src s = src_b(j, j->jc0 + h * TROWS, pc);
-            j->bflag[pc * j->ngc + h] = g_pack_group[j->kd][1](&s, kt, blk + group_words(j, kt) * (size_t)h);
-        }
+        pack_src s = src_b(j, j->jc0 + h0 * TROWS, pc);
+        j->pack[j->kd][1](&s, h1 - h0, kt, blk + group_words(j, kt) * (size_t)h0, group_words(j, kt),
+                          j->bflag + pc * j->ngc + h0, 1);
+    }
+}
+
+/* A task's A panel: row groups [g0, g1) over all K-blocks, group by group (group gi's block pc at
+ * (gi - g0) * group_words(kt_total) + pc * group_words(ktf)), with a flag per group and block. */
+static void pack_a_panel(const ajob *j, int64_t g0, int64_t g1, uint16_t *ab, bool *aflag) {
+    for (int64_t pc = 0; pc < j->nkb; pc++) {
+        pack_src s = src_a(j, g0 * TROWS, pc);
+        j->pack[j->kd][0](&s, g1 - g0, ceil_div(s.kc, TK), ab + group_words(j, j->ktf) * (size_t)pc,
+                          group_words(j, j->kt_total), aflag + pc, (size_t)j->nkb);
     }
 }
 
 /* One micro-tile, rows from row and columns from col (ng, nh groups), over K-block pc of kt k-steps: the
- * tile path, or the exact one when a panel is special. cb holds its accumulators between K-blocks (NULL
- * with a single K-block); after the last one the block goes to c. */
+ * tile path, or the exact one when a panel is special. cb (32 x 32) holds its accumulators between
+ * K-blocks; after the last one the block goes to c: straight from the tiles when it is whole and beta is
+ * 0, else through a buffer and the write-out. */
 static void micro_tile(const ajob *j, int64_t pc, int64_t kt, const uint16_t *const a[2], int ng,
                        const uint16_t *const b[2], int nh, bool special, float *cb, int64_t row, int64_t col) {
-    _Alignas(64) float last[4 * CT];
+    const ampci_gemm *g = j->g;
+    _Alignas(64) float last[32 * CB];
     bool final = pc + 1 == j->nkb;
     const float *cin = pc > 0 ? cb : NULL;
+    int nr = (int)min64(32, g->M - row), nc = (int)min64(32, g->N - col);
+    if (final && !special && g->beta == 0.0f && nr == 32 && nc == 32) {
+        g_ukr[j->passes == 3][1][1](kt, a[0], a[1], b[0], b[1], cin, g->c + row * g->ldc + col, g->ldc);
+        return;
+    }
     float *cout = final ? last : cb;
     if (special) ukr_exact(ng, nh, j->passes, kt, a, b, cin, cout);
-    else g_ukr[j->passes == 3][ng - 1][nh - 1](kt, a[0], a[1], b[0], b[1], cin, cout);
-    if (final) write_out(j->g, last, row, col, ng, nh);
+    else g_ukr[j->passes == 3][ng - 1][nh - 1](kt, a[0], a[1], b[0], b[1], cin, cout, CB);
+    if (!final) return;
+    if (AMX_VECTOR) write_out_vector(g, last, row, col, nr, nc);
+    else write_out_scalar(g, last, row, col, nr, nc);
 }
 
-/* Task t: row groups [g0, g1) by column groups [h0, h1) of the chunk, all of K. For each K-block: pack the
- * A block, then for each 32-column B sliver (L1), for each 32-row A sliver (L2), one micro-tile. */
+/* Task t: row groups [g0, g1) by column groups [h0, h1) of the chunk, all of K. Packs the A panel, then
+ * for each 32-column B sliver, for each K-block (the sliver's block stays in L1), for each 32-row A
+ * sliver (streamed from L2), one micro-tile; a sliver's accumulators wait in cbuf between K-blocks. */
 static void run_task(const ajob *j, int64_t t, uint16_t *ab, bool *aflag, float *cbuf) {
     int64_t g0 = t / j->nb * j->gs, g1 = min64(g0 + j->gs, j->ngr);
     int64_t h0 = t % j->nb * j->hs, h1 = min64(h0 + j->hs, j->ngc);
-    int64_t nmh = ceil_div(h1 - h0, 2);
-    for (int64_t pc = 0; pc < j->nkb; pc++) {
-        int64_t kt = ceil_div(block_kc(j, pc), TK);
-        size_t gw = group_words(j, kt);
-        for (int64_t gi = g0; gi < g1; gi++) {
-            pack_src s = src_a(j, gi * TROWS, pc);
-            aflag[gi - g0] = g_pack_group[j->kd][0](&s, kt, ab + gw * (size_t)(gi - g0));
-        }
-        const uint16_t *bblk = j->bp + group_words(j, j->ktf) * (size_t)(pc * j->ngc);
-        const bool *bfl = j->bflag + pc * j->ngc;
-        for (int64_t h = h0; h < h1; h += 2) {
-            int nh = h + 1 < h1 ? 2 : 1;
+    size_t gwt = group_words(j, j->kt_total), gwf = group_words(j, j->ktf);
+    pack_a_panel(j, g0, g1, ab, aflag);
+    for (int64_t h = h0; h < h1; h += 2) {
+        int nh = h + 1 < h1 ? 2 : 1;
+        for (int64_t pc = 0; pc < j->nkb; pc++) {
+            int64_t kt = ceil_div(block_kc(j, pc), TK);
+            size_t gw = group_words(j, kt);
+            const uint16_t *bblk = j->bp + gwf * (size_t)(pc * j->ngc);
+            const bool *bfl = j->bflag + pc * j->ngc;
             const uint16_t *b[2] = {bblk + gw * (size_t)h, bblk + gw * (size_t)(h + nh - 1)};
             for (int64_t gi = g0; gi < g1; gi += 2) {
                 int ng = gi + 1 < g1 ? 2 : 1;
-                const uint16_t *a[2] = {ab + gw * (size_t)(gi - g0), ab + gw * (size_t)(gi - g0 + ng - 1)};
-                bool special = bfl[h] || bfl[h + nh - 1] || aflag[gi - g0] || aflag[gi - g0 + ng - 1];
-                float *cb = j->nkb > 1 ? cbuf + (size_t)((gi - g0) / 2 * nmh + (h - h0) / 2) * 4 * CT : NULL;
+                int64_t i0 = gi - g0, i1 = i0 + ng - 1;
+                const uint16_t *a[2] = {ab + gwt * (size_t)i0 + gwf * (size_t)pc,
+                                        ab + gwt * (size_t)i1 + gwf * (size_t)pc};
+                bool special = bfl[h] || bfl[h + nh - 1] || aflag[i0 * j->nkb + pc] || aflag[i1 * j->nkb + pc];
+                float *cb = cbuf + (size_t)(i0 / 2) * 32 * CB;
                 micro_tile(j, pc, kt, a, ng, b, nh, special, cb, gi * TROWS, j->jc0 + h * TROWS);
             }
         }
@@ -334,10 +402,11 @@ static void compute_range(void *arg, int64_t t0, int64_t t1, int64_t chunk) {
 
 static size_t round64(size_t n) { return (n + 63) / 64 * 64; }
 
-/* Column chunks and the task cut: tiles of at most MS_MAX x NS_MAX groups; with threads, the count is
- * raised to a multiple of the thread count, preferably by cutting M (each column cut packs A once more).
- * Micro-tiles pair groups from a task's first one, so block sizes are kept even. None of this changes
- * the arithmetic. Returns the column groups per chunk. */
+/* Column chunks and the task cut. A task takes gs row groups (as many as its A panel budget allows, at
+ * most MS_MAX) and, serially, all columns of the chunk; with threads the count is raised to a multiple
+ * of the thread count by cutting M (each column cut packs an A panel once more), or N where M has too
+ * few row groups. Micro-tiles pair groups from a task's first one, so block sizes are kept even. None
+ * of this changes the arithmetic. Returns the column groups per chunk. */
 static int64_t plan(ajob *j, int threads, bool serial) {
     const ampci_gemm *g = j->g;
     int64_t ngc_all = ceil_div(g->N, TROWS);
@@ -346,12 +415,14 @@ static int64_t plan(ajob *j, int threads, bool serial) {
     per_chunk = per_chunk < 2 ? 2 : per_chunk / 2 * 2;
     int64_t nchunks = ceil_div(ngc_all, per_chunk);
     int64_t ngc_chunk = ceil_div(ceil_div(ngc_all, nchunks), 2) * 2;
+    int64_t gs_max = (int64_t)(g_apanel_max_bytes / group_bytes) / 2 * 2;
+    gs_max = gs_max < 2 ? 2 : gs_max > MS_MAX ? MS_MAX : gs_max;
     j->ngr = ceil_div(g->M, TROWS);
-    j->mb = ceil_div(j->ngr, MS_MAX);
-    int64_t nb = ceil_div(ngc_chunk, NS_MAX);
+    j->mb = ceil_div(j->ngr, gs_max);
+    int64_t nb = 1;
     if (!serial) {
-        if (j->ngr >= 4 * threads) j->mb = ceil_div(j->mb, threads) * threads;
-        else nb = ceil_div(nb, threads) * threads;
+        if (j->ngr >= 2 * threads) j->mb = ceil_div(j->mb, threads) * threads;
+        else nb = threads;
     }
     j->gs = ceil_div(ceil_div(j->ngr, j->mb), 2) * 2;
     j->mb = ceil_div(j->ngr, j->gs);
@@ -359,14 +430,15 @@ static int64_t plan(ajob *j, int threads, bool serial) {
     return ngc_chunk;
 }
 
-/* One allocation for the call's scratch: the packed op(b) chunk and its flags, then per slot an A block,
- * its flags and (more than one K-block) a task's C buffer, then the slot flags. */
+/* One allocation for the call's scratch: the packed op(b) chunk and its flags, then per slot an A panel,
+ * its flags and (more than one K-block) the accumulators of one B sliver's micro-tiles, then the slot
+ * flags. */
 static unsigned char *alloc_scratch(ampc_ctx *ctx, ajob *j, int64_t ngc_chunk, const char *what, size_t *bytes) {
     size_t bwords = group_words(j, j->kt_total) * (size_t)ngc_chunk;
     size_t bflags = round64((size_t)(j->nkb * ngc_chunk));
-    j->a_bytes = round64(group_words(j, j->ktf) * (size_t)j->gs * sizeof(uint16_t));
-    j->f_bytes = round64((size_t)j->gs);
-    size_t c_bytes = j->nkb > 1 ? (size_t)(j->gs / 2 * ceil_div(j->hs, 2)) * 4 * CT * sizeof(float) : 0;
+    j->a_bytes = round64(group_words(j, j->kt_total) * (size_t)j->gs * sizeof(uint16_t));
+    j->f_bytes = round64((size_t)(j->gs * j->nkb));
+    size_t c_bytes = j->nkb > 1 ? (size_t)(j->gs / 2) * 32 * CB * sizeof(float) : 0;
     j->slot_bytes = j->a_bytes + j->f_bytes + c_bytes;
     *bytes = bwords * sizeof(uint16_t) + bflags + j->slot_bytes * (size_t)j->nslots +
              (size_t)j->nslots * sizeof(atomic_int);
@@ -386,7 +458,7 @@ static ampc_status gemm_amx(ampc_ctx *ctx, const ampci_gemm *g, akind kd, const 
         gemm_scale_c(g);
         return AMPC_OK;
     }
-    ajob j = {.g = g, .kd = kd, .parts = kind_parts(kd)};
+    ajob j = {.g = g, .kd = kd, .parts = kind_parts(kd), .pack = AMX_PACKERS};
     j.passes = j.parts == 2 ? 3 : 1;
     j.KC = j.parts == 2 ? KC_TWO : KC_ONE;
     j.nkb = ceil_div(g->K, j.KC);
@@ -421,6 +493,55 @@ static ampc_status gemm_amx(ampc_ctx *ctx, const ampci_gemm *g, akind kd, const 
     ampci_free(ctx, mem, bytes);
     return AMPC_OK;
 }
+
+#ifndef AMPCI_AMX_EMULATE
+/* ------------------------------------------------------------------------------------------------
+ * The packing alone, for `ampc bench gemm`: all of op(a) or op(b), every K-block, into the B chunk's
+ * layout ([pc][group][kt][parts][TWORDS]), then the flags.
+ * ---------------------------------------------------------------------------------------------- */
+
+static ajob pack_job(const ampci_gemm *g, akind kd) {
+    ajob j = {.g = g, .kd = kd, .parts = kind_parts(kd), .pack = AMX_PACKERS};
+    j.KC = j.parts == 2 ? KC_TWO : KC_ONE;
+    j.nkb = ceil_div(g->K, j.KC);
+    j.ktf = ceil_div(min64(g->K, j.KC), TK);
+    j.kt_total = (j.nkb - 1) * j.ktf + ceil_div(block_kc(&j, j.nkb - 1), TK);
+    return j;
+}
+static size_t packed_whole(const ampci_gemm *g, bool is_b, akind kd) {
+    ajob j = pack_job(g, kd);
+    return group_words(&j, j.kt_total) * (size_t)ceil_div(is_b ? g->N : g->M, TROWS) * sizeof(uint16_t);
+}
+static size_t bytes_whole(const ampci_gemm *g, bool is_b, akind kd) {
+    ajob j = pack_job(g, kd);
+    return packed_whole(g, is_b, kd) + (size_t)(j.nkb * ceil_div(is_b ? g->N : g->M, TROWS));
+}
+static void pack_whole(const ampci_gemm *g, bool is_b, akind kd, void *scratch) {
+    ajob j = pack_job(g, kd);
+    int64_t ng = ceil_div(is_b ? g->N : g->M, TROWS);
+    uint16_t *dst = scratch;
+    bool *flag = (bool *)((unsigned char *)scratch + packed_whole(g, is_b, kd));
+    for (int64_t pc = 0; pc < j.nkb; pc++) {
+        int64_t kt = ceil_div(block_kc(&j, pc), TK);
+        pack_src s = is_b ? src_b(&j, 0, pc) : src_a(&j, 0, pc);
+        j.pack[kd][is_b](&s, ng, kt, dst + group_words(&j, j.ktf) * (size_t)(pc * ng), group_words(&j, kt),
+                         flag + pc * ng, 1);
+    }
+}
+AMPCI_DEF_PACKER(AK_BF16, bf16)
+AMPCI_DEF_PACKER(AK_F16X3, f16x3)
+AMPCI_DEF_PACKER(AK_F32X1, f32x1)
+AMPCI_DEF_PACKER(AK_F32X3, f32x3)
+#define PACKER(name, dt, tag)                                                                                          \
+    { name, dt, AMPC_CPU_FEATURE_COUNT, bytes_##tag, packed_##tag, pack_##tag }
+const ampci_gemm_packer ampci_gemm_packers_amx[] = {
+    PACKER("amx bf16", AMPC_DTYPE_BF16, bf16),
+    PACKER("amx f16 as bf16 hi + lo", AMPC_DTYPE_F16, f16x3),
+    PACKER("amx f32 as bf16 hi", AMPC_DTYPE_F32, f32x1),
+    PACKER("amx f32 as bf16 hi + lo", AMPC_DTYPE_F32, f32x3),
+};
+const size_t ampci_gemm_packers_amx_count = sizeof ampci_gemm_packers_amx / sizeof ampci_gemm_packers_amx[0];
+#endif
 
 /* The kernels' names; the emulated build (tests/test_amx.c) appends _emu, so it links next to the
  * library's, and registers its entries as emulations, runnable anywhere and never dispatched. */

@@ -2,7 +2,8 @@
  *
  * Structure (Goto/BLIS). op(b) is packed once per call (in column chunks of at most 8 MiB packed) into
  * K-blocks of KC x NR slivers, in parallel. The C chunk is then cut into tasks of whole tiles (at most
- * MS_MAX x NS_MAX slivers, i.e. 168 rows x 512 columns); a task packs its MC x KC block of op(a) into
+ * MS_MAX x ns_max() slivers, i.e. 168 rows x 512 columns per MiB of the core's L2); a task packs its MC x
+ * KC block of op(a) into
  * MR-row slivers (L2) and, for each K-block, for each NR-column sliver of B (L1), for each MR-row sliver
  * of A, runs the register-blocked micro-kernel. Packing handles all four ta/tb layouts (k-major sources
  * are copied a whole row segment at a time, k-contiguous ones through 16 x 16 register transposes),
@@ -48,6 +49,15 @@
  *     bound unless every product is itself near the F32 underflow threshold. The F32, F16 and widening
  *     BF16 kernels keep subnormal results.
  *
+ * Error bounds (one c element; u = 2^-24, gamma_n = n u / (1 - n u), S = sum_k |a_k| |b_k| of the exact
+ * inputs, D = |beta c| + S, L = min(K, KC) with KC = 384 (768 for vdpbf16ps, one FMA per element),
+ * B = ceil(K / KC) K-blocks; finite inputs, no overflow, no flushed sums): a product passes through at
+ * most L roundings in its block's chain, B adds into c and the beta step, so against the exact products
+ * of the operands (F16 and BF16 products are exact in F32; F32 ones are rounded once more, inside L):
+ *   F16 (widened; the F16 slot's avx512 candidate), BF16, F32:   gamma_{L+B+1} D
+ * E.g. K = 4096 (L = 384, B = 11): 2.4e-5 D. The AMX F16 candidate (gemm_amx.c) adds its dropped lo * lo
+ * term, 2^-16 S, to a bound of the same size; the ref one (gemm_ref.c) is gamma_{K+2} D.
+ *
  * Threads: B packing and the tasks go through ampc_parallel_for; each task takes one of `threads`
  * packing buffers for A (claimed with an atomic flag; which one never changes the arithmetic). Problems
  * below SERIAL_WORK multiply-adds run on the calling thread. Scratch: one ampci_alloc per call. */
@@ -61,11 +71,11 @@
 
 #define MR 14
 #define NR 32
-#define KC_F32 384                 /* K elements per block, F32 words (F32, F16, widened BF16) */
-#define KC_BF16 768                /* K elements per block for the vdpbf16ps path: 384 pair words, even */
-#define MS_MAX 12                  /* MR slivers per task (MC = 168 rows) */
-#define NS_MAX 16                  /* NR slivers per task (NT = 512 columns) */
-#define BGROUP 8                   /* NR slivers of op(b) packed together (rows read 256 elements at a time) */
+#define KC_F32 384  /* K elements per block, F32 words (F32, F16, widened BF16) */
+#define KC_BF16 768 /* K elements per block for the vdpbf16ps path: 384 pair words, even */
+#define MS_MAX 12   /* MR slivers per task (MC = 168 rows) */
+#define NS_MAX 16   /* NR slivers per task per MiB of L2 (NT = 512 columns on Zen 5's 1 MiB, 1024 on 2 MiB) */
+#define BGROUP 8    /* NR slivers of op(b) packed together (rows read 256 elements at a time) */
 #define BPACK_MAX_WORDS (2u << 20) /* packed op(b) per chunk: 8 MiB */
 /* ampc_parallel_for costs ~45 us per call on the 2-core KVM machine (a sleeping worker has to be woken),
  * as much as ~11M F32 multiply-adds: smaller problems (twice as large for vdpbf16ps, which runs at twice
@@ -538,6 +548,13 @@ static void compute_range(void *arg, int64_t t0, int64_t t1, int64_t chunk) {
     atomic_store(&j->busy[slot], 0);
 }
 
+/* NR slivers per task: a task's c block (MC x NT F32) stays in L2 across the K-blocks, and each column
+ * cut packs the task's A block once more, so NT grows with this core's L2 (none of it changes results). */
+static int64_t ns_max(void) {
+    int64_t mib = l2_kib() / 1024;
+    return NS_MAX * (mib < 1 ? 1 : mib > 4 ? 4 : mib);
+}
+
 static ampc_status gemm_avx512(ampc_ctx *ctx, const ampci_gemm *g, kind kd, const char *name) {
     if (g->M <= 0 || g->N <= 0) return AMPC_OK;
     if (g->K <= 0) {
@@ -558,7 +575,7 @@ static ampc_status gemm_avx512(ampc_ctx *ctx, const ampci_gemm *g, kind kd, cons
     int64_t nchunks = ceil_div(nsl_all, nsl_chunk);
     nsl_chunk = ceil_div(nsl_all, nchunks); /* even chunks */
 
-    /* tasks per chunk: tiles of at most MS_MAX x NS_MAX slivers; with threads, the count is raised to a
+    /* tasks per chunk: tiles of at most MS_MAX x ns_max() slivers; with threads, the count is raised to a
      * multiple of the thread count, preferably by cutting M (each column cut packs A once more). The cut
      * never changes the arithmetic. */
     double work = (double)g->M * (double)g->N * (double)g->K;
@@ -566,7 +583,7 @@ static ampc_status gemm_avx512(ampc_ctx *ctx, const ampci_gemm *g, kind kd, cons
     bool serial = threads <= 1 || work < SERIAL_WORK * (pair_kind(kd) ? 2 : 1); /* vdpbf16ps: twice the rate */
     j.msl = ceil_div(g->M, MR);
     j.mb = ceil_div(j.msl, MS_MAX);
-    int64_t nb = ceil_div(nsl_chunk, NS_MAX);
+    int64_t nb = ceil_div(nsl_chunk, ns_max());
     if (!serial) {
         if (j.msl >= 2 * threads) j.mb = ceil_div(j.mb, threads) * threads;
         else nb = ceil_div(nb, threads) * threads;
@@ -625,3 +642,65 @@ ampc_status ampc_k_gemm_bf16f32__avx512bf16(ampc_ctx *ctx, const ampci_gemm *g) 
 ampc_status ampc_k_gemm_f32_bf16x1__avx512bf16(ampc_ctx *ctx, const ampci_gemm *g) {
     return gemm_avx512(ctx, g, K_F32BF16DP, "gemm (avx512bf16 f32 as bf16x1) packed operands");
 }
+
+/* ------------------------------------------------------------------------------------------------
+ * The packing alone, for `ampc bench gemm`: all of op(a) or op(b), every K-block, in the kernel's pieces
+ * (A: MS_MAX slivers at a time as a task packs them, B: BGROUP slivers as pack_b_range does), laid out
+ * [pc][sliver][kp][W], then the subnormal flags.
+ * ---------------------------------------------------------------------------------------------- */
+
+static job pack_job(const ampci_gemm *g, kind kd) {
+    job j = {.g = g, .kd = kd, .es = kd == K_F32 || kd == K_F32BF16DP ? 4 : 2};
+    j.KC = pair_kind(kd) ? KC_BF16 : KC_F32;
+    j.nkb = ceil_div(g->K, j.KC);
+    j.kpf = block_kp(&j, g->K < j.KC ? g->K : j.KC);
+    return j;
+}
+static size_t packed_whole(const ampci_gemm *g, bool is_b, kind kd) {
+    job j = pack_job(g, kd);
+    int64_t W = is_b ? NR : MR, nsl = ceil_div(is_b ? g->N : g->M, W);
+    int64_t kp_total = (j.nkb - 1) * j.kpf + block_kp(&j, block_kc(&j, j.nkb - 1));
+    return (size_t)(kp_total * W * nsl) * 4;
+}
+static size_t bytes_whole(const ampci_gemm *g, bool is_b, kind kd) {
+    job j = pack_job(g, kd);
+    return packed_whole(g, is_b, kd) + (size_t)(j.nkb * ceil_div(is_b ? g->N : g->M, is_b ? NR : MR));
+}
+static void pack_whole(const ampci_gemm *g, bool is_b, kind kd, void *scratch) {
+    job j = pack_job(g, kd);
+    int64_t W = is_b ? NR : MR, nx = is_b ? g->N : g->M, nsl = ceil_div(nx, W), step = is_b ? BGROUP : MS_MAX;
+    bool kfirst = is_b ? !g->tb : g->ta; /* the source's rows run along x: k-rows */
+    int64_t ld = is_b ? g->ldb : g->lda;
+    const unsigned char *src = is_b ? g->b : g->a;
+    bool *sub = (bool *)((unsigned char *)scratch + packed_whole(g, is_b, kd));
+    for (int64_t pc = 0; pc < j.nkb; pc++) {
+        int64_t kc = block_kc(&j, pc), kp = block_kp(&j, kc), k0 = pc * j.KC;
+        uint32_t *dst = (uint32_t *)scratch + pc * j.kpf * nsl * W;
+        for (int64_t s0 = 0; s0 < nsl; s0 += step) {
+            int64_t n = nsl - s0 < step ? nsl - s0 : step, x0 = s0 * W;
+            bool *f = sub + pc * nsl + s0;
+            memset(f, 0, (size_t)n);
+            if (kfirst)
+                g_pack_k[kd][is_b](src + (size_t)(k0 * ld + x0) * j.es, ld, j.es, kc, nx - x0, n, kp * W,
+                                   dst + s0 * kp * W, f);
+            else
+                g_pack_x[kd][is_b](src + (size_t)(x0 * ld + k0) * j.es, ld, j.es, kc, nx - x0, n, kp * W,
+                                   dst + s0 * kp * W, f);
+        }
+    }
+}
+AMPCI_DEF_PACKER(K_F32, f32)
+AMPCI_DEF_PACKER(K_F16, f16)
+AMPCI_DEF_PACKER(K_BF16W, bf16w)
+AMPCI_DEF_PACKER(K_BF16DP, bf16dp)
+AMPCI_DEF_PACKER(K_F32BF16DP, f32bf16dp)
+#define PACKER(name, dt, need, tag)                                                                                    \
+    { name, dt, need, bytes_##tag, packed_##tag, pack_##tag }
+const ampci_gemm_packer ampci_gemm_packers_avx512[] = {
+    PACKER("avx512 f32", AMPC_DTYPE_F32, AMPC_CPU_FEATURE_COUNT, f32),
+    PACKER("avx512 f16 (widened)", AMPC_DTYPE_F16, AMPC_CPU_FEATURE_COUNT, f16),
+    PACKER("avx512 bf16 (widened)", AMPC_DTYPE_BF16, AMPC_CPU_FEATURE_COUNT, bf16w),
+    PACKER("avx512bf16 bf16 pairs", AMPC_DTYPE_BF16, AMPC_CPU_AVX512_BF16, bf16dp),
+    PACKER("avx512bf16 f32 as bf16 pairs", AMPC_DTYPE_F32, AMPC_CPU_AVX512_BF16, f32bf16dp),
+};
+const size_t ampci_gemm_packers_avx512_count = sizeof ampci_gemm_packers_avx512 / sizeof ampci_gemm_packers_avx512[0];

@@ -5,6 +5,7 @@
 #ifndef AMPC_KERNELS_AVX512_H
 #define AMPC_KERNELS_AVX512_H
 
+#include "../driver_util.h" /* ampci_gemm_packer */
 #include "../kernels.h"
 
 /* convert_avx512.c: dst from src */
@@ -14,6 +15,9 @@ AMPCI_HIDDEN ampci_cvt_kernel ampc_k_cvt_f16f32__avx512, ampc_k_cvt_f32f16__avx5
 /* gemm_avx512.c: by operand dtype (BF16: widened, or vdpbf16ps), and F32 as one BF16 pass */
 AMPCI_HIDDEN ampci_gemm_kernel ampc_k_gemm_f32f32__avx512, ampc_k_gemm_f16f32__avx512, ampc_k_gemm_bf16f32__avx512,
     ampc_k_gemm_bf16f32__avx512bf16, ampc_k_gemm_f32_bf16x1__avx512bf16;
+/* ...and their packing on its own, which `ampc bench gemm` times (driver_util.h) */
+extern AMPCI_HIDDEN const ampci_gemm_packer ampci_gemm_packers_avx512[];
+extern AMPCI_HIDDEN const size_t ampci_gemm_packers_avx512_count;
 
 /* eltwise_avx512.c: ampc_k_<op>_f32__avx512 and ampc_k_<op>_bw_f32__avx512 (every unary op),
  * ampc_k_<op>_f32__avx512 (binary) */
