@@ -10,13 +10,9 @@
 #include <unistd.h>
 
 static void usage(FILE *f) {
-    fprintf(f, "Usage: ampc bench gemm [--json] [--threads T] [--max N] [--no-gpt] [--no-pack]
-
-"
-               "Times every GEMM kernel ampc could choose at its kernel level, the one it runs for each row's
-"
-               "size class marked (F32, BF16, F16 and, where this CPU has them, the split-BF16 F32 kernels of
-"
+    fprintf(f, "Usage: ampc bench gemm [--json] [--threads T] [--max N] [--no-gpt] [--no-pack]\n\n"
+               "Times every GEMM kernel ampc could choose at its kernel level, the one it runs for each row's\n"
+               "size class marked (F32, BF16, F16 and, where this CPU has them, the split-BF16 F32 kernels of\n"
                "--fp32-matmul high/medium) on squares 256..N and on the GEMMs of the default GPT's training\n"
                "step (2048 tokens, d 384), and reports GFLOP/s and the fraction of this machine's peak for the\n"
                "unit each kernel runs on (AMX tiles, vdpbf16ps or F32 FMAs), measured first by tight\n"
