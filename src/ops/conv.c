@@ -1,10 +1,11 @@
 /* conv.c: 2-D convolution and max pooling over (N, C, H, W) inputs.
- * conv2d is im2row + one GEMM: every output pixel's input window is copied (in the input dtype, exactly)
- * into a row of col (N*OH*OW, C*KH*KW), and out^T = col W^T runs through the kernel table's GEMM in that
- * dtype with F32 accumulation; the bias is added in F32 and the result rounded once. The backward is the
- * usual pair: gx = col2im(gY^T W) per image, gW = sum over images of gY_n col_n (F32, image order), gb
- * the sum of gY in double. max_pool2d computes in F32 (a selection: exact), saves the argmax of every
- * window as an int32 plane index and routes the gradient there. */
+ * conv2d is im2row + GEMM: every output pixel's input window is copied (in the input dtype, exactly) into
+ * a row of col (N*OH*OW, C*KH*KW), and out^T = col W^T runs through the kernel table's GEMM in that dtype
+ * with F32 accumulation; the bias is added in F32, the result rounded once and transposed into the output
+ * planes. The work goes a chunk of images at a time (chunk_images), which changes no bit. The backward is
+ * the usual pair: gx = col2im(gY^T W), gW = sum over images of gY_n col_n (F32, image order), gb the sum of
+ * gY in double. max_pool2d computes in F32 (a selection: exact; 16-bit planes are staged through the F32
+ * kernels), saves the argmax of every window as an int32 plane index and routes the gradient there. */
 #include "ops.h"
 
 #include <string.h>
