@@ -155,6 +155,7 @@ AMPCI_ROW_BODY(bias_grad_run, bias_grad, j, o0, o1, chunk) {
                         ampci_convert_with(j->k, stage[k], AMPC_DTYPE_F32, src, j->dt, (size_t)len);
                 }
                 for (int64_t p = 0; p < len; p++)
+#pragma GCC unroll 8
                     for (int k = 0; k < 8; k++) s[k] += row[k][p];
             }
         for (int k = 0; k < 8 && oa + k < o1; k++) j->gb[oa + k] = (float)s[k];
