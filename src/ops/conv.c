@@ -66,14 +66,15 @@ static void im2row(ampc_ctx *ctx, ampc_dtype dt, void *col, const void *x, const
                         &(conv_rows){.g = g, .im2col = ctx->kernels->im2col[dt], .col = col, .x = x});
 }
 
-/* Images are processed a chunk at a time, so that a chunk's column matrix (CHUNK_BYTES at most, one image
- * at least) is still in cache when its GEMM reads it, while the chunk's GEMM stays large enough to be
- * spread over the threads. The chunks depend only on the sizes, and so does every result: a GEMM
- * computes each element of c from its row of op(a) and column of op(b) alone. */
+/* Images are processed a chunk at a time, so that a chunk's buffers (CHUNK_BYTES at most, one image at
+ * least: the column matrix and what the step makes from it) are still in cache when the next pass reads
+ * them, while the chunk's GEMM stays large enough to be spread over the threads. The chunks depend only on
+ * the sizes, and so does every result: a GEMM computes each element of c from its row of op(a) and column
+ * of op(b) alone. pixel_bytes: the buffers' bytes per output pixel. */
 #define CHUNK_BYTES ((int64_t)2 << 20)
 
-static int64_t chunk_images(const ampci_conv_geom *g, ampc_dtype dt) {
-    int64_t per_image = g->OH * g->OW * g->C * g->KH * g->KW * (int64_t)ampc_dtype_size(dt), k = 1;
+static int64_t chunk_images(const ampci_conv_geom *g, int64_t pixel_bytes) {
+    int64_t per_image = g->OH * g->OW * pixel_bytes, k = 1;
     if (per_image > 0 && per_image < CHUNK_BYTES) k = CHUNK_BYTES / per_image;
     return k < g->N ? k : (g->N > 0 ? g->N : 1);
 }
@@ -191,8 +192,9 @@ AMPCI_ROW_BODY(chan_run, chan_rows, j, o0, o1, chunk) {
 static ampc_status conv_grad_x(ampci_node *n, const conv_saved *sv, const void *gy, ampc_dtype dt) {
     ampc_ctx *ctx = n->ctx;
     const ampci_conv_geom *g = &sv->g;
-    int64_t ohw = g->OH * g->OW, ckk = g->C * g->KH * g->KW, chw = g->C * g->H * g->W, kc = chunk_images(g, dt);
+    int64_t ohw = g->OH * g->OW, ckk = g->C * g->KH * g->KW, chw = g->C * g->H * g->W;
     size_t es = ampc_dtype_size(dt);
+    int64_t kc = chunk_images(g, ckk * 4 + sv->O * (int64_t)es); /* gcol, gyt */
     float *gcol = ampci_scratch(ctx, n->op, kc * ohw * ckk), *gx = ampci_scratch(ctx, n->op, g->N * chw);
     void *gyt = ampci_step_alloc(ctx, (size_t)(kc * sv->O * ohw > 0 ? kc * sv->O * ohw : 1) * es, n->op);
     if (!gcol || !gx || !gyt) return ampc_last_status();
@@ -215,7 +217,7 @@ static ampc_status conv_grad_x(ampci_node *n, const conv_saved *sv, const void *
 static ampc_status conv_grad_w(ampci_node *n, const conv_saved *sv, const void *gy, ampc_dtype dt) {
     ampc_ctx *ctx = n->ctx;
     const ampci_conv_geom *g = &sv->g;
-    int64_t ohw = g->OH * g->OW, ckk = g->C * g->KH * g->KW, kc = chunk_images(g, dt);
+    int64_t ohw = g->OH * g->OW, ckk = g->C * g->KH * g->KW, kc = chunk_images(g, ckk * (int64_t)ampc_dtype_size(dt));
     void *col = ampci_step_alloc(ctx, (size_t)(kc * ohw * ckk > 0 ? kc * ohw * ckk : 1) * ampc_dtype_size(dt), n->op);
     float *gw = ampci_zeros(ctx, n->op, sv->O * ckk);
     if (!col || !gw) return ampc_last_status();
@@ -264,8 +266,10 @@ static ampc_status conv_backward(ampci_node *n, const ampc_tensor *gout) {
 static ampc_status conv_forward(ampc_ctx *ctx, const char *op, const conv_saved *sv, ampc_dtype dt, const float *bias,
                                 void *y) {
     const ampci_conv_geom *g = &sv->g;
-    int64_t ohw = g->OH * g->OW, ckk = g->C * g->KH * g->KW, kc = chunk_images(g, dt), rows = kc * ohw;
     size_t es = ampc_dtype_size(dt);
+    int64_t ohw = g->OH * g->OW, ckk = g->C * g->KH * g->KW;
+    int64_t yd_bytes = dt == AMPC_DTYPE_F32 ? 0 : sv->O * (int64_t)es;                       /* F32: yd is yt */
+    int64_t kc = chunk_images(g, ckk * (int64_t)es + sv->O * 4 + yd_bytes), rows = kc * ohw; /* col, yt, yd */
     void *col = ampci_step_alloc(ctx, (size_t)(rows * ckk > 0 ? rows * ckk : 1) * es, op);
     float *yt = ampci_scratch(ctx, op, rows * sv->O);
     void *yd = dt == AMPC_DTYPE_F32 ? yt
