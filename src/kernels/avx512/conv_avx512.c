@@ -5,8 +5,8 @@
  * output rows ascending, pixel blocks ascending and kw descending, so that every input element receives
  * its terms in ref's order (output pixels ascending) and the sums are ref's bits; max pooling forward
  * applies ref's rule lane by lane (padding skipped, strictly greater replaces, NaN always replaces);
- * its backward scatters 0 + gy to the argmax where windows cannot overlap (one term per element, ref's
- * one addition) and runs ref's loop where they can. */
+ * its backward writes each row once where the windows tile the plane (0 + gy at the argmax, ref's one
+ * addition, +0 elsewhere) and runs ref's loop otherwise. */
 #include "kernels_avx512.h"
 #include "simd_avx512.h"
 
@@ -201,17 +201,19 @@ static void col2im_image(float *gx, const float *gcol, const ampci_conv_geom *g,
             for (int64_t j1 = c1 * kk, j0; j1 > c0 * kk; j1 = j0) {
                 j0 = j1 - chunk > c0 * kk ? j1 - chunk : c0 * kk;
                 gather_cols(buf, gcol + ((n * g->OH + oh) * g->OW + ow0) * ckk, ckk, np, j0, j1);
+                int64_t c = (j1 - 1) / kk, kh = (j1 - 1) % kk / KW, kw = (j1 - 1) % KW; /* of column j, descending */
                 for (int64_t j = j1 - 1; j >= j0;) {
-                    int64_t c = j / kk, kh = j % kk / KW, kw = j % KW, h = h0 + kh;
+                    int64_t h = h0 + kh;
                     float *row = gx + ((n * g->C + c) * H + h) * W;
-                    if (rows) {
+                    if (rows) { /* kw = KW - 1: the whole (c, kh) row of columns at once */
                         if (h >= 0 && h < H) add_row_s1(row, &S, &buf[j - KW + 1 - j0], KW, W);
-                        j -= KW;
-                        continue;
+                        j -= KW, kw = 0;
+                    } else {
+                        span s = span_at(&S, kw);
+                        if (h >= 0 && h < H && s.m) add_span(row, s, g->sw, _mm512_load_ps(buf[j - j0]));
+                        j--;
                     }
-                    span s = span_at(&S, kw);
-                    if (h >= 0 && h < H && s.m) add_span(row, s, g->sw, _mm512_load_ps(buf[j - j0]));
-                    j--;
+                    if (--kw < 0) kw = KW - 1, kh = kh ? kh - 1 : (c--, KH - 1);
                 }
             }
         }
@@ -268,24 +270,44 @@ void ampc_k_maxpool_f32__avx512(float *y, int32_t *arg, const float *x, const am
     }
 }
 
-/* gx: planes [p0, p1) of (N*C, H*W) written; gy, arg: (N*C, OH*OW) */
+/* Windows that tile the plane (stride = kernel, no padding, KW dividing 16): each row of gx is written
+ * once, 16 elements at a time; element w of row h takes 0 + gy of its window (h / KH, w / KW), ref's one
+ * addition, where that window's argmax is h*W + w, else +0 (as are the rows and columns no window covers). */
+static void pool_bw_tiles(float *plane, const float *gp, const int32_t *ap, const ampci_conv_geom *g) {
+    const int shift = __builtin_ctzll((unsigned long long)g->KW); /* w / KW */
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i win = _mm512_srli_epi32(lane, shift);
+    for (int64_t h = 0, oh = 0, kh = 0; h < g->H; h++) {
+        float *row = plane + h * g->W;
+        const float *gr = gp + oh * g->OW;
+        const int32_t *ar = ap + oh * g->OW;
+        for (int64_t w0 = 0; w0 < g->W; w0 += BLK) {
+            __mmask16 mw = oh < g->OH ? m16(g->OW - (w0 >> shift)) : 0; /* the windows of these 16 elements */
+            __m512 gv = _mm512_maskz_loadu_ps(mw, gr + (w0 >> shift));
+            __m512i av = _mm512_mask_loadu_epi32(_mm512_set1_epi32(-1), mw, ar + (w0 >> shift));
+            __m512i pos = _mm512_add_epi32(_mm512_set1_epi32((int)(h * g->W + w0)), lane);
+            __mmask16 hit = _mm512_cmpeq_epi32_mask(_mm512_permutexvar_epi32(win, av), pos);
+            __m512 v = _mm512_maskz_add_ps(hit, _mm512_setzero_ps(), _mm512_permutexvar_ps(win, gv));
+            if (g->W - w0 >= BLK) _mm512_storeu_ps(row + w0, v);
+            else _mm512_mask_storeu_ps(row + w0, m16(g->W - w0), v);
+        }
+        if (++kh == g->KH) kh = 0, oh++;
+    }
+}
+
+/* gx: planes [p0, p1) of (N*C, H*W) written; gy, arg: (N*C, OH*OW). Tiling windows: pool_bw_tiles; else
+ * ref's loop (windows that overlap sum in output order). */
 void ampc_k_maxpool_bw_f32__avx512(float *gx, const float *gy, const int32_t *arg, const ampci_conv_geom *g, int64_t p0,
                                    int64_t p1) {
     int64_t ohw = g->OH * g->OW, hw = g->H * g->W;
-    bool disjoint = g->sh >= g->KH && g->sw >= g->KW; /* no element in two windows: distinct argmaxes */
-    memset(gx + p0 * hw, 0, (size_t)((p1 - p0) * hw) * sizeof *gx);
+    bool tiles = g->sh == g->KH && g->sw == g->KW && !g->ph && !g->pw && g->KW <= BLK && BLK % g->KW == 0;
     for (int64_t p = p0; p < p1; p++) {
         float *plane = gx + p * hw;
-        const float *gp = gy + p * ohw;
-        const int32_t *ap = arg + p * ohw;
-        if (!disjoint) {
-            for (int64_t o = 0; o < ohw; o++) plane[ap[o]] += gp[o];
+        if (tiles) {
+            pool_bw_tiles(plane, gy + p * ohw, arg + p * ohw, g);
             continue;
         }
-        for (int64_t o = 0; o < ohw; o += BLK) {
-            __mmask16 m = m16(ohw - o);
-            __m512 v = _mm512_add_ps(_mm512_setzero_ps(), _mm512_maskz_loadu_ps(m, gp + o)); /* ref's 0 + gy */
-            _mm512_mask_i32scatter_ps(plane, m, _mm512_maskz_loadu_epi32(m, ap + o), v, 4);
-        }
+        memset(plane, 0, (size_t)hw * sizeof *plane);
+        for (int64_t o = 0; o < ohw; o++) plane[arg[p * ohw + o]] += gy[p * ohw + o];
     }
 }
