@@ -98,33 +98,31 @@ typedef struct conv_saved {
     const void *x, *w; /* contiguous data (the inputs' or arena copies), their dtype */
 } conv_saved;
 
-/* Rows [r0, r1) of yt (N*OH*OW, O) F32 += bias (+0 without one, as y = yt + 0 always was), then rounded to
- * dt into yd (the same layout; yd is yt itself for F32). */
-typedef struct bias_rows {
+/* Images [i0, i1) of a chunk's output: their rows of yt (OH*OW, O) F32 + bias (+0 without one, as
+ * y = yt + 0 always was), rounded once to dt into yd (the same layout; yd is yt itself for F32), then
+ * transposed into their planes of y (O, OH*OW): im2row with a 1x1 window over yd read as OH*OW planes of
+ * one row of O is exactly that transpose (row o gathers element o of every plane), a plain copy. */
+typedef struct out_images {
     const struct ampc_kernels *k;
     float *yt;
-    void *yd;
+    void *yd, *y;
     const float *b;
-    int64_t O;
+    int64_t O, ohw;
     ampc_dtype dt;
-} bias_rows;
+} out_images;
 
-AMPCI_ROW_BODY(bias_run, bias_rows, j, r0, r1, chunk) {
-    for (int64_t r = r0; r < r1; r++) {
-        float *y = j->yt + r * j->O;
-        for (int64_t o = 0; o < j->O; o++) y[o] = y[o] + (j->b ? j->b[o] : 0.0f);
+AMPCI_ROW_BODY(out_run, out_images, j, i0, i1, chunk) {
+    size_t es = ampc_dtype_size(j->dt), n = (size_t)(j->ohw * j->O);
+    ampci_conv_geom t = {
+        .N = 1, .C = j->ohw, .H = 1, .W = j->O, .KH = 1, .KW = 1, .OH = 1, .OW = j->O, .sh = 1, .sw = 1};
+    for (int64_t i = i0; i < i1; i++) {
+        float *yt = j->yt + (size_t)i * n;
+        void *yd = j->dt == AMPC_DTYPE_F32 ? (void *)yt : (unsigned char *)j->yd + (size_t)i * n * es;
+        for (int64_t r = 0; r < j->ohw; r++)
+            for (int64_t o = 0; o < j->O; o++) yt[r * j->O + o] = yt[r * j->O + o] + (j->b ? j->b[o] : 0.0f);
+        if (j->dt != AMPC_DTYPE_F32) ampci_convert_with(j->k, yd, j->dt, yt, AMPC_DTYPE_F32, n);
+        j->k->im2col[j->dt]((unsigned char *)j->y + (size_t)i * n * es, yd, &t, 0, j->O);
     }
-    if (j->dt != AMPC_DTYPE_F32)
-        ampci_convert_with(j->k, (unsigned char *)j->yd + (size_t)(r0 * j->O) * ampc_dtype_size(j->dt), j->dt,
-                           j->yt + r0 * j->O, AMPC_DTYPE_F32, (size_t)((r1 - r0) * j->O));
-}
-
-/* y (N, O, OH*OW) in dt = yd (N*OH*OW, O) transposed per image: im2row with a 1x1 window over yd read
- * as N images of OH*OW planes of one row of O is exactly that transpose (row (n, o) gathers plane p's
- * element o for every p). A plain copy. */
-static void to_planes(ampc_ctx *ctx, ampc_dtype dt, void *y, const void *yd, int64_t N, int64_t O, int64_t ohw) {
-    ampci_conv_geom t = {.N = N, .C = ohw, .H = 1, .W = O, .KH = 1, .KW = 1, .OH = 1, .OW = O, .sh = 1, .sw = 1};
-    im2row(ctx, dt, y, yd, &t);
 }
 
 /* gb[o] = the sum of gy[i, o, p] over images i and pixels p, in double in (i, p) order; 8 channels at a
@@ -282,8 +280,9 @@ static ampc_status conv_forward(ampc_ctx *ctx, const char *op, const conv_saved 
         ampci_gemm m = {k * ohw, sv->O, ckk, col, ckk, false, sv->w, ckk, true, yt, sv->O, 0.0f}; /* yt = col W^T */
         ampc_status s = ampci_gemm_fn(ctx, dt)(ctx, &m);
         if (s != AMPC_OK) return s;
-        ampci_parallel_rows(ctx, k * ohw, sv->O, bias_run, &(bias_rows){ctx->kernels, yt, yd, bias, sv->O, dt});
-        to_planes(ctx, dt, (unsigned char *)y + (size_t)(n0 * sv->O * ohw) * es, yd, k, sv->O, ohw);
+        void *yc = (unsigned char *)y + (size_t)(n0 * sv->O * ohw) * es;
+        ampci_parallel_rows(ctx, k, ohw * sv->O, out_run,
+                            &(out_images){ctx->kernels, yt, yd, yc, bias, sv->O, ohw, dt});
     }
     if (yd != yt) ampci_step_free(ctx, yd);
     ampci_step_free(ctx, yt), ampci_step_free(ctx, col);
