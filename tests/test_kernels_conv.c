@@ -1,7 +1,7 @@
 /* test_kernels_conv.c: every entry of the kernel registry in the conv-family slots (im2col per dtype,
  * col2im, max pooling forward and backward) but ref's against its cell's ref entry, over window
  * geometries around a 16-lane vector (output widths 1, 7, 14, 15, 16, 17, 28, 33; odd planes; kernels 1
- * to 5 and one wider than 16 x 16; strides 1-3; padding 0 up to half the window; 1 to 40 channels, so
+ * to 5, one wider than 16 x 16 and one 65 wide; strides 1-3; padding 0 up to half the window; 1 to 40 channels, so
  * that C*KH*KW runs from 1 past 256 columns), with the row or plane range split in two calls as the ops
  * split it over threads (at a point inside an output row and inside an image), and guard bytes past
  * every output. A new entry of these slots is picked up here without edits; a slot that has only its ref
@@ -27,6 +27,7 @@ static const geom_case CASES[] = {
     {1, 2, 3, 18, 3, 3, 1, 1, 0, 0},  {1, 3, 5, 17, 1, 1, 1, 1, 0, 0},    {2, 40, 6, 5, 1, 1, 1, 1, 0, 0},
     {1, 2, 9, 40, 3, 3, 2, 2, 1, 1},  {1, 3, 7, 67, 3, 3, 2, 2, 1, 1},    {2, 2, 35, 34, 2, 2, 2, 2, 0, 0},
     {1, 2, 7, 33, 3, 3, 2, 2, 0, 1},  {1, 2, 18, 18, 17, 17, 1, 1, 8, 8}, {1, 29, 6, 9, 3, 3, 1, 1, 1, 1},
+    {2, 1, 3, 70, 1, 65, 1, 1, 0, 0},
 };
 #define NCASES (sizeof CASES / sizeof CASES[0])
 
