@@ -1,11 +1,11 @@
 /* test_kernels_conv.c: every entry of the kernel registry in the conv-family slots (im2col per dtype,
  * col2im, max pooling forward and backward) but ref's against its cell's ref entry, over window
  * geometries around a 16-lane vector (output widths 1, 7, 14, 15, 16, 17, 28, 33; odd planes; kernels 1
- * to 5, one wider than 16 x 16 and one 65 wide; strides 1-3; padding 0 up to half the window; 1 to 40 channels, so
- * that C*KH*KW runs from 1 past 256 columns), with the row or plane range split in two calls as the ops
- * split it over threads (at a point inside an output row and inside an image), and guard bytes past
- * every output. A new entry of these slots is picked up here without edits; a slot that has only its ref
- * entry runs that against itself, which still checks the range split and the guards. Every slot is
+ * to 5, one wider than 16 x 16 and one 65 wide; strides 1-3; padding 0 up to half the window; 1 to 40
+ * channels, so that C*KH*KW runs from 1 past 256 columns), with the row or plane range split in two calls
+ * as the ops split it over threads (at a point inside an output row and inside an image), and guard bytes
+ * past every output. A new entry of these slots is picked up here without edits; a slot that has only its
+ * ref entry runs that against itself, which still checks the range split and the guards. Every slot is
  * bit-identical to ref (kernels.h fixes the order of col2im's and max pooling backward's sums):
  *   im2col, max pooling forward: copies and comparisons (NaN wins as in ref, the first maximum wins ties,
  *     -0 against +0 too, the argmax with it);
