@@ -123,7 +123,8 @@ typedef struct ampci_conv_geom {
 typedef void ampci_im2col_kernel(void *col, const void *x, const ampci_conv_geom *g, int64_t r0, int64_t r1);
 typedef ampci_im2col_kernel *ampc_k_im2col_fn;
 /* The adjoint: planes [p0, p1) (plane = n*C + c) of gx (N, C, H, W) F32 are written (not accumulated) as
- * the sum of the gcol (N*OH*OW, C*KH*KW) F32 entries that im2row read from them, in a fixed order. */
+ * the sum of the gcol (N*OH*OW, C*KH*KW) F32 entries that im2row read from them, in ref's order: +0, then
+ * the entries in output pixel order (oh, then ow, ascending). Every entry gives the same bits. */
 typedef void ampci_col2im_kernel(float *gx, const float *gcol, const ampci_conv_geom *g, int64_t p0, int64_t p1);
 typedef ampci_col2im_kernel *ampc_k_col2im_fn;
 /* Max pooling of planes [p0, p1) (N*C planes of H*W): y (OH*OW per plane) = the window maxima (padding is
@@ -132,7 +133,8 @@ typedef ampci_col2im_kernel *ampc_k_col2im_fn;
 typedef void ampci_maxpool_kernel(float *y, int32_t *arg, const float *x, const ampci_conv_geom *g, int64_t p0,
                                   int64_t p1);
 typedef ampci_maxpool_kernel *ampc_k_maxpool_fn;
-/* planes [p0, p1) of gx (H*W each) written: gy routed to arg, overlapping windows summed in a fixed order. */
+/* planes [p0, p1) of gx (H*W each) written: +0, plus gy routed to arg in output order (overlapping windows
+ * summed so), as ref: every entry gives the same bits. */
 typedef void ampci_maxpool_bw_kernel(float *gx, const float *gy, const int32_t *arg, const ampci_conv_geom *g,
                                      int64_t p0, int64_t p1);
 typedef ampci_maxpool_bw_kernel *ampc_k_maxpool_bw_fn;

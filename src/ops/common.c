@@ -158,13 +158,19 @@ float *ampci_zeros(ampc_ctx *ctx, const char *op, int64_t n) {
     return p;
 }
 
+ampc_tensor *ampci_output(const char *op, ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape) {
+    int64_t n = ampci_shape_numel(op, ndim, shape);
+    void *data = n < 0 ? NULL : ampci_step_alloc(ctx, (size_t)(n > 0 ? n : 1) * ampc_dtype_size(dtype), op);
+    return data ? ampci_tensor_wrap(op, ctx, dtype, ndim, shape, data) : NULL;
+}
+
 ampc_tensor *ampci_result(const char *op, ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape, float *buf) {
     if (!buf) return NULL;
     ampc_tensor *t;
     if (dtype == AMPC_DTYPE_F32) {
         t = ampci_tensor_wrap(op, ctx, dtype, ndim, shape, buf);
     } else {
-        t = ampci_tensor_arena(op, ctx, dtype, ndim, shape);
+        t = ampci_output(op, ctx, dtype, ndim, shape);
         if (t)
             ampci_convert_with(ctx->kernels, ampci_tensor_ptr(t), dtype, buf, AMPC_DTYPE_F32, (size_t)ampci_numel(t));
         ampci_step_free(ctx, buf); /* the F32 values are dead once rounded */

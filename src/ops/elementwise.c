@@ -28,7 +28,7 @@ AMPCI_ROW_BODY(unary_run, unary_map, j, b, e, chunk) {
 /* The staged path for contiguous tensors of any dtype: each chunk converts a few thousand elements to
  * F32 on the stack, runs the kernel and rounds straight into the output's dtype, so no full-size F32
  * copy of x, y, the gradient or the result is ever made (a BF16 GELU backward over (B, T, 4D) would
- * otherwise hold four F32 copies of its input at once). */
+ * otherwise hold four F32 copies of its input at once). F32 tensors are read and written in place. */
 #define STAGE 1024
 
 typedef struct staged_map {
@@ -38,25 +38,25 @@ typedef struct staged_map {
     ampc_tensor *out;             /* y (forward) or gx (backward), contiguous */
 } staged_map;
 
-static void stage_in(const ampc_tensor *t, int64_t i, int64_t m, float *buf, const struct ampc_kernels *k) {
-    ampci_convert_with(k, buf, AMPC_DTYPE_F32, ampci_tensor_ptr(t) + (size_t)i * ampc_dtype_size(t->dtype), t->dtype,
-                       (size_t)m);
+/* Elements [i, i + m) of t as F32: t's own when it is F32, else converted into buf. */
+static const float *stage_in(const ampc_tensor *t, int64_t i, int64_t m, float *buf, const struct ampc_kernels *k) {
+    const unsigned char *src = ampci_tensor_ptr(t) + (size_t)i * ampc_dtype_size(t->dtype);
+    if (t->dtype == AMPC_DTYPE_F32) return (const float *)src;
+    ampci_convert_with(k, buf, AMPC_DTYPE_F32, src, t->dtype, (size_t)m);
+    return buf;
 }
 
 AMPCI_ROW_BODY(staged_run, staged_map, j, b, e, chunk) {
     float xs[STAGE], ys[STAGE], gs[STAGE], os[STAGE];
+    bool direct = j->out->dtype == AMPC_DTYPE_F32;
     for (int64_t i = b; i < e; i += STAGE) {
         int64_t m = e - i < STAGE ? e - i : STAGE;
-        stage_in(j->x, i, m, xs, j->k);
-        if (j->g) {
-            stage_in(j->y, i, m, ys, j->k);
-            stage_in(j->g, i, m, gs, j->k);
-            j->k->unary_bw[j->kind](os, gs, xs, ys, m);
-        } else {
-            j->k->unary[j->kind](os, xs, m);
-        }
-        ampci_convert_with(j->k, ampci_tensor_ptr(j->out) + (size_t)i * ampc_dtype_size(j->out->dtype), j->out->dtype,
-                           os, AMPC_DTYPE_F32, (size_t)m);
+        void *dst = ampci_tensor_ptr(j->out) + (size_t)i * ampc_dtype_size(j->out->dtype);
+        float *o = direct ? dst : os;
+        const float *x = stage_in(j->x, i, m, xs, j->k);
+        if (j->g) j->k->unary_bw[j->kind](o, stage_in(j->g, i, m, gs, j->k), x, stage_in(j->y, i, m, ys, j->k), m);
+        else j->k->unary[j->kind](o, x, m);
+        if (!direct) ampci_convert_with(j->k, dst, j->out->dtype, os, AMPC_DTYPE_F32, (size_t)m);
     }
 }
 
@@ -68,7 +68,7 @@ static ampc_status unary_backward(ampci_node *n, const ampc_tensor *gout) {
     ampc_tensor *x = n->in[0];
     const unary_saved *sv = n->saved;
     if (stageable(x, n->out, gout)) {
-        ampc_tensor *gx = ampci_tensor_arena(n->op, n->ctx, x->dtype, x->ndim, x->shape);
+        ampc_tensor *gx = ampci_output(n->op, n->ctx, x->dtype, x->ndim, x->shape);
         if (!gx) return ampc_last_status();
         ampci_parallel_rows(n->ctx, ampci_numel(x), 1, staged_run,
                             &(staged_map){n->ctx->kernels, sv->kind, x, n->out, gout, gx});
@@ -108,7 +108,7 @@ static ampc_tensor *unary(ampc_ctx *ctx, const ampc_tensor *x, ampci_unary kind)
     int64_t n = ampci_numel(x);
     ampc_tensor *out;
     if (stageable(x, NULL, NULL)) {
-        out = ampci_tensor_arena(op, ctx, x->dtype, x->ndim, x->shape);
+        out = ampci_output(op, ctx, x->dtype, x->ndim, x->shape);
         if (out) ampci_parallel_rows(ctx, n, 1, staged_run, &(staged_map){ctx->kernels, kind, x, NULL, NULL, out});
     } else {
         const float *xf = ampci_as_f32(op, x);

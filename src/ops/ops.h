@@ -87,6 +87,9 @@ AMPCI_HIDDEN void ampci_as_f32_done(const ampc_tensor *t, const float *f);
 /* n floats of uninitialised (or zeroed) arena scratch. */
 AMPCI_HIDDEN float *ampci_scratch(ampc_ctx *ctx, const char *op, int64_t n);
 AMPCI_HIDDEN float *ampci_zeros(ampc_ctx *ctx, const char *op, int64_t n);
+/* A contiguous arena tensor of dtype whose every element the caller will write: ampci_tensor_arena without
+ * its zero fill. NULL (error recorded) on failure. */
+AMPCI_HIDDEN ampc_tensor *ampci_output(const char *op, ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape);
 /* A contiguous arena tensor of dtype holding buf's values (buf itself for F32, else a rounded copy, and
  * then buf is released: the caller must not keep it). The epilogue checks it in anomaly mode. */
 AMPCI_HIDDEN ampc_tensor *ampci_result(const char *op, ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape,

@@ -56,6 +56,13 @@ const ampci_kernel ampci_kernels_avx512[] = {
     AMPCI_K_DT(SUMSQ, F32, ampc_k_sumsq_f32__avx512),
     AMPCI_K_DT(SUMSQ, F16, ampc_k_sumsq_f16__avx512),
     AMPCI_K_DT(SUMSQ, BF16, ampc_k_sumsq_bf16__avx512),
+
+    AMPCI_K_DT(IM2COL, F32, ampc_k_im2col_f32__avx512),
+    AMPCI_K_DT(IM2COL, F16, ampc_k_im2col_f16__avx512),
+    AMPCI_K_DT(IM2COL, BF16, ampc_k_im2col_bf16__avx512),
+    AMPCI_K(COL2IM, ampc_k_col2im_f32__avx512),
+    AMPCI_K(MAXPOOL, ampc_k_maxpool_f32__avx512),
+    AMPCI_K(MAXPOOL_BW, ampc_k_maxpool_bw_f32__avx512),
 };
 /* clang-format on */
 const size_t ampci_kernels_avx512_count = sizeof ampci_kernels_avx512 / sizeof ampci_kernels_avx512[0];

@@ -42,6 +42,12 @@ AMPCI_HIDDEN ampci_attention_bw_kernel ampc_k_attention_bw__avx512, ampc_k_atten
  * hook for its accuracy test. */
 AMPCI_HIDDEN void ampci_attn_exp_avx512(float *y, const float *x, int64_t n);
 
+/* conv_avx512.c: bit-identical to ref */
+AMPCI_HIDDEN ampci_im2col_kernel ampc_k_im2col_f32__avx512, ampc_k_im2col_f16__avx512, ampc_k_im2col_bf16__avx512;
+AMPCI_HIDDEN ampci_col2im_kernel ampc_k_col2im_f32__avx512;
+AMPCI_HIDDEN ampci_maxpool_kernel ampc_k_maxpool_f32__avx512;
+AMPCI_HIDDEN ampci_maxpool_bw_kernel ampc_k_maxpool_bw_f32__avx512;
+
 /* optim_avx512.c */
 AMPCI_HIDDEN ampci_sgd_kernel ampc_k_sgd_f32__avx512;
 AMPCI_HIDDEN ampci_adamw_kernel ampc_k_adamw_f32__avx512;

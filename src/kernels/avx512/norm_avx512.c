@@ -115,21 +115,35 @@ static void layernorm_colsums(float *gw, float *gb, const float *gy, const float
     }
 }
 
+/* Up to FUSE_COLS columns, the column sums of gw and gb are taken in the rows' first pass (their terms are
+ * computed there anyway), in stack accumulators; past it by layernorm_colsums, a pass of their own. Both
+ * add the same terms in the same order: the same bits. */
+#define FUSE_COLS 1024
+
 /* gx: (rows, cols); gw, gb: (cols) written when non-NULL; w: (cols) or NULL. Per row, with
  * xhat = (x - mean) rstd and g = gy w: gx = rstd ((g - mean(g)) - xhat mean(g xhat)). */
 void ampc_k_layernorm_bw_f32__avx512(float *gx, float *gw, float *gb, const float *gy, const float *x,
                                      const float *mean, const float *rstd, const float *w, int64_t rows, int64_t cols) {
-    if (gw || gb) layernorm_colsums(gw, gb, gy, x, mean, rstd, rows, cols);
+    __m512d acc[FUSE_COLS / 16][4]; /* per 16 columns: gw lanes 0-7, 8-15, gb lanes 0-7, 8-15 */
+    bool fuse = (gw || gb) && cols <= FUSE_COLS;
+    if ((gw || gb) && !fuse) layernorm_colsums(gw, gb, gy, x, mean, rstd, rows, cols);
+    for (int64_t c = 0; fuse && c < cols; c += 16)
+        acc[c / 16][0] = acc[c / 16][1] = acc[c / 16][2] = acc[c / 16][3] = _mm512_setzero_pd();
     for (int64_t r = 0; r < rows; r++) {
         const float *g = gy + r * cols, *xr = x + r * cols;
         __m512 m = VM_SET1(mean[r]), rs = VM_SET1(rstd[r]);
         __m512d sl = _mm512_setzero_pd(), sh = sl, tl = sl, th = sl;
         for (int64_t c = 0; c < cols; c += 16) {
             int64_t k = cols - c;
-            __m512 gc = w ? _mm512_mul_ps(vm_load(g + c, k), vm_load(w + c, k)) : vm_load(g + c, k);
+            __m512 gv = vm_load(g + c, k), gc = w ? _mm512_mul_ps(gv, vm_load(w + c, k)) : gv;
             __m512 xh = _mm512_mul_ps(_mm512_sub_ps(vm_load(xr + c, k), m), rs);
             vm_acc_pd(&sl, &sh, gc);
             vm_acc_prod_pd(&tl, &th, gc, _mm512_maskz_mov_ps(vm_mask16(k), xh));
+            if (fuse) {
+                __m512d *a = acc[c / 16];
+                vm_acc_prod_pd(&a[0], &a[1], gv, xh);
+                vm_acc_pd(&a[2], &a[3], gv);
+            }
         }
         __m512 mg = VM_SET1((float)(vm_sum_pd(sl, sh) / (double)cols));
         __m512 mgx = VM_SET1((float)(vm_sum_pd(tl, th) / (double)cols));
@@ -140,5 +154,10 @@ void ampc_k_layernorm_bw_f32__avx512(float *gx, float *gw, float *gb, const floa
             __m512 d = _mm512_sub_ps(_mm512_sub_ps(gc, mg), _mm512_mul_ps(xh, mgx));
             vm_store(gx + r * cols + c, _mm512_mul_ps(rs, d), k);
         }
+    }
+    for (int64_t c = 0; fuse && c < cols; c += 16) {
+        __m512d *a = acc[c / 16];
+        if (gw) vm_store(gw + c, vm_cvt_pd_ps(a[0], a[1]), cols - c);
+        if (gb) vm_store(gb + c, vm_cvt_pd_ps(a[2], a[3]), cols - c);
     }
 }
