@@ -81,7 +81,7 @@ static bool check(ampc_ctx *ctx, const slot *s) {
     float *c = malloc(sizeof(float) * M * N), *r = malloc(sizeof(float) * M * N);
     float *fa = malloc(sizeof(float) * M * K), *fb = malloc(sizeof(float) * K * N);
     bool ok = a && b && c && r && fa && fb;
-    ampci_gemm g = {M, N, K, a, K, false, b, N, false, c, N, 0.0f}, gr = g;
+    ampci_gemm g = {M, N, K, a, K, false, b, N, false, c, N, 0.0f, NULL, NULL, AMPC_DTYPE_F32}, gr = g;
     gr.c = r;
     ok = ok && s->e->fn.GEMM(ctx, &g) == AMPC_OK;
     ok = ok && ampci_kernel_ref(s->e)->fn.GEMM(ctx, &gr) == AMPC_OK; /* the cell's ref: split ones too */
@@ -113,7 +113,8 @@ static ampc_status time_one(ampc_ctx *ctx, const slot *s, const shape *sh, bench
     void *a = operand(ctx, s->e->dtype, sh->m * sh->k, 1), *b = operand(ctx, s->e->dtype, sh->k * sh->n, 2);
     float *c = bench_alloc((size_t)(sh->m * sh->n) * sizeof(float));
     if (!a || !b || !c) return bench_free(a), bench_free(b), bench_free(c), AMPC_STATUS_OOM;
-    ampci_gemm g = {sh->m, sh->n, sh->k, a, sh->ta ? sh->m : sh->k, sh->ta, b, sh->n, false, c, sh->n, 0.0f};
+    ampci_gemm g = {sh->m, sh->n, sh->k, a,    sh->ta ? sh->m : sh->k, sh->ta, b, sh->n, false, c,
+                    sh->n, 0.0f,  NULL,  NULL, AMPC_DTYPE_F32};
     gemm_job j = {ctx, s->e->fn.GEMM, g};
     row->t = bench_time(gemm_once, &j, &(bench_repeat){.min_runs = 3, .min_seconds = 0.2});
     row->gflops = 2.0 * (double)sh->m * (double)sh->n * (double)sh->k / row->t.median_s / 1e9;
@@ -176,7 +177,7 @@ static ampc_status time_pack(ampc_ctx *ctx, const ampci_gemm_packer *p, int whic
                              bench_pack_row *row) {
     bool is_b = which >= 2, t = which & 1;
     void *src = operand(ctx, p->dtype, S * S, 3);
-    ampci_gemm g = {S, S, S, src, S, !is_b && t, src, S, is_b && t, NULL, S, 0.0f};
+    ampci_gemm g = {S, S, S, src, S, !is_b && t, src, S, is_b && t, NULL, S, 0.0f, NULL, NULL, AMPC_DTYPE_F32};
     pack_job j = {p, g, is_b, NULL};
     size_t bytes = p->bytes(&g, is_b);
     j.scratch = bench_alloc(bytes);

@@ -6,8 +6,8 @@
  * descriptions, and the checks that hold for every GEMM kernel whatever its error bound: the non-finite
  * pattern element by element, c untouched beyond N and past its last row, the normwise bound, the
  * non-finite input pattern, BF16 subnormal and tiny inputs, operands that end at a guard page, the
- * benchmark timer, and two whole cmocka tests (test_degenerate: K = 0, M = 0, N = 0; test_oom: the
- * scratch allocation failing). Everything is static inline: one copy per test program, no unused-function
+ * benchmark timer, and three whole cmocka tests (test_degenerate: K = 0, M = 0, N = 0; test_oom: the
+ * scratch allocation failing; test_epilogue: the write-out's bias and 16-bit results). Everything is static inline: one copy per test program, no unused-function
  * warnings, no extra source in tests/CMakeLists.txt. Define _DEFAULT_SOURCE before the first include
  * (MAP_ANONYMOUS). */
 #ifndef AMPC_TEST_GEMM_HARNESS_H
@@ -17,6 +17,7 @@
 
 #include "core/core.h"
 #include "kernels/kernels.h"
+#include "numerics/half.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -27,6 +28,7 @@ static ampc_ctx *g_ctx1, *g_ctx2;        /* 1 and 2 threads */
 static const struct ampc_kernels *g_ref; /* the ref level's table: its GEMMs are the ref entries */
 static uint64_t g_seed;                  /* each test file keeps its own stream (gh_setup) */
 static bool g_beta0_nan_c;               /* prob_new fills c with NaN for beta 0 (which must never read it) */
+static double g_epilogue_work = 1e300;   /* test_epilogue skips larger problems (M N K) of the registered kernels */
 
 /* The kernels under test as the file's setup registers them (gh_add); test_degenerate and test_oom below
  * run on each. A file keeps its own variant table for what only it needs. */
@@ -134,7 +136,8 @@ static inline void prob_free(prob *p) {
 }
 
 static inline ampci_gemm prob_gemm(const prob *p, float *c) {
-    return (ampci_gemm){p->M, p->N, p->K, p->a.p, p->a.ld, p->ta, p->b.p, p->b.ld, p->tb, c, p->ldc, p->beta};
+    return (ampci_gemm){p->M,  p->N, p->K,   p->a.p,  p->a.ld, p->ta, p->b.p,        p->b.ld,
+                        p->tb, c,    p->ldc, p->beta, NULL,    NULL,  AMPC_DTYPE_F32};
 }
 
 /* fn on a fresh copy of c0; the caller frees the result. */
@@ -201,7 +204,7 @@ static inline void test_degenerate(void **state) {
     for (int v = 0; v < g_nkernels; v++) {
         ampc_k_gemm_fn fn = g_kernels[v].fn;
         float c[6] = {1, 2, NAN, 4, 5, 6};
-        ampci_gemm g = {2, 3, 0, c, 1, false, c, 3, false, c, 3, 0.0f};
+        ampci_gemm g = {2, 3, 0, c, 1, false, c, 3, false, c, 3, 0.0f, NULL, NULL, AMPC_DTYPE_F32};
         ASSERT_OK(fn(g_ctx2, &g));
         for (int i = 0; i < 6; i++) assert_true(tu_bits(c[i]) == 0);
         float d[6] = {1, 2, -3, 4, 5, 6};
@@ -255,7 +258,7 @@ static inline float gh_bf16_subnormal(ampc_k_gemm_fn fn, const char *name, bool 
     uint16_t a[2 * 5] = {0x0001, 0, 0, 0, 0, 0x1c80 /* 2^-70 */, 0, 0, 0, 0};
     uint16_t b[5 * 3] = {0x7180 /* 2^100 */, 0x7f80 /* inf */, 0x1c80 /* 2^-70 */};
     float c[2 * 3];
-    ampci_gemm g = {2, 3, 5, a, 5, false, b, 3, false, c, 3, 0.0f};
+    ampci_gemm g = {2, 3, 5, a, 5, false, b, 3, false, c, 3, 0.0f, NULL, NULL, AMPC_DTYPE_F32};
     ASSERT_OK(fn(g_ctx1, &g));
     if (c[0] != 0x1p-33f) FAILF("%s: 2^-133 * 2^100 gave %a, expected 0x1p-33", name, c[0]);
     if (!(isinf(c[1]) && c[1] > 0)) FAILF("%s: 2^-133 * inf gave %a, expected inf", name, c[1]);
@@ -316,7 +319,7 @@ static inline void gh_guard_pages(ampc_k_gemm_fn fn, ampc_k_gemm_fn ref, const c
     float *c = gc.p, *cr = malloc((size_t)(M * N) * sizeof(float));
     assert_non_null(cr);
     for (int64_t i = 0; i < M * N; i++) c[i] = cr[i] = (float)i;
-    ampci_gemm g = {M, N, K, ga.p, ta ? M : K, ta, gb.p, tb ? K : N, tb, c, N, beta};
+    ampci_gemm g = {M, N, K, ga.p, ta ? M : K, ta, gb.p, tb ? K : N, tb, c, N, beta, NULL, NULL, AMPC_DTYPE_F32};
     ASSERT_OK(fn(g_ctx2, &g));
     g.c = cr;
     ASSERT_OK(ref(g_ctx1, &g));
@@ -355,6 +358,98 @@ static inline void test_oom(void **state) {
     }
     ctx->alloc = saved;
     ampc_ctx_free(ctx);
+}
+
+/* ---- the write-out (kernels.h): a bias, a 16-bit result ---- */
+
+/* v rounded once to dt (BF16 or F16) by half.h. */
+static inline uint16_t gh_round16(ampc_dtype dt, float v) {
+    return dt == AMPC_DTYPE_F16 ? ampci_f16_from_f32_bits(tu_bits(v)) : ampci_bf16_from_f32_bits(tu_bits(v));
+}
+
+/* got (a 16-bit pattern of dt) against want (F32, before rounding): the same bits, or NaN for NaN (the
+ * payload of a sum of two NaNs is the adder's choice). */
+static inline void gh_same16(ampc_dtype dt, uint16_t got, float want, int64_t i, int64_t j, const char *what) {
+    uint16_t w = gh_round16(dt, want);
+    if (got == w) return;
+    uint16_t e = dt == AMPC_DTYPE_F16 ? 0x7c00u : 0x7f80u;
+    if (isnan(want) && (got & e) == e && (got & (uint16_t) ~(e | 0x8000u)) != 0) return;
+    FAILF("%s: c16[%lld, %lld] = 0x%04x, expected 0x%04x (%a rounded)", what, (long long)i, (long long)j, got, w, want);
+}
+
+/* One problem through fn: with a bias, c is bit for bit its bias-free result plus the bias (one F32 add
+ * after the whole K sum); with c16 (beta 0), that result (or the bias-free one) rounded once by half.h,
+ * for BF16 and F16, c16's gaps untouched and c never touched (NULL). */
+static inline void gh_epilogue_one(ampc_ctx *ctx, ampc_k_gemm_fn fn, const char *name, ampc_dtype dt, int64_t M,
+                                   int64_t N, int64_t K, int combo) {
+    prob p = prob_new(dt, M, N, K, combo & 1, (combo >> 1) & 1, (combo >> 2) & 1 ? 1.0f : 0.0f, 3);
+    const char *what = describe(name, &p, " (bias)");
+    float *bias = malloc((size_t)N * sizeof *bias);
+    assert_non_null(bias);
+    for (int64_t j = 0; j < N; j++) bias[j] = j % 11 == 5 ? -0.0f : j % 13 == 7 ? 0x1p-140f : 4 * rnd_uniform();
+    float *plain = run(ctx, fn, &p), *c = malloc((size_t)(p.M * p.ldc + 1) * sizeof *c);
+    assert_non_null(c);
+    memcpy(c, p.c0, (size_t)(p.M * p.ldc + 1) * sizeof *c);
+    ampci_gemm g = prob_gemm(&p, c);
+    g.bias = bias;
+    ASSERT_OK(fn(ctx, &g));
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            float got = c[i * p.ldc + j], want = plain[i * p.ldc + j] + bias[j];
+            if (tu_bits(got) != tu_bits(want) && !(isnan(got) && isnan(want)))
+                FAILF("%s: c[%lld, %lld] = %a, expected %a + %a", what, (long long)i, (long long)j, got,
+                      plain[i * p.ldc + j], bias[j]);
+        }
+    gh_untouched(&p, c, what);
+    static const ampc_dtype d16[2] = {AMPC_DTYPE_BF16, AMPC_DTYPE_F16};
+    size_t n16 = (size_t)(p.M * p.ldc) + 1;
+    uint16_t *c16 = malloc(n16 * sizeof *c16);
+    assert_non_null(c16);
+    for (int k = 1; k < 3 && p.beta == 0.0f; k++) { /* BF16 with the bias, F16 without */
+        for (size_t i = 0; i < n16; i++) c16[i] = 0xabcd;
+        g = prob_gemm(&p, NULL);
+        g.bias = k & 1 ? bias : NULL, g.c16 = c16, g.c16_dt = d16[k >> 1];
+        ASSERT_OK(fn(ctx, &g));
+        what = describe(name, &p, k >> 1 ? " (F16 result)" : " (BF16 result)");
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < p.ldc; j++) {
+                uint16_t got = c16[i * p.ldc + j];
+                if (j >= N && got != 0xabcd)
+                    FAILF("%s: c16[%lld, %lld] beyond N was written", what, (long long)i, (long long)j);
+                if (j < N) gh_same16(d16[k >> 1], got, k & 1 ? c[i * p.ldc + j] : plain[i * p.ldc + j], i, j, what);
+            }
+        if (c16[n16 - 1] != 0xabcd) FAILF("%s: c16 written past its last row", what);
+    }
+    free(c16);
+    free(c);
+    free(plain);
+    free(bias);
+    prob_free(&p);
+}
+
+/* gh_epilogue_one at sizes around every kernel's tiles and K-blocks (avx512: 14 x 32, KC 384 / 768;
+ * AMX: 32 x 32, KC 512 / 256), every layout, beta 0 and 1; the largest on 2 threads, up to max_work
+ * multiply-adds. */
+static inline void gh_epilogue(ampc_k_gemm_fn fn, const char *name, ampc_dtype dt, double max_work) {
+    static const int64_t shapes[][3] = {{1, 1, 1},    {13, 31, 17},  {15, 33, 385}, {29, 65, 257},  {33, 47, 513},
+                                        {32, 32, 64}, {70, 40, 800}, {3, 7, 0},     {250, 200, 700}};
+    enum { NSH = sizeof shapes / sizeof shapes[0] };
+    for (int s = 0; s < NSH; s++)
+        for (int combo = 0; combo < 8; combo++) {
+            if ((s == NSH - 1 && combo % 3) || (double)(shapes[s][0] * shapes[s][1] * shapes[s][2]) > max_work)
+                continue; /* the big one: a few layouts */
+            gh_epilogue_one(s == NSH - 1 ? g_ctx2 : g_ctx1, fn, name, dt, shapes[s][0], shapes[s][1], shapes[s][2],
+                            combo);
+        }
+}
+
+/* Every registered kernel and the ref GEMMs. */
+static inline void test_epilogue(void **state) {
+    (void)state;
+    static const ampc_dtype dts[] = {AMPC_DTYPE_F32, AMPC_DTYPE_F16, AMPC_DTYPE_BF16};
+    for (int d = 0; d < 3; d++) gh_epilogue(g_ref->gemm[dts[d]], "ref", dts[d], 1e300);
+    for (int v = 0; v < g_nkernels; v++)
+        gh_epilogue(g_kernels[v].fn, g_kernels[v].name, g_kernels[v].dt, g_epilogue_work);
 }
 
 /* ---- benchmark (AMPC_GEMM_BENCH=1; nothing is asserted on speed) ---- */

@@ -110,6 +110,7 @@ static int setup(void **state) {
         }
     }
     for (int v = 0; v < g_nvar; v++) gh_add(g_var[v].name, g_var[v].dt, g_var[v].fn); /* the harness's tests */
+    g_epilogue_work = 4e6; /* the emulation is slow: the threaded write-out is the native kernels' */
     return 0;
 }
 
@@ -507,7 +508,7 @@ static void test_subnormal(void **state) {
         } else if (var->dt == AMPC_DTYPE_F32) {
             /* a = [2^-130 (an F32 subnormal: hi is a BF16 subnormal), 2^-120 + 2^-130 (lo = 2^-130 is)] */
             float a[2] = {0x1p-130f, 0x1p-120f + 0x1p-130f}, b[2] = {0x1p100f, 0x1p100f}, c[2];
-            ampci_gemm g = {2, 1, 1, a, 1, false, b, 1, false, c, 1, 0.0f};
+            ampci_gemm g = {2, 1, 1, a, 1, false, b, 1, false, c, 1, 0.0f, NULL, NULL, AMPC_DTYPE_F32};
             ASSERT_OK(var->fn(g_ctx1, &g));
             assert_true(c[0] == 0x1p-30f);
             assert_true(c[1] == (var->passes == 3 ? 0x1p-20f + 0x1p-30f : 0x1p-20f));
@@ -515,7 +516,7 @@ static void test_subnormal(void **state) {
             /* FP16 subnormals: 2^-24 * 2^-24 = 2^-48, on the tile path */
             uint16_t a[1] = {0x0001}, b[1] = {0x0001};
             float c[1];
-            ampci_gemm g = {1, 1, 1, a, 1, false, b, 1, false, c, 1, 0.0f};
+            ampci_gemm g = {1, 1, 1, a, 1, false, b, 1, false, c, 1, 0.0f, NULL, NULL, AMPC_DTYPE_F32};
             ASSERT_OK(var->fn(g_ctx1, &g));
             assert_true(c[0] == 0x1p-48f);
         }
@@ -628,7 +629,7 @@ static void write_pair(int nr, int nc, float beta) {
     float c1[32 * LDC], c2[32 * LDC];
     for (int i = 0; i < 32 * CB; i++) acc[i] = rnd_uniform() * 1e3f;
     for (int i = 0; i < 32 * LDC; i++) c1[i] = c2[i] = i % 29 == 0 ? NAN : i % 31 == 0 ? 0x1p-140f : rnd_uniform();
-    ampci_gemm g1 = {32, 34, 1, NULL, 1, false, NULL, 1, false, c1, LDC, beta}, g2 = g1;
+    ampci_gemm g1 = {32, 34, 1, NULL, 1, false, NULL, 1, false, c1, LDC, beta, NULL, NULL, AMPC_DTYPE_F32}, g2 = g1;
     g2.c = c2;
     write_out_scalar(&g1, acc, 32 - nr, 34 - nc, nr, nc);
     write_out_vector(&g2, acc, 32 - nr, 34 - nc, nr, nc);
@@ -679,6 +680,16 @@ static void test_vector(void **state) {
     }
 }
 
+/* The write-out (bias, 16-bit results) of the native kernels and of the split oracles; the emulated ones
+ * and the ref GEMMs are the harness's test_epilogue. */
+static void test_epilogue_native(void **state) {
+    (void)state;
+    for (int v = 0; v < g_nvar; v++) {
+        if (g_var[v].native) gh_epilogue(g_var[v].native, g_var[v].name, g_var[v].dt, 1e300);
+        if (g_var[v].split_ref) gh_epilogue(g_var[v].ref, "split ref", g_var[v].dt, 4e6);
+    }
+}
+
 /* ---- benchmark (AMPC_GEMM_BENCH=1): the native kernels; the emulation's speed means nothing ---- */
 
 static void test_bench(void **state) {
@@ -710,11 +721,11 @@ static void test_bench(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_table),        cmocka_unit_test(test_emulation),   cmocka_unit_test(test_degenerate),
-        cmocka_unit_test(test_oom),          cmocka_unit_test(test_nonfinite),   cmocka_unit_test(test_subnormal),
-        cmocka_unit_test(test_split_bounds), cmocka_unit_test(test_guard_pages), cmocka_unit_test(test_threads),
-        cmocka_unit_test(test_blocks),       cmocka_unit_test(test_sizes),       cmocka_unit_test(test_vector),
-        cmocka_unit_test(test_bench),
+        cmocka_unit_test(test_table),        cmocka_unit_test(test_emulation),       cmocka_unit_test(test_degenerate),
+        cmocka_unit_test(test_oom),          cmocka_unit_test(test_nonfinite),       cmocka_unit_test(test_subnormal),
+        cmocka_unit_test(test_split_bounds), cmocka_unit_test(test_guard_pages),     cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_blocks),       cmocka_unit_test(test_sizes),           cmocka_unit_test(test_vector),
+        cmocka_unit_test(test_epilogue),     cmocka_unit_test(test_epilogue_native), cmocka_unit_test(test_bench),
     };
     const char *only = getenv("AMPC_TEST_FILTER"); /* e.g. test_sizes */
     if (only && *only) cmocka_set_test_filter(only);

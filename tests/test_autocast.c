@@ -319,7 +319,7 @@ static void test_fp32_precision_numerics(void **state) {
             continue;
         }
         float want[M * N];
-        ampci_gemm g = {M, N, K, pa, K, false, pb, N, false, want, N, 0.0f};
+        ampci_gemm g = {M, N, K, pa, K, false, pb, N, false, want, N, 0.0f, NULL, NULL, AMPC_DTYPE_F32};
         ampci_slot split = passes == 1 ? AMPCI_SLOT_GEMM_F32_BF16X1 : AMPCI_SLOT_GEMM_F32_BF16X3;
         ASSERT_OK(ampci_kernel_ref(k->chosen[split][0])->fn.GEMM(g_ctx, &g)); /* the split oracle */
         double e = rel_err(ampc_tensor_data(c), want, pa, pb, M, N, K);

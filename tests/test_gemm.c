@@ -325,7 +325,7 @@ int main(void) {
         cmocka_unit_test(test_table),          cmocka_unit_test(test_degenerate), cmocka_unit_test(test_nonfinite),
         cmocka_unit_test(test_bf16_subnormal), cmocka_unit_test(test_oom),        cmocka_unit_test(test_guard_pages),
         cmocka_unit_test(test_threads),        cmocka_unit_test(test_tile_edges), cmocka_unit_test(test_sizes),
-        cmocka_unit_test(test_bench),
+        cmocka_unit_test(test_epilogue),       cmocka_unit_test(test_bench),
     };
     return cmocka_run_group_tests(tests, setup, gh_teardown);
 }

@@ -156,7 +156,7 @@ static void test_sized_dispatch(void **state) {
     for (int i = 0; i < M * KK; i++) a[i] = (float)(i % 23 - 11) / 7.0f;
     for (int i = 0; i < KK * N; i++) b[i] = (float)(i % 19 - 9) / 5.0f;
     for (int m = 40; m <= M; m += M - 40) { /* 40 x 96 x 192: small */
-        ampci_gemm g = {m, N, KK, a, KK, false, b, N, false, c1, N, 0.0f}, h = g;
+        ampci_gemm g = {m, N, KK, a, KK, false, b, N, false, c1, N, 0.0f, NULL, NULL, AMPC_DTYPE_F32}, h = g;
         h.c = c2;
         const ampci_kernel *want = m == M ? fast : ref;
         assert_ptr_equal(ampci_gemm_pick(&k, AMPCI_SLOT_GEMM, AMPC_DTYPE_F32, m, N, KK), want);

@@ -40,6 +40,11 @@ AMPCI_HIDDEN ampci_node *ampci_record(ampc_ctx *ctx, const char *op, ampc_tensor
 AMPCI_HIDDEN bool ampci_input_needs_grad(const ampci_node *n, int i);
 /* Adds g (contiguous, t's shape, any dtype) to t's gradient, in t's dtype. */
 AMPCI_HIDDEN ampc_status ampci_grad_accumulate(ampc_tensor *t, const ampc_tensor *g);
+/* The dtype in which a backward may hand t a contribution it computes in F32, for the same result: t's
+ * own where ampci_grad_accumulate would round the F32 values to it at once (the first contribution to an
+ * op output or to a leaf's gradient this step), so the producer can round on its way out; F32 otherwise,
+ * and in anomaly mode, which checks the F32 values. */
+AMPCI_HIDDEN ampc_dtype ampci_grad_dtype(const ampc_tensor *t);
 
 /* Step end (the context assembly calls it): the tape lives in the arena, so it is simply forgotten. */
 AMPCI_HIDDEN void ampci_autograd_step_end(ampc_ctx *ctx);

@@ -130,6 +130,12 @@ ampc_status ampci_grad_accumulate(ampc_tensor *t, const ampc_tensor *g) {
     return AMPC_OK;
 }
 
+ampc_dtype ampci_grad_dtype(const ampc_tensor *t) {
+    if (t->ctx->check_finite) return AMPC_DTYPE_F32;
+    bool first = t->node ? !t->node->grad : t->requires_grad && !t->grad;
+    return first ? t->dtype : AMPC_DTYPE_F32;
+}
+
 /* ---- the walk ---- */
 
 static ampc_status check_versions(const ampci_node *n) {

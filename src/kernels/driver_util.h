@@ -1,11 +1,13 @@
 /* driver_util.h: the small pieces the blocked drivers of the ISA folders share (the AVX-512 and AMX GEMMs,
- * the AVX-512 attention): integer helpers, claiming a scratch slot for a task, the GEMM's K = 0 case, and
+ * the AVX-512 attention): integer helpers, claiming a scratch slot for a task, the GEMM's scalar write-out
+ * of one element and its K = 0 case, and
  * the description of a GEMM kernel's packing that `ampc bench gemm` times on its own. The functions are
  * static inline, so each ISA file compiles its own copy with its own flags and none leaks into generic
  * code. */
 #ifndef AMPC_KERNELS_DRIVER_UTIL_H
 #define AMPC_KERNELS_DRIVER_UTIL_H
 
+#include "../numerics/half.h"
 #include "kernels.h"
 
 #include <cpuid.h>
@@ -39,13 +41,24 @@ static inline int64_t l2_kib(void) {
     return v;
 }
 
-/* K = 0: c = beta c + 0, as the ref kernel (beta 0 gives 0 even over NaN). */
+/* The write-out of element (i, j) whose sum over K is acc (kernels.h): beta c + acc (c read only for
+ * beta != 0, multiply then add), plus the bias, into c or rounded once into c16 (half.h's bits). */
+static inline void gemm_put(const ampci_gemm *g, int64_t i, int64_t j, float acc) {
+    size_t at = (size_t)(i * g->ldc + j);
+    float v = g->beta == 0.0f ? acc : g->beta * g->c[at] + acc;
+    if (g->bias) v += g->bias[j];
+    if (!g->c16) {
+        g->c[at] = v;
+        return;
+    }
+    uint32_t x = ampci_f32_bits(v);
+    g->c16[at] = g->c16_dt == AMPC_DTYPE_F16 ? ampci_f16_from_f32_bits(x) : ampci_bf16_from_f32_bits(x);
+}
+
+/* K = 0: c = beta c + 0 (+ bias), as the ref kernel (beta 0 gives 0 even over NaN). */
 static inline void gemm_scale_c(const ampci_gemm *g) {
     for (int64_t i = 0; i < g->M; i++)
-        for (int64_t n = 0; n < g->N; n++) {
-            float *p = g->c + i * g->ldc + n;
-            *p = g->beta == 0.0f ? 0.0f : g->beta * *p + 0.0f;
-        }
+        for (int64_t n = 0; n < g->N; n++) gemm_put(g, i, n, 0.0f);
 }
 
 /* A GEMM kernel's packing on its own (bench/bench_gemm.c times it): pack(g, is_b, scratch) turns all of

@@ -55,7 +55,12 @@ typedef ampci_binary_kernel *ampc_k_binary_fn;
 /* One GEMM: c (M, N) F32 row-major (ldc) = beta * c + op(a) op(b), where op(a) is (M, K): a stored (M, K)
  * with leading dimension lda, or (K, M) when ta; op(b) is (K, N): b stored (K, N), or (N, K) when tb.
  * a and b have the slot's dtype; products are exact in F32 (F16/BF16 significands fit) and accumulate in
- * F32. beta = 0 ignores c's old contents (NaN included). */
+ * F32. beta = 0 ignores c's old contents (NaN included).
+ * The write-out (the op layer's epilogue, fused so the result makes one trip to memory): with a bias,
+ * c = (beta * c + op(a) op(b)) + bias[column] (bias (N) F32, added once after the whole K sum: the bits of
+ * a bias-free GEMM followed by an F32 add); with c16 (beta 0 only), the result goes there instead of c,
+ * rounded once (RNE, ampc_convert's bits) to c16_dt (BF16 or F16), rows ldc elements apart, and c is
+ * neither read nor written (it may be NULL). */
 typedef struct ampci_gemm {
     int64_t M, N, K;
     const void *a;
@@ -67,6 +72,9 @@ typedef struct ampci_gemm {
     float *c;
     int64_t ldc;
     float beta;
+    const float *bias; /* (N) or NULL */
+    uint16_t *c16;     /* NULL: the result is c's */
+    ampc_dtype c16_dt; /* c16's dtype: BF16 or F16 */
 } ampci_gemm;
 /* May use the context's threads; results do not depend on the thread count. Fails only for lack of
  * scratch memory (AMPC_STATUS_OOM, error recorded). */

@@ -88,7 +88,8 @@ static bool prep_gemm(work *w, const ampci_tune_shape *s) {
     void *ab = w->gemm_dt == dt && w->gemm_n >= most ? w->buf[0] : pattern(w, 0, dt, most, 0.0f);
     if (ab) w->gemm_dt = dt, w->gemm_n = w->gemm_n > most ? w->gemm_n : most;
     float *c = buf(w, 1, (size_t)(s->m * s->n) * sizeof(float));
-    w->g = (ampci_gemm){s->m, s->n, s->k, ab, s->ta ? s->m : s->k, s->ta, ab, s->n, false, c, s->n, 0.0f};
+    w->g = (ampci_gemm){s->m, s->n, s->k, ab,   s->ta ? s->m : s->k, s->ta, ab, s->n, false, c,
+                        s->n, 0.0f, NULL, NULL, AMPC_DTYPE_F32};
     return ab && c;
 }
 

@@ -199,7 +199,8 @@ static ampc_status conv_grad_x(ampci_node *n, const conv_saved *sv, const void *
     for (int64_t n0 = 0; n0 < g->N; n0 += kc) {
         int64_t k = g->N - n0 < kc ? g->N - n0 : kc;
         ampci_parallel_rows(ctx, sv->O, k * ohw, chan_run, &(chan_rows){gyt, gy, n0, k, sv->O, ohw, es});
-        ampci_gemm m = {k * ohw, ckk, sv->O, gyt, k * ohw, true, sv->w, ckk, false, gcol, ckk, 0.0f};
+        ampci_gemm m = {k * ohw, ckk,  sv->O, gyt,  k * ohw, true, sv->w,         ckk,
+                        false,   gcol, ckk,   0.0f, NULL,    NULL, AMPC_DTYPE_F32};
         ampc_status s = ampci_gemm_fn(ctx, dt)(ctx, &m);
         if (s != AMPC_OK) return s;
         ampci_conv_geom gc = images(g, k);
@@ -235,7 +236,10 @@ static ampc_status conv_grad_w(ampci_node *n, const conv_saved *sv, const void *
                             false,
                             gw,
                             ckk,
-                            i ? 1.0f : 0.0f};
+                            i ? 1.0f : 0.0f,
+                            NULL,
+                            NULL,
+                            AMPC_DTYPE_F32};
             ampc_status s = ampci_gemm_fn(ctx, dt)(ctx, &m);
             if (s != AMPC_OK) return s;
         }
@@ -277,7 +281,8 @@ static ampc_status conv_forward(ampc_ctx *ctx, const char *op, const conv_saved 
         int64_t k = g->N - n0 < kc ? g->N - n0 : kc;
         ampci_conv_geom gc = images(g, k);
         im2row(ctx, dt, col, at_image(sv->x, n0, g->C * g->H * g->W, dt), &gc);
-        ampci_gemm m = {k * ohw, sv->O, ckk, col, ckk, false, sv->w, ckk, true, yt, sv->O, 0.0f}; /* yt = col W^T */
+        ampci_gemm m = {k * ohw, sv->O, ckk,   col,  ckk,  false, sv->w,         ckk,
+                        true,    yt,    sv->O, 0.0f, NULL, NULL,  AMPC_DTYPE_F32}; /* yt = col W^T */
         ampc_status s = ampci_gemm_fn(ctx, dt)(ctx, &m);
         if (s != AMPC_OK) return s;
         void *yc = (unsigned char *)y + (size_t)(n0 * sv->O * ohw) * es;

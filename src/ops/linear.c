@@ -1,8 +1,10 @@
 /* linear.c: GEMM-like ops: matmul (2-D and batched with broadcast batch dims, either operand
  * transposed), bmm and linear (x W^T + b). Operands keep their dtype and go straight to the kernel
  * table's GEMM (F32 accumulation); transposed views are passed as transposed operands instead of being
- * copied. The backward is the usual pair of GEMMs; an operand shared by every batch sums its gradient
- * over the batches in one F32 buffer, in batch order. */
+ * copied. The GEMM's write-out adds linear's bias and rounds the result to its dtype, so outputs make one
+ * trip to memory and need no F32 buffer. The backward is the usual pair of GEMMs, writing a gradient in
+ * its input's dtype where that rounding would come next anyway; an operand shared by every batch sums its
+ * gradient over the batches in one F32 buffer, in batch order. The bias gradient is a column sum. */
 #include "ops.h"
 
 #include <string.h>
@@ -23,31 +25,73 @@ typedef struct matmul_saved {
     int64_t obs[2];         /* batch strides of the result */
 } matmul_saved;
 
-/* c (batches of (M, N) F32, batch strides cbs) = a b per batch; beta 1 where c's batch stride is 0 (a
+/* Where a batched GEMM's results go: F32 c, or (dt BF16/F16) c rounded once to dt by the kernel's
+ * write-out; the bias (N F32 values, or NULL) is added to every row before that rounding. */
+typedef struct gemm_dst {
+    void *c;
+    ampc_dtype dt;
+    const float *bias;
+} gemm_dst;
+
+/* d.c (batches of (M, N), batch strides cbs) = a b per batch; beta 1 where c's batch stride is 0 (an F32
  * gradient summed over broadcast batches). */
 static ampc_status gemm_batched(ampc_ctx *ctx, ampc_dtype dt, int64_t M, int64_t N, int64_t K, const mat *a,
-                                const mat *b, float *c, const int64_t cbs[2], const int64_t nb[2]) {
+                                const mat *b, gemm_dst d, const int64_t cbs[2], const int64_t nb[2]) {
     size_t es = ampc_dtype_size(dt);
     for (int64_t i = 0; i < nb[0]; i++)
         for (int64_t j = 0; j < nb[1]; j++) {
             /* accumulate (beta 1) into a c block that an earlier batch already wrote */
             bool again = (cbs[0] == 0 && i > 0) || (cbs[1] == 0 && j > 0);
-            ampci_gemm g = {M,
-                            N,
-                            K,
-                            (const unsigned char *)a->p + (size_t)(i * a->bs[0] + j * a->bs[1]) * es,
-                            a->ld,
-                            a->t,
-                            (const unsigned char *)b->p + (size_t)(i * b->bs[0] + j * b->bs[1]) * es,
-                            b->ld,
-                            b->t,
-                            c + i * cbs[0] + j * cbs[1],
-                            N,
-                            again ? 1.0f : 0.0f};
+            int64_t at = i * cbs[0] + j * cbs[1];
+            ampci_gemm g = {.M = M,
+                            .N = N,
+                            .K = K,
+                            .a = (const unsigned char *)a->p + (size_t)(i * a->bs[0] + j * a->bs[1]) * es,
+                            .lda = a->ld,
+                            .ta = a->t,
+                            .b = (const unsigned char *)b->p + (size_t)(i * b->bs[0] + j * b->bs[1]) * es,
+                            .ldb = b->ld,
+                            .tb = b->t,
+                            .ldc = N,
+                            .beta = again ? 1.0f : 0.0f,
+                            .bias = d.bias};
+            if (d.dt == AMPC_DTYPE_F32) g.c = (float *)d.c + at;
+            else g.c16 = (uint16_t *)d.c + at, g.c16_dt = d.dt;
             ampc_status s = ampci_gemm_fn(ctx, dt)(ctx, &g);
             if (s != AMPC_OK) return s;
         }
     return AMPC_OK;
+}
+
+/* An F32 GEMM destination. */
+static gemm_dst f32_dst(float *c) { return (gemm_dst){c, AMPC_DTYPE_F32, NULL}; }
+
+/* One gradient as batched GEMMs: x y (m, n, k per batch; nb batches, result batch strides bs). */
+typedef struct grad_plan {
+    ampc_dtype dt; /* the operands' */
+    int64_t m, n, k;
+    const mat *x, *y;
+    int64_t bs[2];
+    const int64_t *nb;
+} grad_plan;
+
+/* The gradient for t by plan p, handed to t: as F32 or, where ampci_grad_dtype allows (and no batch is
+ * summed into another, which needs beta 1), in t's dtype straight from the GEMM's write-out: the rounding
+ * ampci_grad_accumulate would do next, without the F32 buffer and the conversion pass. */
+static ampc_status grad_via_gemm(ampci_node *n, ampc_tensor *t, const grad_plan *p) {
+    ampc_dtype gdt = ampci_grad_dtype(t);
+    bool sums = (p->bs[0] == 0 && p->nb[0] > 1) || (p->bs[1] == 0 && p->nb[1] > 1);
+    if (gdt == AMPC_DTYPE_F32 || sums) {
+        float *buf = ampci_scratch(n->ctx, n->op, ampci_numel(t));
+        ampc_status s = buf ? gemm_batched(n->ctx, p->dt, p->m, p->n, p->k, p->x, p->y, f32_dst(buf), p->bs, p->nb)
+                            : ampc_last_status();
+        return s == AMPC_OK ? ampci_accumulate_f32(n->op, t, buf) : s;
+    }
+    ampc_tensor *g = ampci_output(n->op, n->ctx, gdt, t->ndim, t->shape);
+    ampc_status s = g ? gemm_batched(n->ctx, p->dt, p->m, p->n, p->k, p->x, p->y,
+                                     (gemm_dst){ampci_tensor_ptr(g), gdt, NULL}, p->bs, p->nb)
+                      : ampc_last_status();
+    return s == AMPC_OK ? ampci_grad_accumulate(t, g) : s;
 }
 
 /* The operand view of t (its last two dims), copying t when it is neither row-major nor a transposed
@@ -92,30 +136,25 @@ static bool batch_dims(const char *op, const ampc_tensor *a, const ampc_tensor *
     return true;
 }
 
-/* Gradient of operand `which` (0: a, 1: b) of a matmul, into a row-major F32 buffer of its shape. */
+/* Gradient of operand `which` (0: a, 1: b) of a matmul, handed to that input. */
 static ampc_status matmul_operand_grad(ampci_node *n, int which, const void *g) {
     const matmul_saved *sv = n->saved;
     ampc_tensor *t = n->in[which];
-    ampc_dtype dt = t->dtype;
     bool ta = sv->flags & AMPC_TRANS_A, tb = sv->flags & AMPC_TRANS_B;
     mat G = {g, sv->N, false, {sv->obs[0], sv->obs[1]}}, GT = G;
     GT.t = true;
     mat A = sv->a, B = sv->b, AT = sv->a, BT = sv->b;
     AT.t = !AT.t, BT.t = !BT.t;
-    const mat *x, *y;
-    int64_t gm, gn, gk;
+    grad_plan p = {.dt = t->dtype, .nb = sv->nb};
     if (which == 0) { /* !ta: G op(B)^T (M,N)(N,K); ta: op(B) G^T (K,N)(N,M) */
-        x = ta ? &B : &G, y = ta ? &GT : &BT;
-        gm = ta ? sv->K : sv->M, gn = ta ? sv->M : sv->K, gk = sv->N;
+        p.x = ta ? &B : &G, p.y = ta ? &GT : &BT;
+        p.m = ta ? sv->K : sv->M, p.n = ta ? sv->M : sv->K, p.k = sv->N;
     } else { /* !tb: op(A)^T G (K,M)(M,N); tb: G^T op(A) (N,M)(M,K) */
-        x = tb ? &GT : &AT, y = tb ? &A : &G;
-        gm = tb ? sv->N : sv->K, gn = tb ? sv->K : sv->N, gk = sv->M;
+        p.x = tb ? &GT : &AT, p.y = tb ? &A : &G;
+        p.m = tb ? sv->N : sv->K, p.n = tb ? sv->K : sv->N, p.k = sv->M;
     }
-    int64_t gbs[2] = {which ? sv->b.bs[0] : sv->a.bs[0], which ? sv->b.bs[1] : sv->a.bs[1]};
-    float *buf = ampci_scratch(n->ctx, n->op, ampci_numel(t));
-    if (!buf) return ampc_last_status();
-    ampc_status s = gemm_batched(n->ctx, dt, gm, gn, gk, x, y, buf, gbs, sv->nb);
-    return s == AMPC_OK ? ampci_accumulate_f32(n->op, t, buf) : s;
+    p.bs[0] = which ? sv->b.bs[0] : sv->a.bs[0], p.bs[1] = which ? sv->b.bs[1] : sv->a.bs[1];
+    return grad_via_gemm(n, t, &p);
 }
 
 static ampc_status matmul_backward(ampci_node *n, const ampc_tensor *gout) {
@@ -171,10 +210,12 @@ static ampc_tensor *matmul(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tenso
     int64_t shape[AMPC_MAX_DIMS];
     for (int i = 0; i < nbd; i++) shape[i] = sv.nb[2 - nbd + i];
     shape[nbd] = M, shape[nbd + 1] = N;
-    float *out = ampci_scratch(ctx, op, sv.nb[0] * sv.nb[1] * M * N);
+    /* the output in its dtype, rounded by the GEMM's write-out */
+    ampc_tensor *out = ampci_output(op, ctx, a->dtype, nbd + 2, shape);
     sv.obs[0] = M * N * sv.nb[1], sv.obs[1] = M * N;
-    if (!out || gemm_batched(ctx, a->dtype, M, N, K, &sv.a, &sv.b, out, sv.obs, sv.nb) != AMPC_OK) return NULL;
-    return ampci_op_end(&c, ampci_result(op, ctx, a->dtype, nbd + 2, shape, out), &sv);
+    gemm_dst d = {out ? ampci_tensor_ptr(out) : NULL, a->dtype, NULL};
+    if (!out || gemm_batched(ctx, a->dtype, M, N, K, &sv.a, &sv.b, d, sv.obs, sv.nb) != AMPC_OK) return NULL;
+    return ampci_op_end(&c, out, &sv);
 }
 
 ampc_tensor *ampc_matmul(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b, unsigned flags) {
@@ -192,52 +233,70 @@ typedef struct linear_saved {
     mat x, w; /* x: (rows, in) row-major; w: op(w) = W^T (in, out) */
 } linear_saved;
 
-/* y (rows, cols) += b (cols) on every row */
-typedef struct bias_rows {
-    float *y;
-    const float *b;
-    int64_t cols;
-} bias_rows;
+/* The bias gradient: column sums of g (rows, cols, of dtype dt), in double, each column in row order.
+ * Rows are widened to F32 a piece at a time (in cache, by the kernel table's conversion) and added into
+ * the double sums 8 columns at a time, which the compiler turns into vector code; blocks of columns go to
+ * the threads (a column's order never changes, so neither do its bits). */
+#define COLSUM_BLOCK 256
 
-AMPCI_ROW_BODY(bias_run, bias_rows, j, r0, r1, chunk) {
-    for (int64_t r = r0; r < r1; r++)
-        for (int64_t c = 0; c < j->cols; c++) j->y[r * j->cols + c] += j->b[c];
+typedef struct colsum_job {
+    const struct ampc_kernels *k;
+    const unsigned char *g;
+    ampc_dtype dt;
+    int64_t rows, cols;
+    float *out;
+} colsum_job;
+
+static void add_row(double *restrict acc, const float *restrict f, int64_t w) {
+    int64_t c = 0;
+    for (; c + 8 <= w; c += 8)
+        for (int i = 0; i < 8; i++) acc[c + i] += (double)f[c + i];
+    for (; c < w; c++) acc[c] += (double)f[c];
 }
 
-/* Column sums of g (rows, cols), in double, in row order. */
-static float *column_sums(ampc_ctx *ctx, const char *op, const float *g, int64_t rows, int64_t cols) {
+/* column blocks [b0, b1) */
+AMPCI_ROW_BODY(colsum_run, colsum_job, j, b0, b1, chunk) {
+    size_t es = ampc_dtype_size(j->dt);
+    for (int64_t c0 = b0 * COLSUM_BLOCK; c0 < b1 * COLSUM_BLOCK && c0 < j->cols; c0 += COLSUM_BLOCK) {
+        int64_t w = j->cols - c0 < COLSUM_BLOCK ? j->cols - c0 : COLSUM_BLOCK;
+        double acc[COLSUM_BLOCK] = {0};
+        float row[COLSUM_BLOCK];
+        for (int64_t r = 0; r < j->rows; r++) {
+            const unsigned char *src = j->g + (size_t)(r * j->cols + c0) * es;
+            if (j->dt != AMPC_DTYPE_F32) ampci_convert_with(j->k, row, AMPC_DTYPE_F32, src, j->dt, (size_t)w);
+            add_row(acc, j->dt == AMPC_DTYPE_F32 ? (const float *)src : row, w);
+        }
+        for (int64_t c = 0; c < w; c++) j->out[c0 + c] = (float)acc[c];
+    }
+}
+
+static float *column_sums(ampc_ctx *ctx, const char *op, const ampc_tensor *g, int64_t rows, int64_t cols) {
     float *out = ampci_scratch(ctx, op, cols);
-    double *acc = out ? ampci_arena_alloc(ctx, (size_t)(cols ? cols : 1) * sizeof *acc, op) : NULL;
-    if (!acc) return NULL;
-    memset(acc, 0, (size_t)cols * sizeof *acc);
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++) acc[c] += g[r * cols + c];
-    for (int64_t c = 0; c < cols; c++) out[c] = (float)acc[c];
+    if (!out) return NULL;
+    colsum_job j = {ctx->kernels, ampci_tensor_ptr(g), g->dtype, rows, cols, out};
+    int64_t blocks = (cols + COLSUM_BLOCK - 1) / COLSUM_BLOCK;
+    ampci_parallel_rows(ctx, blocks, rows * COLSUM_BLOCK, colsum_run, &j); /* a block per chunk */
     return out;
 }
 
 static ampc_status linear_backward(ampci_node *n, const ampc_tensor *gout) {
     const linear_saved *sv = n->saved;
-    ampc_ctx *ctx = n->ctx;
     ampc_dtype dt = n->in[0]->dtype;
-    static const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
+    static const int64_t one[2] = {1, 1};
     mat G = {ampci_tensor_ptr(gout), sv->out, false, {0, 0}}, GT = G, W = sv->w;
     GT.t = true;
     W.t = !W.t; /* W itself (out, in) */
     ampc_status s = AMPC_OK;
     if (ampci_input_needs_grad(n, 0)) { /* gx (rows, in) = G (rows, out) W (out, in) */
-        float *gx = ampci_scratch(ctx, n->op, sv->rows * sv->in);
-        s = gx ? gemm_batched(ctx, dt, sv->rows, sv->in, sv->out, &G, &W, gx, zero, one) : ampc_last_status();
-        if (s == AMPC_OK) s = ampci_accumulate_f32(n->op, n->in[0], gx);
+        grad_plan p = {dt, sv->rows, sv->in, sv->out, &G, &W, {0, 0}, one};
+        s = grad_via_gemm(n, n->in[0], &p);
     }
     if (s == AMPC_OK && ampci_input_needs_grad(n, 1)) { /* gW (out, in) = G^T (out, rows) x (rows, in) */
-        float *gw = ampci_scratch(ctx, n->op, sv->out * sv->in);
-        s = gw ? gemm_batched(ctx, dt, sv->out, sv->in, sv->rows, &GT, &sv->x, gw, zero, one) : ampc_last_status();
-        if (s == AMPC_OK) s = ampci_accumulate_f32(n->op, n->in[1], gw);
+        grad_plan p = {dt, sv->out, sv->in, sv->rows, &GT, &sv->x, {0, 0}, one};
+        s = grad_via_gemm(n, n->in[1], &p);
     }
     if (s == AMPC_OK && ampci_input_needs_grad(n, 2)) {
-        const float *g = ampci_as_f32(n->op, gout);
-        float *gb = g ? column_sums(ctx, n->op, g, sv->rows, sv->out) : NULL;
+        float *gb = column_sums(n->ctx, n->op, gout, sv->rows, sv->out);
         s = gb ? ampci_accumulate_f32(n->op, n->in[2], gb) : ampc_last_status();
     }
     return s;
@@ -277,16 +336,16 @@ ampc_tensor *ampc_linear(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor 
     const ampc_tensor *xc = ampc_tensor_is_contiguous(x) ? x : ampci_copy_as(op, x, x->dtype), *uw;
     if (!xc || !operand(op, w, true, &sv.w, &uw)) return NULL;
     sv.x = (mat){ampci_tensor_ptr(xc), sv.in, false, {0, 0}};
-    static const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
-    float *y = ampci_scratch(ctx, op, sv.rows * sv.out);
-    if (!y || gemm_batched(ctx, x->dtype, sv.rows, sv.out, sv.in, &sv.x, &sv.w, y, zero, one) != AMPC_OK) return NULL;
-    if (b) { /* in chunks of AMPCI_GRAIN rows, as an element-wise map: any cut gives the same bits */
-        const float *bf = ampci_as_f32(op, b);
-        if (!bf) return NULL;
-        ampci_parallel_rows(ctx, sv.rows, 1, bias_run, &(bias_rows){y, bf, sv.out});
-    }
     int64_t shape[AMPC_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = sv.out;
-    return ampci_op_end(&c, ampci_result(op, ctx, x->dtype, x->ndim, shape, y), &sv);
+    /* y in its dtype, the bias added and the result rounded by the GEMM's write-out */
+    ampc_tensor *y = ampci_output(op, ctx, x->dtype, x->ndim, shape);
+    const float *bf = b && y ? ampci_as_f32(op, b) : NULL;
+    if (!y || (b && !bf)) return NULL;
+    static const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
+    gemm_dst d = {ampci_tensor_ptr(y), x->dtype, bf};
+    if (gemm_batched(ctx, x->dtype, sv.rows, sv.out, sv.in, &sv.x, &sv.w, d, zero, one) != AMPC_OK) return NULL;
+    if (b) ampci_as_f32_done(b, bf);
+    return ampci_op_end(&c, y, &sv);
 }

@@ -24,9 +24,10 @@
  * the B block). Between K-blocks a micro-tile's accumulators wait in the task's buffer (32 x 32 F32 per A
  * sliver: stored and reloaded exactly), so every c element is ONE chain of tdpbf16ps over all of K in k
  * order, whatever KC, the task cut or the thread count. After the last K-block a whole micro-tile with
- * beta 0 goes from the tiles straight to c; edges and beta != 0 go through a buffer and a vector
- * write-out (masked stores at the edges, beta tested once per block): c = acc (beta 0: old c, NaN
- * included, never read) or c = beta * c + acc (multiply, then add).
+ * beta 0 goes from the tiles straight to c; edges, beta != 0, a bias and a 16-bit result (kernels.h)
+ * go through a buffer and a vector write-out (masked stores at the edges, beta and bias tested once per
+ * block): c = acc (beta 0: old c, NaN included, never read) or c = beta * c + acc (multiply, then add),
+ * then + bias, stored as F32 or rounded once to c16's dtype.
  *
  * Blocking, measured on an Emerald Rapids core (48 KiB L1D, 2 MiB L2; CPU time of one thread): the
  * micro-kernel reaches ~95% of the tile peak with its B block in L1 and A streamed with tileloaddt1
@@ -231,37 +232,43 @@ static void ukr_exact(int ng, int nh, int passes, int64_t kt, const uint16_t *co
 }
 
 /* c rows r0.. (nr of them), columns c0.. (nc <= 32) from a finished 32 x 32 block: c = acc (beta 0: old
- * c never read) or c = beta c + acc (multiply, then add). The scalar definition and the vector one. */
+ * c never read) or c = beta c + acc (multiply, then add), then + bias, into c or rounded into c16
+ * (kernels.h). The scalar definition and the vector one. */
 static void write_out_scalar(const ampci_gemm *g, const float *acc, int64_t r0, int64_t c0, int nr, int nc) {
-    for (int r = 0; r < nr; r++) {
-        float *c = g->c + (r0 + r) * g->ldc + c0;
-        const float *src = acc + r * CB;
-        if (g->beta == 0.0f) {
-            for (int x = 0; x < nc; x++) c[x] = src[x];
-        } else {
-            for (int x = 0; x < nc; x++) c[x] = g->beta * c[x] + src[x];
-        }
-    }
+    for (int r = 0; r < nr; r++)
+        for (int x = 0; x < nc; x++) gemm_put(g, r0 + r, c0 + x, acc[r * CB + x]);
 }
 
 AMX_VECTOR_BEGIN
-/* write_out_scalar in 16 lanes: masked loads and stores at the right edge, beta tested once per block */
-static void write_out_vector(const ampci_gemm *g, const float *acc, int64_t r0, int64_t c0, int nr, int nc) {
-    const __mmask16 m0 = m16(nc), m1 = m16(nc - 16);
-    float *c = g->c + r0 * g->ldc + c0;
-    if (g->beta == 0.0f) {
-        for (int r = 0; r < nr; r++, c += g->ldc, acc += CB) {
-            _mm512_mask_storeu_ps(c, m0, _mm512_load_ps(acc));
-            _mm512_mask_storeu_ps(c + 16, m1, _mm512_load_ps(acc + 16));
-        }
+/* One row's 32 results (x0: columns 0..15, x1: 16..31, masks m0, m1) stored at element `at` of c or c16. */
+AI void store_row(const ampci_gemm *g, size_t at, __m512 x0, __m512 x1, __mmask16 m0, __mmask16 m1) {
+    if (!g->c16) {
+        _mm512_mask_storeu_ps(g->c + at, m0, x0);
+        _mm512_mask_storeu_ps(g->c + at + 16, m1, x1);
         return;
     }
+    bool f16 = g->c16_dt == AMPC_DTYPE_F16;
+    _mm256_mask_storeu_epi16(g->c16 + at, m0, f32_round16(x0, f16));
+    _mm256_mask_storeu_epi16(g->c16 + at + 16, m1, f32_round16(x1, f16));
+}
+
+/* write_out_scalar in 16 lanes: masked loads and stores at the right edge, beta and bias tested once per
+ * block */
+static void write_out_vector(const ampci_gemm *g, const float *acc, int64_t r0, int64_t c0, int nr, int nc) {
+    const __mmask16 m0 = m16(nc), m1 = m16(nc - 16);
     const __m512 vb = _mm512_set1_ps(g->beta);
-    for (int r = 0; r < nr; r++, c += g->ldc, acc += CB) {
-        __m512 x0 = _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m0, c)),
-               x1 = _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m1, c + 16));
-        _mm512_mask_storeu_ps(c, m0, _mm512_add_ps(x0, _mm512_load_ps(acc)));
-        _mm512_mask_storeu_ps(c + 16, m1, _mm512_add_ps(x1, _mm512_load_ps(acc + 16)));
+    const bool beta0 = g->beta == 0.0f;
+    __m512 b0 = _mm512_setzero_ps(), b1 = b0;
+    if (g->bias) b0 = _mm512_maskz_loadu_ps(m0, g->bias + c0), b1 = _mm512_maskz_loadu_ps(m1, g->bias + c0 + 16);
+    size_t at = (size_t)(r0 * g->ldc + c0);
+    for (int r = 0; r < nr; r++, at += (size_t)g->ldc, acc += CB) {
+        __m512 x0 = _mm512_load_ps(acc), x1 = _mm512_load_ps(acc + 16);
+        if (!beta0) {
+            x0 = _mm512_add_ps(_mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m0, g->c + at)), x0);
+            x1 = _mm512_add_ps(_mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m1, g->c + at + 16)), x1);
+        }
+        if (g->bias) x0 = _mm512_add_ps(x0, b0), x1 = _mm512_add_ps(x1, b1);
+        store_row(g, at, x0, x1, m0, m1);
     }
 }
 AMX_VECTOR_END
@@ -339,7 +346,7 @@ static void pack_a_panel(const ajob *j, int64_t g0, int64_t g1, uint16_t *ab, bo
 /* One micro-tile, rows from row and columns from col (ng, nh groups), over K-block pc of kt k-steps: the
  * tile path, or the exact one when a panel is special. cb (32 x 32) holds its accumulators between
  * K-blocks; after the last one the block goes to c: straight from the tiles when it is whole and beta is
- * 0, else through a buffer and the write-out. */
+ * 0 and no bias or rounding is asked for, else through a buffer and the write-out. */
 static void micro_tile(const ajob *j, int64_t pc, int64_t kt, const uint16_t *const a[2], int ng,
                        const uint16_t *const b[2], int nh, bool special, float *cb, int64_t row, int64_t col) {
     const ampci_gemm *g = j->g;
@@ -347,7 +354,7 @@ static void micro_tile(const ajob *j, int64_t pc, int64_t kt, const uint16_t *co
     bool final = pc + 1 == j->nkb;
     const float *cin = pc > 0 ? cb : NULL;
     int nr = (int)min64(32, g->M - row), nc = (int)min64(32, g->N - col);
-    if (final && !special && g->beta == 0.0f && nr == 32 && nc == 32) {
+    if (final && !special && g->beta == 0.0f && !g->bias && !g->c16 && nr == 32 && nc == 32) {
         g_ukr[j->passes == 3][1][1](kt, a[0], a[1], b[0], b[1], cin, g->c + row * g->ldc + col, g->ldc);
         return;
     }

@@ -28,7 +28,10 @@
  * Arithmetic. Each c element is one F32 accumulator updated in k order inside a K-block (one FMA per
  * k, or per pair for vdpbf16ps: a product of F32 values is rounded once, products of F16/BF16 values are
  * exact), and the K-blocks are added to c in order: block 0 gives c = acc (beta 0: old c, NaN included,
- * is never read) or c = beta * c + acc (multiply, then add, as the ref kernel), later blocks c = c + acc.
+ * is never read) or c = beta * c + acc (multiply, then add, as the ref kernel), later blocks c = c + acc;
+ * the last block adds the bias (kernels.h) after that. A result stored rounded (c16) keeps its partial
+ * sums in an F32 buffer per task (the task's tile, MC x NT) until the last block rounds them (RNE, half.h's
+ * bits) on their way out, so the F32 values make no trip to memory.
  * KC depends only on the dtype and every per-element choice only on the element's sliver (fixed by M,
  * N), so the task cut and the thread count change who computes an element, never how: results do not
  * depend on the thread count. NaN and inf propagate as IEEE says (F32/F16: no flush under the default
@@ -244,48 +247,74 @@ static const pack_fn g_pack_x[K_COUNT][2] = {{pack_x_f32_a, pack_x_f32_b},
                                              {pack_x_f32bf16dp_a, pack_x_f32bf16dp_b}};
 
 /* ------------------------------------------------------------------------------------------------
- * Micro-kernels: c (mr x nr, ldc) op= a sliver (kp x MR words) times b sliver (kp x NR words).
- * mode: 0 c = acc, 1 c = c + acc, 2 c = beta * c + acc. Columns beyond nr are masked (m0, m1).
+ * Micro-kernels: a tile (mr x nr) = a sliver (kp x MR words) times b sliver (kp x NR words), written out
+ * as a tile_out says. Columns beyond nr are masked (m0, m1).
  * ---------------------------------------------------------------------------------------------- */
 
 enum { MODE_SET = 0, MODE_ADD = 1, MODE_BETA = 2 };
 
-typedef void (*ukr_fn)(int64_t kp, const uint32_t *a, const uint32_t *b, float *c, int64_t ldc, __mmask16 m0,
-                       __mmask16 m1, int mode, float beta);
+/* Where a tile's accumulators go: out = acc (MODE_SET), prev + acc (MODE_ADD) or beta prev + acc
+ * (MODE_BETA, multiply then add), then + bias (the last K-block only), stored as F32 (out) or rounded to
+ * F16 or BF16 (out16). prev is c itself, or the task's F32 partial sums when c16 takes the result. */
+typedef struct tile_out {
+    int mode;
+    float beta;
+    const float *prev; /* rows ldp floats apart */
+    int64_t ldp;
+    float *out; /* NULL: out16 */
+    uint16_t *out16;
+    int64_t ldo; /* elements between rows of out or out16 */
+    bool f16;
+    const float *bias; /* the tile's NR bias values, or NULL */
+} tile_out;
 
-/* Brings the c tile's lines in while the K loop runs (the first and last element of each row: NR floats
- * span at most 3 lines, usually 2). */
-AI void prefetch_tile(const int mr, const float *c, int64_t ldc) {
+typedef void (*ukr_fn)(int64_t kp, const uint32_t *a, const uint32_t *b, const tile_out *o, __mmask16 m0, __mmask16 m1);
+
+/* Brings the lines of the tile's write-out (what it reads, else what it writes) in while the K loop runs:
+ * the first and last element of each row (NR floats span at most 3 lines, usually 2). */
+AI void prefetch_tile(const int mr, const tile_out *o) {
+    bool rd = o->mode != MODE_SET;
+    const char *p = rd ? (const char *)o->prev : o->out ? (const char *)o->out : (const char *)o->out16;
+    size_t es = rd || o->out ? 4 : 2, ld = (size_t)(rd ? o->ldp : o->ldo) * es;
 #pragma GCC unroll 14
     for (int i = 0; i < mr; i++) {
-        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
-        _mm_prefetch((const char *)(c + i * ldc + NR - 1), _MM_HINT_T0);
+        _mm_prefetch(p + i * ld, _MM_HINT_T0);
+        _mm_prefetch(p + i * ld + (NR - 1) * es, _MM_HINT_T0);
     }
 }
 
-AI void store_tile(const int mr, const __m512 *acc0, const __m512 *acc1, float *c, int64_t ldc, __mmask16 m0,
-                   __mmask16 m1, int mode, float beta) {
-    __m512 vb = _mm512_set1_ps(beta);
+AI void store_tile(const int mr, const __m512 *acc0, const __m512 *acc1, const tile_out *o, __mmask16 m0,
+                   __mmask16 m1) {
+    __m512 vb = _mm512_set1_ps(o->beta), b0 = _mm512_setzero_ps(), b1 = b0;
+    if (o->bias) b0 = _mm512_maskz_loadu_ps(m0, o->bias), b1 = _mm512_maskz_loadu_ps(m1, o->bias + 16);
 #pragma GCC unroll 14
     for (int i = 0; i < mr; i++) {
-        float *ci = c + i * ldc;
         __m512 r0 = acc0[i], r1 = acc1[i];
-        if (mode != MODE_SET) {
-            __m512 c0 = _mm512_maskz_loadu_ps(m0, ci), c1 = _mm512_maskz_loadu_ps(m1, ci + 16);
-            if (mode == MODE_BETA) {
+        if (o->mode != MODE_SET) {
+            const float *pi = o->prev + i * o->ldp;
+            __m512 c0 = _mm512_maskz_loadu_ps(m0, pi), c1 = _mm512_maskz_loadu_ps(m1, pi + 16);
+            if (o->mode == MODE_BETA) {
                 c0 = _mm512_mul_ps(vb, c0);
                 c1 = _mm512_mul_ps(vb, c1);
             }
             r0 = _mm512_add_ps(c0, r0);
             r1 = _mm512_add_ps(c1, r1);
         }
-        _mm512_mask_storeu_ps(ci, m0, r0);
-        _mm512_mask_storeu_ps(ci + 16, m1, r1);
+        if (o->bias) r0 = _mm512_add_ps(r0, b0), r1 = _mm512_add_ps(r1, b1);
+        if (o->out) {
+            float *ci = o->out + i * o->ldo;
+            _mm512_mask_storeu_ps(ci, m0, r0);
+            _mm512_mask_storeu_ps(ci + 16, m1, r1);
+        } else {
+            uint16_t *ci = o->out16 + i * o->ldo;
+            _mm256_mask_storeu_epi16(ci, m0, f32_round16(r0, o->f16));
+            _mm256_mask_storeu_epi16(ci + 16, m1, f32_round16(r1, o->f16));
+        }
     }
 }
 
-AI void ukr_f32_body(const int mr, int64_t kp, const uint32_t *aw, const uint32_t *bw, float *c, int64_t ldc,
-                     __mmask16 m0, __mmask16 m1, int mode, float beta) {
+AI void ukr_f32_body(const int mr, int64_t kp, const uint32_t *aw, const uint32_t *bw, const tile_out *o, __mmask16 m0,
+                     __mmask16 m1) {
     const float *a = (const float *)aw, *b = (const float *)bw;
     __m512 acc0[MR], acc1[MR];
 #pragma GCC unroll 14
@@ -301,11 +330,11 @@ AI void ukr_f32_body(const int mr, int64_t kp, const uint32_t *aw, const uint32_
         a += MR;
         b += NR;
     }
-    store_tile(mr, acc0, acc1, c, ldc, m0, m1, mode, beta);
+    store_tile(mr, acc0, acc1, o, m0, m1);
 }
 
-BF16_TARGET AI void ukr_bf16dp_body(const int mr, int64_t kp, const uint32_t *a, const uint32_t *b, float *c,
-                                    int64_t ldc, __mmask16 m0, __mmask16 m1, int mode, float beta) {
+BF16_TARGET AI void ukr_bf16dp_body(const int mr, int64_t kp, const uint32_t *a, const uint32_t *b, const tile_out *o,
+                                    __mmask16 m0, __mmask16 m1) {
     __m512 acc0[MR], acc1[MR];
 #pragma GCC unroll 14
     for (int i = 0; i < mr; i++) acc0[i] = acc1[i] = _mm512_setzero_ps();
@@ -320,17 +349,17 @@ BF16_TARGET AI void ukr_bf16dp_body(const int mr, int64_t kp, const uint32_t *a,
         a += MR;
         b += NR;
     }
-    store_tile(mr, acc0, acc1, c, ldc, m0, m1, mode, beta);
+    store_tile(mr, acc0, acc1, o, m0, m1);
 }
 
 /* vdpbf16ps emulated with IEEE FMAs (odd element of the pair first), for tiles with subnormal inputs. */
-AI void ukr_bf16x_body(const int mr, int64_t kp, const uint32_t *a, const uint32_t *b, float *c, int64_t ldc,
-                       __mmask16 m0, __mmask16 m1, int mode, float beta) {
+AI void ukr_bf16x_body(const int mr, int64_t kp, const uint32_t *a, const uint32_t *b, const tile_out *o, __mmask16 m0,
+                       __mmask16 m1) {
     const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
     __m512 acc0[MR], acc1[MR];
 #pragma GCC unroll 14
     for (int i = 0; i < mr; i++) acc0[i] = acc1[i] = _mm512_setzero_ps();
-    prefetch_tile(mr, c, ldc);
+    prefetch_tile(mr, o);
     for (int64_t k = 0; k < kp; k++) {
         __m512i w0 = _mm512_load_si512(b), w1 = _mm512_load_si512(b + 16);
         /* odd elements are the high halves (already F32 patterns), even ones the low halves shifted up */
@@ -348,7 +377,7 @@ AI void ukr_bf16x_body(const int mr, int64_t kp, const uint32_t *a, const uint32
         a += MR;
         b += NR;
     }
-    store_tile(mr, acc0, acc1, c, ldc, m0, m1, mode, beta);
+    store_tile(mr, acc0, acc1, o, m0, m1);
 }
 
 /* The full-height (MR = 14) K loops in assembly: 28 accumulators, 2 B vectors and the broadcasts need all
@@ -402,10 +431,10 @@ static void kloop_bf16dp_14(int64_t kp, const uint32_t *a, const uint32_t *b, fl
 
 /* The full-height tile: K loop in assembly, then the c update from the (L1-resident) tile buffer. */
 AI void ukr_asm14(void (*kloop)(int64_t, const uint32_t *, const uint32_t *, float *), int64_t kp, const uint32_t *a,
-                  const uint32_t *b, float *c, int64_t ldc, __mmask16 m0, __mmask16 m1, int mode, float beta) {
+                  const uint32_t *b, const tile_out *o, __mmask16 m0, __mmask16 m1) {
     _Alignas(64) float out[MR * NR];
     __m512 acc0[MR], acc1[MR];
-    prefetch_tile(MR, c, ldc);
+    prefetch_tile(MR, o);
     if (kp > 0) {
         kloop(kp, a, b, out);
 #pragma GCC unroll 14
@@ -417,13 +446,11 @@ AI void ukr_asm14(void (*kloop)(int64_t, const uint32_t *, const uint32_t *, flo
 #pragma GCC unroll 14
         for (int i = 0; i < MR; i++) acc0[i] = acc1[i] = _mm512_setzero_ps();
     }
-    store_tile(MR, acc0, acc1, c, ldc, m0, m1, mode, beta);
+    store_tile(MR, acc0, acc1, o, m0, m1);
 }
 
-#define UKR_ARGS                                                                                                       \
-    int64_t kp, const uint32_t *a, const uint32_t *b, float *c, int64_t ldc, __mmask16 m0, __mmask16 m1, int mode,     \
-        float beta
-#define UKR_PASS kp, a, b, c, ldc, m0, m1, mode, beta
+#define UKR_ARGS int64_t kp, const uint32_t *a, const uint32_t *b, const tile_out *o, __mmask16 m0, __mmask16 m1
+#define UKR_PASS kp, a, b, o, m0, m1
 #define FOR_MR(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14)
 #define DEF_F32(n)                                                                                                     \
     static void ukr_f32_##n(UKR_ARGS) { ukr_f32_body(n, UKR_PASS); }
@@ -460,8 +487,9 @@ typedef struct job {
     /* tasks: mb x nb tiles of ms MR-slivers by ns NR-slivers */
     int64_t msl, ms, mb, ns, nb;
     bool bpriv;     /* each task packs its own B slivers (no shared bp) */
-    uint32_t *abuf; /* nslots buffers of slot_words: A block, then (bpriv) one B sliver */
+    uint32_t *abuf; /* nslots buffers of slot_words: A block, then (bpriv) one B sliver, then (part_words) */
     int64_t slot_words;
+    int64_t part_words; /* c16 over several K-blocks: the task's F32 partial sums, ms MR x ns NR */
     atomic_int *busy;
     int nslots;
 } job;
@@ -493,6 +521,37 @@ static void pack_b_range(void *arg, int64_t i0, int64_t i1, int64_t chunk) {
     }
 }
 
+/* The write-out of the micro-tile at row r, column col of c ((rt, ct) within its task) after K-block pc:
+ * an F32 result accumulates in c block by block; a 16-bit one (kernels.h) keeps its partial sums in the
+ * task's F32 buffer `part` until the last block rounds them into c16. The bias comes with the last. */
+static tile_out tile_target(const job *j, float *part, int64_t pc, int64_t r, int64_t col, int64_t rt, int64_t ct) {
+    const ampci_gemm *g = j->g;
+    bool last = pc + 1 == j->nkb;
+    tile_out o = {.mode = pc > 0            ? MODE_ADD
+                          : g->beta == 0.0f ? MODE_SET
+                                            : MODE_BETA,
+                  .beta = g->beta,
+                  .f16 = g->c16_dt == AMPC_DTYPE_F16,
+                  .bias = last && g->bias ? g->bias + col : NULL};
+    if (!g->c16) {
+        o.prev = o.out = g->c + r * g->ldc + col;
+        o.ldp = o.ldo = g->ldc;
+        return o;
+    }
+    if (j->nkb > 1) {
+        o.prev = part + rt * j->ns * NR + ct;
+        o.ldp = j->ns * NR;
+    }
+    if (last) {
+        o.out16 = g->c16 + r * g->ldc + col;
+        o.ldo = g->ldc;
+    } else {
+        o.out = part + rt * j->ns * NR + ct;
+        o.ldo = j->ns * NR;
+    }
+    return o;
+}
+
 static void compute_range(void *arg, int64_t t0, int64_t t1, int64_t chunk) {
     (void)chunk;
     job *j = arg;
@@ -500,6 +559,7 @@ static void compute_range(void *arg, int64_t t0, int64_t t1, int64_t chunk) {
     int slot = take_slot(j->busy, j->nslots);
     uint32_t *abuf = j->abuf + (size_t)slot * (size_t)j->slot_words;
     uint32_t *bbuf = abuf + ceil_div(j->ms * MR * j->kpf, 16) * 16; /* bpriv: one sliver, 64-byte aligned */
+    float *part = j->part_words ? (float *)(abuf + j->slot_words - j->part_words) : NULL;
     const unsigned char *a = g->a, *b = g->b;
     for (int64_t t = t0; t < t1; t++) {
         int64_t ti = t / j->nb, tj = t % j->nb;
@@ -515,7 +575,6 @@ static void compute_range(void *arg, int64_t t0, int64_t t1, int64_t chunk) {
             else
                 g_pack_x[j->kd][0](a + (size_t)(r0 * g->lda + k0) * j->es, g->lda, j->es, kc, g->M - r0, sl1 - sl0,
                                    kp * MR, abuf, asub);
-            int mode = pc > 0 ? MODE_ADD : g->beta == 0.0f ? MODE_SET : MODE_BETA;
             for (int64_t s = s0; s < s1; s++) {
                 int64_t col = j->jc0 + s * NR, nr = g->N - col < NR ? g->N - col : NR;
                 __mmask16 mk0 = m16(nr), mk1 = m16(nr - 16);
@@ -539,8 +598,8 @@ static void compute_range(void *arg, int64_t t0, int64_t t1, int64_t chunk) {
                     const ukr_fn *tab = !pair_kind(j->kd)          ? g_ukr_f32
                                         : (bsub || asub[sl - sl0]) ? g_ukr_bf16x
                                                                    : g_ukr_bf16dp;
-                    tab[mr](kp, abuf + (sl - sl0) * kp * MR, bs, g->c + r * g->ldc + col, g->ldc, mk0, mk1, mode,
-                            g->beta);
+                    tile_out o = tile_target(j, part, pc, r, col, r - r0, (s - s0) * NR);
+                    tab[mr](kp, abuf + (sl - sl0) * kp * MR, bs, &o, mk0, mk1);
                 }
             }
         }
@@ -595,7 +654,9 @@ static ampc_status gemm_avx512(ampc_ctx *ctx, const ampci_gemm *g, kind kd, cons
     j.nslots = serial ? 1 : (int)(threads < ntasks_max ? threads : ntasks_max);
 
     j.bpriv = !serial && nchunks == 1 && (double)(j.mb - 1) * (double)g->K * (double)g->N < PRIVATE_B_ELEMS * threads;
-    j.slot_words = ceil_div(j.ms * MR * j.kpf, 16) * 16 + (j.bpriv ? j.kpf * NR : 0);
+    j.ns = ns_chunk;
+    j.part_words = g->c16 && j.nkb > 1 ? j.ms * MR * j.ns * NR : 0;
+    j.slot_words = ceil_div(j.ms * MR * j.kpf, 16) * 16 + (j.bpriv ? j.kpf * NR : 0) + j.part_words;
     size_t bwords = j.bpriv ? 0 : (size_t)(kp_total * NR * nsl_chunk);
     size_t awords = (size_t)j.slot_words * (size_t)j.nslots;
     size_t nflags = (size_t)(j.nkb * nsl_chunk);

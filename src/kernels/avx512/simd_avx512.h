@@ -7,6 +7,7 @@
 #define AMPC_SIMD_AVX512_H
 
 #include <immintrin.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define SIMD_INLINE __attribute__((always_inline)) static inline
@@ -29,6 +30,13 @@ SIMD_INLINE __m512i bf16_rne(__m512i x) {
     __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
     __m512i r = _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
     return _mm512_mask_or_epi32(r, f32_isnan_bits(x), _mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
+}
+
+/* 16 F32 lanes rounded once to F16 (vcvtps2ph, RNE: half.h's bits, NaN rule included) or to BF16
+ * (bf16_rne), as 16 halves: the GEMMs' write-out of a result stored in a 16-bit dtype. */
+SIMD_INLINE __m256i f32_round16(__m512 x, bool f16) {
+    if (f16) return _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm512_cvtepi32_epi16(bf16_rne(_mm512_castps_si512(x)));
 }
 
 /* 16 BF16 patterns -> 16 F32 patterns, NaN quieted (as half.h widens). */

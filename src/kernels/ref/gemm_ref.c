@@ -2,7 +2,9 @@
  * F32 rows (op(a) row-major (M, K), op(b) column-major, i.e. (N, K)); every product of two F16 or BF16
  * values is exact in F32, so the only roundings are the F32 additions. Each dot product sums in a fixed
  * order (8 interleaved partial sums, then a fixed tree), so a result never depends on the thread count:
- * threads split the rows of c. Also the oracles of the split F32 slots (one or three BF16 passes). */
+ * threads split the rows of c. The write-out (kernels.h) adds the bias after the whole sum and rounds
+ * to c16's dtype with the scalar conversions of half.h. Also the oracles of the split F32 slots (one or
+ * three BF16 passes). */
 #include "../../numerics/half.h"
 #include "kernels_ref.h"
 
@@ -42,6 +44,20 @@ static float dot(const float *x, const float *y, int64_t K) {
     return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
+/* Element (m, n)'s sum s written out: beta c + s (c read only for beta != 0), plus the bias, into c or,
+ * rounded once, into c16. */
+static void put(const ampci_gemm *g, int64_t m, int64_t n, float s) {
+    size_t at = (size_t)(m * g->ldc + n);
+    float v = g->beta == 0.0f ? s : g->beta * g->c[at] + s;
+    if (g->bias) v += g->bias[n];
+    if (!g->c16) {
+        g->c[at] = v;
+        return;
+    }
+    uint32_t x = ampci_f32_bits(v);
+    g->c16[at] = g->c16_dt == AMPC_DTYPE_F16 ? ampci_f16_from_f32_bits(x) : ampci_bf16_from_f32_bits(x);
+}
+
 typedef struct gemm_task {
     const ampci_gemm *g;
     ampc_dtype dt;
@@ -58,12 +74,8 @@ static void rows_task(void *arg, int64_t m0, int64_t m1, int64_t chunk) {
     const unsigned char *a0 = (const unsigned char *)g->a + (size_t)(g->ta ? m0 : m0 * g->lda) * es;
     unpack(t->dt, a0, g->ta ? 1 : g->lda, g->ta ? g->lda : 1, m1 - m0, g->K, ap);
     for (int64_t m = m0; m < m1; m++) {
-        float *crow = g->c + m * g->ldc;
         const float *arow = ap + (m - m0) * g->K;
-        for (int64_t n = 0; n < g->N; n++) {
-            float s = dot(arow, t->bt + n * g->K, g->K);
-            crow[n] = g->beta == 0.0f ? s : g->beta * crow[n] + s;
-        }
+        for (int64_t n = 0; n < g->N; n++) put(g, m, n, dot(arow, t->bt + n * g->K, g->K));
     }
 }
 
@@ -116,8 +128,7 @@ static ampc_status split_ref(ampc_ctx *ctx, const ampci_gemm *g, int passes) {
                 /* with an infinite or NaN hi the cross terms would add inf * 0 = NaN to an inf product */
                 if (passes == 3 && isfinite(ah) && isfinite(bh)) s += (double)(ah * bl) + (double)(al * bh);
             }
-            float *c = g->c + m * g->ldc + n;
-            *c = g->beta == 0.0f ? (float)s : g->beta * *c + (float)s;
+            put(g, m, n, (float)s);
         }
     ampci_free(ctx, at, bytes ? bytes : 1);
     return AMPC_OK;
