@@ -1,20 +1,31 @@
-/* test_attention_fast.c: every attention entry of the kernel registry but ref's (today the avx512 fused
- * kernels of src/kernels/avx512/attention_avx512.c: BF16 through widening, and through vdpbf16ps when the
- * CPU has AVX512-BF16), each with its backward, against the ref kernels (the oracle): forward output and
- * statistics, and gq, gk, gv, for F32, F16 and BF16 inputs, causal and not, at sizes around the avx512
- * kernel's 64-query/64-key blocks and 16-lane vectors (T in 1, 37, 63, 64, 65, 100, 257; Tq != Tk; D and
- * Dv in 1, 7, 16, 64, 65, Dv != D; BH 1 and 3), scores of +-80 and steadily rising scores (the
- * online softmax rescales by e^-64 per chunk), BF16 subnormal inputs (vdpbf16ps would read them as 0),
- * the backward run on the ref kernel's stats (the two kernels' stats mean the same), NULL gradients, 1 vs
- * 2 threads (same bits), and the avx512 kernels' vector exp against double (through its test hook in
- * kernels/avx512/kernels_avx512.h). AMPC_ATTN_BENCH=1 prints ref vs fast kernel times at the GPT shape
- * (BH 48, T 256, D 64, causal).
+/* test_attention_fast.c: every attention entry of the kernel registry but ref's (the avx512 fused kernels
+ * of src/kernels/avx512/attention_avx512.c: BF16 through widening, and through vdpbf16ps when the CPU has
+ * AVX512-BF16; the AMX kernel of src/kernels/amx/attention_amx.c: BF16 on the tiles, F32 and F16 as the
+ * avx512 kernel), each with its backward, plus the AMX kernel's emulated build (attention_amx_emu.c: the
+ * same source on an emulation of the tile instructions and a portable vector layer, run on any CPU), all
+ * against the ref kernels (the oracle): forward output and statistics, and gq, gk, gv, for F32, F16 and
+ * BF16 inputs (the emulation: BF16, its tile path), causal and not, at sizes around the 64-query/64-key
+ * blocks, 16-lane vectors and 32-element tile k-steps (T in 1, 37, 63, 64, 65, 100, 257; Tq != Tk; D and
+ * Dv in 1, 7, 16, 64, 65, Dv != D; BH 1 and 3), scores of +-80 and steadily rising scores (the online
+ * softmax rescales by e^-64 per chunk), BF16 subnormal inputs (vdpbf16ps and the tiles would read them as
+ * 0: the kernels' exact paths), NaN and inf inputs, the backward run on the ref kernel's stats (the
+ * kernels' stats mean the same), NULL gradients, 1 vs 2 threads (same bits), the emulated AMX kernel
+ * against the native one where AMX runs (same bits), and the avx512 kernels' vector exp against double
+ * (through its test hook in kernels/avx512/kernels_avx512.h). AMPC_ATTN_BENCH=1 prints ref vs fast kernel
+ * times at the GPT shape (BH 48, T 256, D 64, causal).
  *
  * Tolerance (every element; derived, first order in u = 2^-24, gamma_n = n u / (1 - n u)). The inputs are
  * dtype values, exact in F32 and in double; for row i of a head, with nv visible keys, exact scores
- * s_ij = scale q_i.k_j, m_i = max_j s_ij, p_ij = softmax, S_ij = scale sum_t |q_it k_jt|:
- *   scores:  |s^ - s| <= E_i = gamma_{D+2} max_j S_ij (+ D 2^-126 scale for BF16: vdpbf16ps flushes
- *            partial sums below 2^-126): D roundings of the dot (F32 FMAs, or two per BF16 pair), one
+ * s_ij = scale q_i.k_j, m_i = max_j s_ij, p_ij = softmax, S_ij = scale sum_t |q_it k_jt|. A kernel's
+ * products round as its model says: a dot product of n input pairs passes through dd(n) roundings and
+ * a sum of n terms with a probability (or dS) factor through sd(n):
+ *   FMA chains (avx512):  dd(n) = sd(n) = n
+ *   tiles (amx, BF16):    dd(n) = 17 + ceil(n / 32), sd(n) = 17 + 3 ceil(n / 32) (16 FMAs of a pair chain,
+ *                         even + odd, one add into C per tile instruction; P and dS as three BF16 parts),
+ *                         plus lost(n, X) = 2^-125 X + 102 ceil(n / 32) 2^-126 for the parts below 2^-126
+ *                         the tiles read as 0 (X = sum |x| of the other factors) and the flushed sums;
+ *                         every dot also flushes: fl(n) = 34 ceil(n / 32) 2^-126 (vdpbf16ps: n 2^-126).
+ *   scores:  |s^ - s| <= E_i = gamma_{dd(D)+2} max_j S_ij (+ fl(D) scale for BF16): the dot, one rounding
  *            for the product with scale and one for scale itself rounded to F32.
  *   probabilities, relative: rho_i = 2 (2 E_i + 2 u A_i + 5 (nv + 1) u) + gamma_nv + 2u
  *            <= 4 E_i + 4 u A_i + gamma_{11 nv + 12}, with A_i = max_j |s_ij - m_i|. A numerator
@@ -23,37 +34,53 @@
  *            factors exp(m_old - m_new), 4u + 1u each, whose arguments sum to at most A_i (the max only
  *            rises: another u A_i). The sum l carries the worst numerator's error plus gamma_nv, hence
  *            the 2; 1 / l and the product with it add 2u.
- *   o:       (rho_i + gamma_{nv+1}) sum_j p_ij |v_jt|  (the sum over keys, then the product with 1 / l).
- *   dp_ij = go_i.v_j within gamma_Dv sum_t |go_it v_jt| (+ Dv 2^-126 for BF16); D_i = sum_j p dp within
+ *   o:       (rho_i + gamma_{sd(nv)+1}) sum_j p_ij |v_jt| + lost(nv, sum_j |v_jt|)  (the sum over keys of
+ *            unnormalised numerators, then the product with 1 / l <= 1).
+ *   dp_ij = go_i.v_j within gamma_dd(Dv) sum_t |go_it v_jt| (+ fl(Dv) for BF16); D_i = sum_j p dp within
  *            dD_i = sum_j (rho_i p |dp| + p edp) + gamma_nv sum_j p |dp|; ds = scale p (dp - D_i) within
  *            eds = scale (rho_i p |dp - D_i| + p (edp + dD_i) + 4u p |dp - D_i|);
- *   gq_it:   sum_j eds_ij |k_jt| + gamma_nv sum_j |ds_ij k_jt|; gk, gv alike over the Tq queries.
+ *   gq_it:   sum_j eds_ij |k_jt| + gamma_sd(nv) sum_j |ds_ij k_jt| + lost(nv, sum_j |k_jt|); gk, gv alike
+ *            over the Tq queries (lost(Tq, sum_i |q_it|), lost(Tq, sum_i |go_it|)).
  *   stats:   |m^ - m| <= E_i, and 1 / l relative rho_i.
  * Each bound also gets (Tq + Tk + D + Dv) 2^-149 absolute (gradual underflow, for the subnormal case). The
  * ref kernel computes the same quantities with smaller errors (double dots and sums), so both kernels are
  * within the bound of the exact result and |fast - ref| <= 2 bound is what is checked. The printed margin
  * (largest error / tolerance) shows how far inside the bound the kernel is; a wrong key, mask or rescale
- * is off by orders of magnitude more. */
+ * is off by orders of magnitude more. Non-finite inputs (test_special) are checked for the pattern: an
+ * output is NaN (or the same infinity) exactly where ref's is, the finite ones within the bounds of the
+ * problem with the special values replaced by 0 wherever those bounds do not involve them. */
 #include "kernel_check.h"
 
 #include "core/core.h"
 #include "kernels/avx512/kernels_avx512.h"
+
+/* attention_amx_emu.c: the AMX kernel's emulated build */
+ampci_attention_kernel ampc_k_attention__amx_emu;
+ampci_attention_bw_kernel ampc_k_attention_bw__amx_emu;
 
 #include <stdlib.h>
 #include <time.h>
 
 #define U 0x1p-24
 
+/* How a variant's products round (the header's model). */
+typedef struct model {
+    bool tiles; /* BF16 on the AMX tiles (else FMA chains) */
+} model;
+
 typedef struct variant {
     ampc_dtype dt;
     ampc_k_attention_fn fw;
     ampc_k_attention_bw_fn bw;
+    model md;
+    ampc_k_attention_fn native_fw; /* the emulation's native twin, where AMX runs: same bits */
+    ampc_k_attention_bw_fn native_bw;
     char name[80]; /* "ampc_k_attention__avx512bf16 bf16" */
 } variant;
 
 static ampc_ctx *g_ctx1, *g_ctx2; /* 1 and 2 threads */
 static const struct ampc_kernels *g_ref;
-static variant g_var[12];
+static variant g_var[16];
 static int g_nvar;
 static bool g_avx512;   /* the exp hook runs here */
 static double g_margin; /* largest error / tolerance seen */
@@ -83,10 +110,24 @@ static int setup(void **state) {
         for (int d = 0; d < 3; d++) {
             AMPCI_ASSERT(g_nvar < (int)(sizeof g_var / sizeof g_var[0])); /* never silently untested */
             variant *v = &g_var[g_nvar++];
-            *v = (variant){dts[d], e->fn.ATTENTION, bw->fn.ATTENTION_BW, ""};
+            /* the amx kernel runs BF16 on the tiles, the other dtypes as the avx512 kernel */
+            bool tiles = e->level == AMPC_ISA_AMX && dts[d] == AMPC_DTYPE_BF16;
+            *v = (variant){dts[d], e->fn.ATTENTION, bw->fn.ATTENTION_BW, {tiles}, NULL, NULL, ""};
             snprintf(v->name, sizeof v->name, "%s %s", e->name, ampc_dtype_name(dts[d]));
         }
     }
+    /* the emulated AMX kernel (any CPU), on its tile path; checked against the native one where AMX runs */
+    const ampci_kernel *nat = ampci_kernel_find("ampc_k_attention__amx");
+    bool native = nat && ampci_kernel_usable(nat);
+    AMPCI_ASSERT(g_nvar < (int)(sizeof g_var / sizeof g_var[0]));
+    g_var[g_nvar++] = (variant){AMPC_DTYPE_BF16,
+                                ampc_k_attention__amx_emu,
+                                ampc_k_attention_bw__amx_emu,
+                                {true},
+                                native ? nat->fn.ATTENTION : NULL,
+                                native ? backward_of(nat)->fn.ATTENTION_BW : NULL,
+                                "ampc_k_attention__amx_emu BF16"};
+    if (!native) printf("  note: no usable AMX here: the emulated AMX kernel is not compared with a native one\n");
     return 0;
 }
 
@@ -163,10 +204,19 @@ typedef struct bounds {
 
 static double gam(double n) { return n * U / (1 - n * U); }
 
+/* The model's roundings (the header): dd(n), sd(n), fl(n) and lost(n, X). */
+static double kt32(int64_t n) { return (double)((n + 31) / 32); }
+static double dd(const model *md, int64_t n) { return md->tiles ? 17 + kt32(n) : (double)n; }
+static double sd(const model *md, int64_t n) { return md->tiles ? 17 + 3 * kt32(n) : (double)n; }
+static double fl(const model *md, int64_t n) { return md->tiles ? 34 * kt32(n) * 0x1p-126 : (double)n * 0x1p-126; }
+static double lost(const model *md, int64_t n, double x) {
+    return md->tiles ? 0x1p-125 * x + 102 * kt32(n) * 0x1p-126 : 0.0;
+}
+
 /* One query row: fills the row's bounds and adds its terms to the gk, gv accumulators (sk1/sk2: sum of
  * eds |q|, |ds q|; sv1/sv2: rho p |go|, p |go|). w: scratch of 4 Tk doubles. */
-static void bound_row(const prob *p, int64_t h, int64_t i, bounds *b, double *sk1, double *sk2, double *sv1,
-                      double *sv2, double *w) {
+static void bound_row(const prob *p, const model *md, int64_t h, int64_t i, bounds *b, double *sk1, double *sk2,
+                      double *sv1, double *sv2, double *w) {
     const ampci_attn *a = &p->a;
     int64_t D = a->D, Dv = a->Dv, Tk = a->Tk, r = h * a->Tq + i;
     int64_t nv = a->causal && i + 1 < Tk ? i + 1 : Tk;
@@ -179,7 +229,7 @@ static void bound_row(const prob *p, int64_t h, int64_t i, bounds *b, double *sk
         for (int64_t t = 0; t < D; t++) d += q[t] * k[j * D + t], da += fabs(q[t] * k[j * D + t]);
         s[j] = d * a->scale, smax = fmax(smax, da * a->scale), m = fmax(m, s[j]);
     }
-    E = gam((double)D + 2) * smax + (bf ? (double)D * 0x1p-126 * a->scale : 0);
+    E = gam(dd(md, D) + 2) * smax + (bf ? fl(md, D) * a->scale : 0);
     for (int64_t j = 0; j < nv; j++) l += exp(s[j] - m), A = fmax(A, fabs(s[j] - m));
     rho = 2 * (2 * E + 2 * U * A) + gam(11.0 * (double)nv + 12);
     double eta = (double)(a->Tq + Tk + D + Dv) * 0x1p-149, Dsum = 0, dD = 0, pdp = 0;
@@ -187,43 +237,58 @@ static void bound_row(const prob *p, int64_t h, int64_t i, bounds *b, double *sk
         pr[j] = exp(s[j] - m) / l;
         double d = 0, da = 0;
         for (int64_t t = 0; t < Dv; t++) d += go[t] * v[j * Dv + t], da += fabs(go[t] * v[j * Dv + t]);
-        dp[j] = d, edp[j] = gam((double)Dv) * da + (bf ? (double)Dv * 0x1p-126 : 0);
+        dp[j] = d, edp[j] = gam(dd(md, Dv)) * da + (bf ? fl(md, Dv) : 0);
         Dsum += pr[j] * d, pdp += pr[j] * fabs(d), dD += rho * pr[j] * fabs(d) + pr[j] * edp[j];
     }
     dD += gam((double)nv) * pdp;
     b->m[r] = 2 * E, b->inv[r] = 2 * rho / l;
     for (int64_t t = 0; t < Dv; t++) {
-        double acc = 0;
-        for (int64_t j = 0; j < nv; j++) acc += pr[j] * fabs(v[j * Dv + t]);
-        b->o[r * Dv + t] = 2 * (rho + gam((double)nv + 1)) * acc + eta;
+        double acc = 0, va = 0;
+        for (int64_t j = 0; j < nv; j++) acc += pr[j] * fabs(v[j * Dv + t]), va += fabs(v[j * Dv + t]);
+        b->o[r * Dv + t] = 2 * ((rho + gam(sd(md, nv) + 1)) * acc + lost(md, nv, va)) + eta;
     }
     for (int64_t t = 0; t < D; t++) b->gq[r * D + t] = 0;
     for (int64_t j = 0; j < nv; j++) {
         double x = dp[j] - Dsum, ds = a->scale * pr[j] * x;
         double eds = a->scale * (rho * pr[j] * fabs(x) + pr[j] * (edp[j] + dD) + 4 * U * pr[j] * fabs(x));
         for (int64_t t = 0; t < D; t++) {
-            b->gq[r * D + t] += eds * fabs(k[j * D + t]) + gam((double)nv) * fabs(ds * k[j * D + t]);
+            b->gq[r * D + t] += eds * fabs(k[j * D + t]) + gam(sd(md, nv)) * fabs(ds * k[j * D + t]);
             sk1[j * D + t] += eds * fabs(q[t]), sk2[j * D + t] += fabs(ds * q[t]);
         }
         for (int64_t t = 0; t < Dv; t++)
             sv1[j * Dv + t] += rho * pr[j] * fabs(go[t]), sv2[j * Dv + t] += pr[j] * fabs(go[t]);
     }
-    for (int64_t t = 0; t < D; t++) b->gq[r * D + t] = 2 * b->gq[r * D + t] + eta;
+    for (int64_t t = 0; t < D; t++) {
+        double ka = 0;
+        for (int64_t j = 0; j < nv; j++) ka += fabs(k[j * D + t]);
+        b->gq[r * D + t] = 2 * (b->gq[r * D + t] + lost(md, nv, ka)) + eta;
+    }
 }
 
-static bounds bounds_new(const prob *p) {
+/* sum over the head's queries of |x_it| (t < n), for lost(): into out (n) */
+static void column_sums(const double *x, int64_t rows, int64_t n, double *out) {
+    for (int64_t t = 0; t < n; t++) out[t] = 0;
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t t = 0; t < n; t++) out[t] += fabs(x[i * n + t]);
+}
+
+static bounds bounds_new(const prob *p, const model *md) {
     const ampci_attn *a = &p->a;
     int64_t rows = a->BH * a->Tq, Tk = a->Tk, D = a->D, Dv = a->Dv;
     bounds b = {malloc((size_t)(p->no + 1) * 8), malloc((size_t)(rows + 1) * 8),  malloc((size_t)(rows + 1) * 8),
                 malloc((size_t)(p->nq + 1) * 8), malloc((size_t)(p->nk + 1) * 8), malloc((size_t)(p->nv + 1) * 8)};
-    double *acc = calloc((size_t)(2 * Tk * (D + Dv) + 4 * Tk + 1), 8);
+    double *acc = calloc((size_t)(2 * Tk * (D + Dv) + 4 * Tk + D + Dv + 1), 8);
     double *sk1 = acc, *sk2 = sk1 + Tk * D, *sv1 = sk2 + Tk * D, *sv2 = sv1 + Tk * Dv, *w = sv2 + Tk * Dv;
-    double eta = (double)(a->Tq + Tk + D + Dv) * 0x1p-149;
+    double *qs = w + 4 * Tk, *gs = qs + D;
+    double eta = (double)(a->Tq + Tk + D + Dv) * 0x1p-149, gt = gam(sd(md, a->Tq));
     for (int64_t h = 0; h < a->BH; h++) {
         memset(acc, 0, (size_t)(2 * Tk * (D + Dv)) * 8);
-        for (int64_t i = 0; i < a->Tq; i++) bound_row(p, h, i, &b, sk1, sk2, sv1, sv2, w);
-        for (int64_t e = 0; e < Tk * D; e++) b.gk[h * Tk * D + e] = 2 * (sk1[e] + gam((double)a->Tq) * sk2[e]) + eta;
-        for (int64_t e = 0; e < Tk * Dv; e++) b.gv[h * Tk * Dv + e] = 2 * (sv1[e] + gam((double)a->Tq) * sv2[e]) + eta;
+        for (int64_t i = 0; i < a->Tq; i++) bound_row(p, md, h, i, &b, sk1, sk2, sv1, sv2, w);
+        column_sums(p->dq + h * a->Tq * D, a->Tq, D, qs), column_sums(p->dgo + h * a->Tq * Dv, a->Tq, Dv, gs);
+        for (int64_t e = 0; e < Tk * D; e++)
+            b.gk[h * Tk * D + e] = 2 * (sk1[e] + gt * sk2[e] + lost(md, a->Tq, qs[e % D])) + eta;
+        for (int64_t e = 0; e < Tk * Dv; e++)
+            b.gv[h * Tk * Dv + e] = 2 * (sv1[e] + gt * sv2[e] + lost(md, a->Tq, gs[e % Dv])) + eta;
     }
     free(acc);
     return b;
@@ -270,7 +335,7 @@ static void same_bits(const char *what, const float *x, const float *y, int64_t 
 static void run_case(const variant *var, int64_t BH, int64_t Tq, int64_t Tk, int64_t D, int64_t Dv, bool causal,
                      dist d) {
     prob p = prob_new(var->dt, BH, Tq, Tk, D, Dv, causal, d);
-    bounds b = bounds_new(&p);
+    bounds b = bounds_new(&p, &var->md);
     result ref = run_kernels(g_ctx1, g_ref->attention, g_ref->attention_bw, &p);
     result got = run_kernels(g_ctx1, var->fw, var->bw, &p);
     int64_t rows = BH * Tq;

@@ -141,7 +141,7 @@ static void test_one_ref_per_cell(void **state) {
 /* The isa tag of the entry each cell runs at level l, as the kernel folders chose before the registry
  * (NULL: none). The highest usable level wins; AVX512-BF16 kernels where the CPU has it; the one-pass F32
  * GEMM of AVX512-BF16 not on CPUs that report AMX (vdpbf16ps is slow there); nothing in the split slots
- * below the levels that speed them up. */
+ * below the levels that speed them up; attention on the tiles at the AMX level. */
 static const char *expected_tag(ampci_slot slot, int key, ampc_isa l) {
     bool bf16 = ampc_cpu_has(AMPC_CPU_AVX512_BF16), amx = l >= AMPC_ISA_AMX, avx512 = l >= AMPC_ISA_AVX512;
     const char *vec = avx512 ? "avx512" : "ref", *vec_bf16 = avx512 && bf16 ? "avx512bf16" : vec;
@@ -156,7 +156,7 @@ static const char *expected_tag(ampci_slot slot, int key, ampc_isa l) {
         return amx ? "amx" : avx512 && bf16 && !ampc_cpu()->cpuid[AMPC_CPU_AMX_BF16] ? "avx512bf16" : NULL;
     case AMPCI_SLOT_GEMM_F32_BF16X3: return amx ? "amx" : NULL;
     case AMPCI_SLOT_ATTENTION:
-    case AMPCI_SLOT_ATTENTION_BW: return vec_bf16;
+    case AMPCI_SLOT_ATTENTION_BW: return amx ? "amx" : vec_bf16;
     default: return vec;
     }
 }

@@ -579,15 +579,22 @@ ampc_status AMX_K(ampc_k_gemm_f32_bf16x3__amx)(ampc_ctx *ctx, const ampci_gemm *
     return gemm_amx(ctx, g, AK_F32X3, "gemm (amx f32 as bf16x3) packed operands");
 }
 
+/* attention_amx.c's kernels (the emulated build includes that file next to this one) */
+AMPCI_HIDDEN ampci_attention_kernel AMX_K(ampc_k_attention__amx);
+AMPCI_HIDDEN ampci_attention_bw_kernel AMX_K(ampc_k_attention_bw__amx);
+
 /* The amx folder's registry table (AMX-TILE and AMX-BF16 usable, permission granted: the level itself).
  * No F32 entry: F32 GEMMs reach tiles only through the split slots, when the op layer allows it
- * (ampc_ctx_set_fp32_matmul_precision); the F32 slot stays with the level below. */
+ * (ampc_ctx_set_fp32_matmul_precision); the F32 slot stays with the level below. The attention entries
+ * run BF16 on the tiles and the other dtypes as the avx512 kernel (attention_amx.c). */
 #define AMX_ENTRY(SLOT, DT, FN) AMPCI_ENTRY(SLOT, DT, DT, 0, AMX_K(FN), AMX_LEVEL, 0, 0, AMX_ROLE)
 AMX_TABLE_STORAGE const ampci_kernel AMX_TABLE[] = {
     AMX_ENTRY(GEMM, AMPC_DTYPE_BF16, ampc_k_gemm_bf16f32__amx),
     AMX_ENTRY(GEMM, AMPC_DTYPE_F16, ampc_k_gemm_f16f32__amx_bf16x3),
     AMX_ENTRY(GEMM_F32_BF16X1, AMPC_DTYPE_F32, ampc_k_gemm_f32_bf16x1__amx),
     AMX_ENTRY(GEMM_F32_BF16X3, AMPC_DTYPE_F32, ampc_k_gemm_f32_bf16x3__amx),
+    AMX_ENTRY(ATTENTION, AMPC_DTYPE_F32, ampc_k_attention__amx),
+    AMX_ENTRY(ATTENTION_BW, AMPC_DTYPE_F32, ampc_k_attention_bw__amx),
 };
 #ifdef AMPCI_AMX_EMULATE
 static const size_t ampci_kernels_amx_emu_count = sizeof AMX_TABLE / sizeof AMX_TABLE[0];
