@@ -615,13 +615,16 @@ static void pack_pair(akind kd, bool is_b, bool kline, int64_t nx, int64_t kc) {
     assert_true(d1 && d2 && ng <= 8);
     for (size_t i = 0; i < words; i++) d1[i] = d2[i] = 0xabcd; /* every word up to the guard is written */
     g_pack_scalar[kd][is_b](&s, ng, kt, d1, gw, f1, 1);
-    g_pack_vector[kd][is_b](&s, ng, kt, d2, gw, f2, 1);
-    for (size_t i = 0; i < words; i++)
-        if (d1[i] != d2[i])
-            FAILF("pack kind %d %s %s nx %lld kc %lld: word %zu = %04x (vector), %04x (scalar)", (int)kd,
-                  is_b ? "B" : "A", kline ? "k-contiguous" : "x-contiguous", (long long)nx, (long long)kc, i, d2[i],
-                  d1[i]);
-    for (int64_t g = 0; g < ng; g++) assert_int_equal(f1[g], f2[g]);
+    for (int w = 1; w <= max_vector(); w++) { /* the AVX-512 packers, then those with vcvtne2ps2bf16 */
+        for (size_t i = 0; i < words; i++) d2[i] = 0xabcd;
+        (w == 2 ? g_pack_vectorbf : g_pack_vector)[kd][is_b](&s, ng, kt, d2, gw, f2, 1);
+        for (size_t i = 0; i < words; i++)
+            if (d1[i] != d2[i])
+                FAILF("pack kind %d %s %s nx %lld kc %lld: word %zu = %04x (%s), %04x (scalar)", (int)kd,
+                      is_b ? "B" : "A", kline ? "k-contiguous" : "x-contiguous", (long long)nx, (long long)kc, i, d2[i],
+                      w == 2 ? "vector, AVX512-BF16" : "vector", d1[i]);
+        for (int64_t g = 0; g < ng; g++) assert_int_equal(f1[g], f2[g]);
+    }
     free(src);
     free(d1);
     free(d2);

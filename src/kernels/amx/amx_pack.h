@@ -208,8 +208,9 @@ AI __m512i low_halves(__m512i a, __m512i b) {
     return _mm512_permutex2var_epi16(a, idx, b);
 }
 
-/* 32 F32 values (f0: elements 0..15, f1: 16..31, FP16 values only) split into BF16 hi and lo with
- * vcvtne2ps2bf16, 32 BF16 each in element order; lo = 0 where hi is inf or NaN. */
+/* 32 F32 values (f0: elements 0..15, f1: 16..31; FP16 values, or F32 values none of which is nonzero
+ * below 2^-102: f32_tiny_any) split into BF16 hi and lo with vcvtne2ps2bf16, 32 BF16 each in element
+ * order; lo = 0 where hi is inf or NaN. */
 AI void split32_bf(__m512 f0, __m512 f1, __m512i *hi, __m512i *lo) {
     const __m512i e = _mm512_set1_epi16(0x7f80);
     __m512i h = (__m512i)_mm512_cvtne2ps_pbh(f1, f0);
@@ -218,6 +219,15 @@ AI void split32_bf(__m512 f0, __m512 f1, __m512i *hi, __m512i *lo) {
     __m512i l = (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(f1, h1), _mm512_sub_ps(f0, h0));
     *hi = h;
     *lo = _mm512_maskz_mov_epi16(_mm512_cmpneq_epi16_mask(_mm512_and_si512(h, e), e), l);
+}
+
+/* Whether a lane of x or y (F32 patterns) is nonzero and below 2^-102 in magnitude: there
+ * vcvtne2ps2bf16's DAZ and FTZ could meet the value itself or its remainder x - hi (a multiple of
+ * x's ulp, 2^-126 or more when |x| >= 2^-103), so the F32 split takes the integer path (split16). */
+AI bool f32_tiny_any(__m512i x, __m512i y) {
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), one = _mm512_set1_epi32(1), lim = _mm512_set1_epi32(0x0c7fffff);
+    __m512i ax = _mm512_sub_epi32(_mm512_and_si512(x, abs), one), ay = _mm512_sub_epi32(_mm512_and_si512(y, abs), one);
+    return (_mm512_cmplt_epu32_mask(ax, lim) | _mm512_cmplt_epu32_mask(ay, lim)) != 0;
 }
 
 /* 16 consecutive elements at p (n valid, zero beyond) as F32 patterns (F16 widened exactly, as half.h). */
@@ -252,8 +262,15 @@ AI void words_kline(const akind kd, const bool bf, const unsigned char *p, int64
         *lo = _mm512_setzero_si512();
         return;
     }
-    __m512i h0, l0, h1, l1;
     size_t half = 16 * kind_size(kd);
+    if (kd == AK_F32X3 && bf) {
+        __m512i x0 = load16_f32(kd, p, n), x1 = load16_f32(kd, p + half, n - 16);
+        if (!f32_tiny_any(x0, x1)) {
+            split32_bf(_mm512_castsi512_ps(x0), _mm512_castsi512_ps(x1), hi, lo);
+            return;
+        }
+    }
+    __m512i h0, l0, h1, l1;
     parts16(kd, p, n, &h0, &l0);
     parts16(kd, p + half, n - 16, &h1, &l1);
     *hi = low_halves(h0, h1);
@@ -263,15 +280,16 @@ AI void words_kline(const akind kd, const bool bf, const unsigned char *p, int64
 /* The pair words (r0[x], r1[x]) of 16 contiguous rows or columns x < n from two k-rows; r1 NULL: zeros. */
 AI void words_krows(const akind kd, const bool bf, const unsigned char *r0, const unsigned char *r1, int64_t n,
                     __m512i *hi, __m512i *lo) {
-    if (kd == AK_F16X3 && bf) { /* elements 0..15: row k, 16..31: row k + 1, then pairs interleaved */
+    if ((kd == AK_F16X3 || kd == AK_F32X3) && bf) { /* elements 0..15: row k, 16..31: row k + 1, then pairs */
         const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
                                              21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-        __m512 f0 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m16(n), r0));
-        __m512 f1 = r1 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m16(n), r1)) : _mm512_setzero_ps();
-        split32_bf(f0, f1, hi, lo);
-        *hi = _mm512_permutexvar_epi16(idx, *hi);
-        *lo = _mm512_permutexvar_epi16(idx, *lo);
-        return;
+        __m512i x0 = load16_f32(kd, r0, n), x1 = r1 ? load16_f32(kd, r1, n) : _mm512_setzero_si512();
+        if (kd == AK_F16X3 || !f32_tiny_any(x0, x1)) {
+            split32_bf(_mm512_castsi512_ps(x0), _mm512_castsi512_ps(x1), hi, lo);
+            *hi = _mm512_permutexvar_epi16(idx, *hi);
+            *lo = _mm512_permutexvar_epi16(idx, *lo);
+            return;
+        }
     }
     __m512i h0, l0, h1 = _mm512_setzero_si512(), l1 = h1;
     parts16(kd, r0, n, &h0, &l0);
@@ -377,20 +395,28 @@ AI void pack_groups_vector(const akind kd, const bool is_b, PACK_ARGS) {
     pack_groups_vec(kd, false, is_b, s, ng, kt, dst, gstride, flag, fstride);
 }
 DEF_PACK_KINDS(vector)
-/* The same with AVX512-BF16's vcvtne2ps2bf16 for the F16 split (its RNE, NaN rule and DAZ/FTZ change
- * nothing for FP16 values and their parts, which are F32 normals or 0): 32 lanes in one instruction where
- * the integer rounding takes ten, for CPUs that have it (every AMX CPU to date). */
+/* The same with AVX512-BF16's vcvtne2ps2bf16 for the F16 and F32 splits: 32 lanes in one instruction
+ * where the integer rounding takes ten, for CPUs that have it (every AMX CPU to date). Its RNE and NaN
+ * rule are bf16_rne's; its DAZ and FTZ change nothing for FP16 values and their parts (F32 normals or 0),
+ * nor for F32 values of 2^-102 or more and their parts; 32 F32 values with a smaller nonzero one among
+ * them take the integer split (f32_tiny_any). */
 static void pack_a_f16x3_vectorbf(PACK_ARGS) {
     pack_groups_vec(AK_F16X3, true, false, s, ng, kt, dst, gstride, flag, fstride);
 }
 static void pack_b_f16x3_vectorbf(PACK_ARGS) {
     pack_groups_vec(AK_F16X3, true, true, s, ng, kt, dst, gstride, flag, fstride);
 }
+static void pack_a_f32x3_vectorbf(PACK_ARGS) {
+    pack_groups_vec(AK_F32X3, true, false, s, ng, kt, dst, gstride, flag, fstride);
+}
+static void pack_b_f32x3_vectorbf(PACK_ARGS) {
+    pack_groups_vec(AK_F32X3, true, true, s, ng, kt, dst, gstride, flag, fstride);
+}
 static const pack_fn g_pack_vectorbf[AK_COUNT][2] = {
     {pack_a_bf16_vector, pack_b_bf16_vector},
     {pack_a_f16x3_vectorbf, pack_b_f16x3_vectorbf},
     {pack_a_f32x1_vector, pack_b_f32x1_vector},
-    {pack_a_f32x3_vector, pack_b_f32x3_vector},
+    {pack_a_f32x3_vectorbf, pack_b_f32x3_vectorbf},
 };
 
 AMX_VECTOR_END
