@@ -1,7 +1,7 @@
 /* driver_util.h: the small pieces the blocked drivers of the ISA folders share (the AVX-512 and AMX GEMMs,
- * the AVX-512 attention): integer helpers, claiming a scratch slot for a task, the GEMM's scalar write-out
- * of one element and its K = 0 case, and
- * the description of a GEMM kernel's packing that `ampc bench gemm` times on its own. The functions are
+ * the AVX-512 and AMX attention): integer helpers, claiming a scratch slot for a task, the GEMM's scalar
+ * write-out of one element (the ref GEMM's too: one definition of kernels.h's epilogue) and its K = 0
+ * case, and the description of a GEMM kernel's packing that `ampc bench gemm` times on its own. The functions are
  * static inline, so each ISA file compiles its own copy with its own flags and none leaks into generic
  * code. */
 #ifndef AMPC_KERNELS_DRIVER_UTIL_H

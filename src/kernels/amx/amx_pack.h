@@ -310,15 +310,6 @@ AI __mmask32 special32(const akind kd, __m512i hi, __m512i lo) {
     }
 }
 
-AI void transpose_words(__m512i w[16]) {
-    __m512 f[16];
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i++) f[i] = _mm512_castsi512_ps(w[i]);
-    transpose16(f);
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i++) w[i] = _mm512_castps_si512(f[i]);
-}
-
 /* Word vector i of a k-step from k0: the words of row or column i (kline: the source's k is contiguous),
  * else word i of each of the 16 rows or columns (from the k-rows k0 + 2 i and k0 + 2 i + 1). Returns the
  * lanes the tile path must not see. */
@@ -355,11 +346,11 @@ AI __mmask32 pack_step(const akind kd, const bool bf, const bool is_b, const pac
     __m512i hi[16], lo[16];
 #pragma GCC unroll 16
     for (int i = 0; i < 16; i++) sp |= load_vec(kd, bf, s, kline, k0, i, &hi[i], &lo[i]);
-    transpose_words(hi);
+    transpose16_epi32(hi);
 #pragma GCC unroll 16
     for (int i = 0; i < 16; i++) _mm512_store_si512(d + i * TK, hi[i]);
     if (parts == 2) {
-        transpose_words(lo);
+        transpose16_epi32(lo);
 #pragma GCC unroll 16
         for (int i = 0; i < 16; i++) _mm512_store_si512(d + TWORDS + i * TK, lo[i]);
     }

@@ -73,14 +73,7 @@ VI void vi_store_high(uint16_t *p, vi x) {
 /* whether a BF16 half of a word is subnormal (the tiles would read it as 0) */
 VI bool vi_bf16_subnormal(vi w) { return bf16_subnormal(w) != 0; }
 VI void vf_transpose(vf r[16]) { transpose16(r); }
-VI void vi_transpose(vi w[16]) {
-    vf f[16];
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i++) f[i] = vf_of(w[i]);
-    transpose16(f);
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i++) w[i] = vi_of(f[i]);
-}
+VI void vi_transpose(vi w[16]) { transpose16_epi32(w); }
 
 #else /* AMPCI_AMX_EMULATE */
 /* ------------------------------------------------------------------------------------------------

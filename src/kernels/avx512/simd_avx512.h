@@ -81,4 +81,14 @@ SIMD_INLINE void transpose16(__m512 r[16]) {
     }
 }
 
+/* transpose16 of 16 integer vectors (32-bit words moved as they are). */
+SIMD_INLINE void transpose16_epi32(__m512i w[16]) {
+    __m512 f[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) f[i] = _mm512_castsi512_ps(w[i]);
+    transpose16(f);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) w[i] = _mm512_castps_si512(f[i]);
+}
+
 #endif

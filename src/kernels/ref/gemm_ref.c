@@ -6,6 +6,7 @@
  * to c16's dtype with the scalar conversions of half.h. Also the oracles of the split F32 slots (one or
  * three BF16 passes). */
 #include "../../numerics/half.h"
+#include "../driver_util.h" /* gemm_put: the write-out every GEMM shares */
 #include "kernels_ref.h"
 
 #include <math.h>
@@ -44,20 +45,6 @@ static float dot(const float *x, const float *y, int64_t K) {
     return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
-/* Element (m, n)'s sum s written out: beta c + s (c read only for beta != 0), plus the bias, into c or,
- * rounded once, into c16. */
-static void put(const ampci_gemm *g, int64_t m, int64_t n, float s) {
-    size_t at = (size_t)(m * g->ldc + n);
-    float v = g->beta == 0.0f ? s : g->beta * g->c[at] + s;
-    if (g->bias) v += g->bias[n];
-    if (!g->c16) {
-        g->c[at] = v;
-        return;
-    }
-    uint32_t x = ampci_f32_bits(v);
-    g->c16[at] = g->c16_dt == AMPC_DTYPE_F16 ? ampci_f16_from_f32_bits(x) : ampci_bf16_from_f32_bits(x);
-}
-
 typedef struct gemm_task {
     const ampci_gemm *g;
     ampc_dtype dt;
@@ -75,7 +62,7 @@ static void rows_task(void *arg, int64_t m0, int64_t m1, int64_t chunk) {
     unpack(t->dt, a0, g->ta ? 1 : g->lda, g->ta ? g->lda : 1, m1 - m0, g->K, ap);
     for (int64_t m = m0; m < m1; m++) {
         const float *arow = ap + (m - m0) * g->K;
-        for (int64_t n = 0; n < g->N; n++) put(g, m, n, dot(arow, t->bt + n * g->K, g->K));
+        for (int64_t n = 0; n < g->N; n++) gemm_put(g, m, n, dot(arow, t->bt + n * g->K, g->K));
     }
 }
 
@@ -128,7 +115,7 @@ static ampc_status split_ref(ampc_ctx *ctx, const ampci_gemm *g, int passes) {
                 /* with an infinite or NaN hi the cross terms would add inf * 0 = NaN to an inf product */
                 if (passes == 3 && isfinite(ah) && isfinite(bh)) s += (double)(ah * bl) + (double)(al * bh);
             }
-            put(g, m, n, (float)s);
+            gemm_put(g, m, n, (float)s);
         }
     ampci_free(ctx, at, bytes ? bytes : 1);
     return AMPC_OK;
