@@ -55,6 +55,7 @@ typedef enum ampc_status {
     AMPC_STATUS_FORMAT = -6,      /* a file or string is malformed */
     AMPC_STATUS_UNSUPPORTED = -7, /* this CPU, build or configuration cannot do it */
     AMPC_STATUS_STATE = -8,       /* the call is out of order (e.g. a second backward) */
+    AMPC_STATUS_DIST = -9,        /* a collective failed or timed out: another rank died or disagreed */
 } ampc_status;
 
 /* Short fixed name of a status ("AMPC_STATUS_SHAPE"). Never NULL. */
@@ -745,6 +746,9 @@ AMPC_API int ampc_optim_num_params(const ampc_optim *opt);
 AMPC_API ampc_tensor *ampc_optim_param(const ampc_optim *opt, int i);
 /* The F32 master of parameter i (the parameter itself when it is its own master), for inspection. */
 AMPC_API const ampc_tensor *ampc_optim_master(const ampc_optim *opt, int i);
+/* Bytes of optimizer state this process holds (F32 masters, first and second moments): with a sharded
+ * data-parallel optimizer about 1/N of the whole. */
+AMPC_API int64_t ampc_optim_state_bytes(const ampc_optim *opt);
 /* True when every existing gradient is finite; *first_bad (may be NULL) receives the first offender's
  * name ("" if unnamed; NULL when all are finite). */
 AMPC_API bool ampc_optim_grads_finite(const ampc_optim *opt, const char **first_bad);
@@ -1018,7 +1022,16 @@ typedef struct ampc_loader_params {
     bool shuffle;
     bool drop_last; /* needs at least B samples in the split */
     bool repeat;
+    /* Data parallelism (DistributedSampler's job): with shard_count N > 1 every batch is the global batch
+     * of B samples the order gives, and this loader delivers only rows [first, first + rows) of it for
+     * shard_index r (ampc_loader_shard_rows: r * (B / N) + min(r, B % N), B / N rows plus one for the
+     * first B % N shards); the cursor counts whole global batches, so it is the same on every shard and a
+     * run resumes on another number of shards at exactly the same sample. 0 = one shard. */
+    int shard_index, shard_count;
 } ampc_loader_params;
+
+/* The rows of a global batch of `batch` samples that shard `index` of `count` gets (see above). */
+AMPC_API void ampc_loader_shard_rows(int64_t batch, int index, int count, int64_t *first, int64_t *rows);
 
 typedef struct ampc_loader_cursor {
     int64_t epoch;    /* >= 0 */
@@ -1158,6 +1171,9 @@ typedef struct ampc_checkpoint_state {
      * begin with "ampc." or be "format". */
     const char *const *extra;
     int n_extra;
+    /* the number of data-parallel processes that trained (save: 0 = 1; restore: what the file recorded,
+     * 1 for files of one process); a resume may run on any number */
+    int world_size;
 } ampc_checkpoint_state;
 
 /* Writes the checkpoint atomically (see ampc_safetensors_write): a crash leaves either the previous file
@@ -1178,6 +1194,139 @@ AMPC_API ampc_status ampc_checkpoint_model_config(const ampc_safetensors *ck, am
  * log names those that are not (another CPU, a lower AMPC_ISA). A checkpoint without the key (0.2.0 and
  * older) leaves the context's kernels as they are. */
 AMPC_API ampc_status ampc_checkpoint_restore(const ampc_safetensors *ck, ampc_checkpoint_state *state);
+
+/* ------------------------------------------------------------------------------------------------
+ * Data parallelism over MPI (src/dist/; built when CMake finds MPI, unless -DAMPC_MPI=OFF).
+ *
+ * N processes (ranks), one model replica each, started by mpirun. ampc_dist_new joins them (initialising
+ * MPI unless the program already did; ampc.h never needs mpi.h: pass a pointer to your MPI_Comm).
+ * ampc_dist_attach makes an optimizer data-parallel, after which the ordinary AMP loop of one process
+ * (forward, ampc_grad_scaler_scale, ampc_backward, unscale, clip, step, update) trains all ranks as one:
+ *   - parameters are broadcast from rank 0 and checked by a checksum on every rank;
+ *   - during ampc_backward, gradients go into buckets (about bucket_bytes each, in the order backward
+ *     finishes them: parameters sharing a storage, as a model's do, in reverse declaration order, others
+ *     in reverse optimizer order; F32 gradients reduced in F32 live in their bucket, DDP's
+ *     gradient_as_bucket_view) and each bucket's non-blocking reduction starts as soon as its last
+ *     gradient is final, overlapping the rest of the backward (PyTorch DDP's reducer); a parameter no
+ *     rank's backward reached keeps no gradient;
+ *   - reductions run in reduce_dtype (F32, BF16 or F16: 16-bit sums are formed in F32 and rounded once
+ *     per combining step) with FSDP's division rule: each rank's contribution is multiplied by its share
+ *     w_r / f before the sum and the sum by f / N after it, f being FSDP's gradient_predivide_factor (f = 1;
+ *     doubled while N % f == 0 and N / f > f: 2 for N = 2, 3, 4, 4 for N = 6, 8, 16), so the reduced sum is
+ *     at most N / f times the largest contribution (for N = 2 never larger than it: an FP16 reduction
+ *     cannot overflow where the F32 average would not); w_r = 1 unless ampc_dist_set_grad_weight says so;
+ *   - everything that decides (the GradScaler's found-inf and first bad tensor, the no-scaler finiteness
+ *     check, the clipping norm) agrees across ranks, so all ranks skip the same steps and keep the same
+ *     scale;
+ *   - shard OPTIMIZER is ZeRO-1: each bucket is split in N equal slices and rank r owns slice r of every
+ *     bucket: gradients are reduce-scattered, each rank unscales, checks and updates its slice (F32 masters
+ *     and moments exist for owned elements only: about 1/N of the optimizer state per rank), and the
+ *     updated parameters are all-gathered in the parameters' dtype after the step. Shard FULL adds
+ *     FSDP2's parameter sharding: the parameters of each numbered module ("blocks.3.*", a unit; the
+ *     rest form root units that stay gathered) exist only as this rank's F32 master slice between uses:
+ *     an op or a backward that reads one gathers its unit (all-gather in the parameters' dtype, from
+ *     the masters), and gathering the next unit releases the previous one, so about one unit is whole
+ *     at a time. FSDP2's MixedPrecisionPolicy maps to: param_dtype = the model's parameter dtype (keep
+ *     parameters in BF16 with F32 masters for the full saving: F32 parameters under autocast are cast,
+ *     and the cast cache keeps the casts for the step), reduce_dtype = reduce_dtype, the output dtype =
+ *     the autocast dtype. Gradients keep their full-size block in this version.
+ * One backward per optimizer step (accumulate with a bigger batch instead). Every collective waits at most
+ * timeout_s seconds: a rank that died or stopped answering makes the others fail with AMPC_STATUS_DIST and
+ * a message naming the collective, never hang. Without MPI in the build every call but ampc_dist_available
+ * and the rank queries fails with AMPC_STATUS_UNSUPPORTED.
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef struct ampc_dist ampc_dist;
+
+typedef enum ampc_dist_shard {
+    AMPC_DIST_SHARD_NONE = 0,  /* DDP: every rank holds everything, gradients all-reduced */
+    AMPC_DIST_SHARD_OPTIMIZER, /* ZeRO-1: optimizer state (masters, moments) sharded */
+    AMPC_DIST_SHARD_FULL,      /* FSDP2-style: parameters sharded between uses as well */
+} ampc_dist_shard;
+
+typedef enum ampc_dist_op { AMPC_DIST_SUM = 0, AMPC_DIST_MAX, AMPC_DIST_MIN } ampc_dist_op;
+
+/* True when the library was built with MPI. */
+AMPC_API bool ampc_dist_available(void);
+/* "Open MPI v4.1.4, ..." (MPI_Get_library_version, first line), or "" without MPI. */
+AMPC_API const char *ampc_dist_library(void);
+/* The rank and size mpirun gave this process, read from its environment (OMPI_COMM_WORLD_*, PMI_*,
+ * PMIX_RANK) before MPI is initialised: a program can keep ranks > 0 quiet while it parses its options.
+ * 0 and 1 when not started by a launcher. */
+AMPC_API int ampc_dist_launch_rank(void);
+AMPC_API int ampc_dist_launch_size(void);
+
+typedef struct ampc_dist_params {
+    const void *comm; /* a pointer to the MPI_Comm to train on (duplicated); NULL: MPI_COMM_WORLD,
+                         initialised here (MPI_Init_thread, FUNNELED) when the program has not */
+    double timeout_s; /* the longest any collective may wait: 0 = 300 */
+} ampc_dist_params;
+
+/* Errors: UNSUPPORTED (no MPI in this build), DIST (MPI failed to start). */
+AMPC_API ampc_status ampc_dist_new(const ampc_dist_params *params, ampc_dist **out);
+/* Changes the collectives' deadline (seconds > 0). */
+AMPC_API ampc_status ampc_dist_set_timeout(ampc_dist *d, double timeout_s);
+/* Frees the handle (before or after its optimizer), and finalises MPI when ampc_dist_new initialised it. */
+AMPC_API void ampc_dist_free(ampc_dist *d);
+AMPC_API int ampc_dist_rank(const ampc_dist *d);       /* 0 for NULL */
+AMPC_API int ampc_dist_world_size(const ampc_dist *d); /* 1 for NULL */
+AMPC_API int ampc_dist_local_size(const ampc_dist *d); /* ranks on this machine (sharing its cores); 1 for NULL */
+
+/* Collectives over all ranks, in place, with the handle's timeout. dtypes: F32, F64, I64, BF16, F16 (16-bit
+ * sums in F32, rounded once per combining step); broadcast takes any dtype. Every rank must call them in
+ * the same order with the same n and dtype. */
+AMPC_API ampc_status ampc_dist_broadcast(ampc_dist *d, void *buf, int64_t n, ampc_dtype dt, int root);
+AMPC_API ampc_status ampc_dist_allreduce(ampc_dist *d, void *buf, int64_t n, ampc_dtype dt, ampc_dist_op op);
+AMPC_API ampc_status ampc_dist_barrier(ampc_dist *d);
+/* Agreement on success: every rank passes its own status; all get AMPC_OK only when every rank had one,
+ * else AMPC_STATUS_DIST naming the lowest failing rank (whose own message is its business). */
+AMPC_API ampc_status ampc_dist_agree(ampc_dist *d, ampc_status mine);
+/* Ends every rank of the job at once (MPI_Abort) with the exit code: for a rank that cannot go on. */
+AMPC_API void ampc_dist_abort(ampc_dist *d, int code);
+
+typedef struct ampc_dist_train_params {
+    ampc_dtype reduce_dtype; /* F32 (0, the default), BF16 or F16 */
+    int64_t bucket_bytes;    /* 0 = 25 MiB (DDP's bucket_cap_mb), counted in reduce_dtype */
+    ampc_dist_shard shard;
+} ampc_dist_train_params;
+
+/* Makes opt data-parallel over d (see above); call after every parameter group was added and any
+ * checkpoint restored, before the first backward. The parameters of rank 0 win (broadcast) and every
+ * rank checks their checksum. Errors: INVALID_ARG, STATE (opt already attached, or d has an optimizer),
+ * DTYPE (reduce_dtype), DIST. */
+AMPC_API ampc_status ampc_dist_attach(ampc_dist *d, ampc_optim *opt, const ampc_dist_train_params *params);
+/* This rank's share of the global batch relative to an equal share (rows * N / B; 1 when the batch
+ * divides evenly): its gradient counts that much in the average, so uneven shards average exactly like
+ * one process on the whole batch. */
+AMPC_API ampc_status ampc_dist_set_grad_weight(ampc_dist *d, double weight);
+/* Waits for the gradient reductions of the last backward (the optimizer and the GradScaler call it
+ * themselves before they read gradients). */
+AMPC_API ampc_status ampc_dist_sync_grads(ampc_dist *d);
+/* Shard FULL: gathers every parameter (they stay until the next optimizer step), so code outside the ops
+ * may read them; AMPC_OK and nothing to do otherwise. */
+AMPC_API ampc_status ampc_dist_unshard(ampc_dist *d);
+
+/* What the reductions cost, summed since attach (or the last reset). */
+typedef struct ampc_dist_stats {
+    int64_t steps;          /* backwards reduced */
+    int64_t buckets;        /* buckets per step */
+    int64_t bytes_reduced;  /* per step: gradient bytes sent into reductions (reduce dtype) */
+    int64_t bytes_gathered; /* per step: parameter bytes all-gathered (sharded) */
+    double comm_seconds;    /* from each bucket's launch to its completion */
+    double exposed_seconds; /* time spent waiting for reductions after backward ended */
+} ampc_dist_stats;
+/* The median time of the gradient reductions of one step run back to back with nothing to hide them
+ * (every rank calls it, between steps: the gradients are left undefined): exposed_seconds / steps
+ * against it is the fraction of communication that backward did not hide. */
+AMPC_API ampc_status ampc_dist_time_reduction(ampc_dist *d, int reps, double *seconds);
+AMPC_API ampc_status ampc_dist_get_stats(const ampc_dist *d, ampc_dist_stats *out);
+AMPC_API void ampc_dist_reset_stats(ampc_dist *d);
+
+/* ampc_checkpoint_save for data-parallel runs, called by every rank: a sharded optimizer's state is
+ * gathered to rank 0, which writes the one file (atomically, the same format as one process, with the
+ * world size recorded); the status is agreed, so every rank learns whether the save worked. Resuming is
+ * ampc_checkpoint_restore on every rank before ampc_dist_attach, on any number of ranks. */
+AMPC_API ampc_status ampc_dist_checkpoint_save(ampc_dist *d, const char *path, const ampc_checkpoint_state *state);
 
 /* ------------------------------------------------------------------------------------------------
  * Deprecated names. Renamed in 0.2.0 to follow the naming rules above; the old names still work (they

@@ -46,6 +46,12 @@ AMPCI_HIDDEN ampc_status ampci_grad_accumulate(ampc_tensor *t, const ampc_tensor
  * and in anomaly mode, which checks the F32 values. */
 AMPCI_HIDDEN ampc_dtype ampci_grad_dtype(const ampc_tensor *t);
 
+/* The grad-ready hook (NULL: none), as DDP's reducer uses it: during ampc_backward, fn(arg, leaf) runs for
+ * every leaf that requires grad as soon as the last node reading it has run its backward (its gradient
+ * is then final for this walk; it may be absent when no gradient reached it), and fn(arg, NULL) after
+ * every node. Leaves no node of the walk reads are not reported. One hook per context. */
+AMPCI_HIDDEN void ampci_autograd_set_grad_hook(ampc_ctx *ctx, void (*fn)(void *arg, ampc_tensor *leaf), void *arg);
+
 /* Step end (the context assembly calls it): the tape lives in the arena, so it is simply forgotten. */
 AMPCI_HIDDEN void ampci_autograd_step_end(ampc_ctx *ctx);
 

@@ -138,6 +138,19 @@ ampc_dtype ampci_grad_dtype(const ampc_tensor *t) {
 
 /* ---- the walk ---- */
 
+/* Saved inputs whose storage is absent (sharded parameters between uses) are gathered first. */
+static ampc_status gather_saved(const ampci_node *n) {
+    ampc_ctx *ctx = n->ctx;
+    for (int i = 0; ctx->param_hook && i < n->nin; i++) {
+        ampc_tensor *t = n->in[i];
+        if (t && (n->saved_mask >> i & 1) && t->storage->absent) {
+            ampc_status s = ctx->param_hook(ctx->param_hook_arg, t->storage);
+            if (s != AMPC_OK) return s;
+        }
+    }
+    return AMPC_OK;
+}
+
 static ampc_status check_versions(const ampci_node *n) {
     for (int i = 0; i < n->nin; i++) {
         const ampc_tensor *t = n->in[i];
@@ -168,10 +181,32 @@ static ampc_status mark(ampc_ctx *ctx, ampci_node *root) {
                               "ampc_backward: the graph through %s was already used by an earlier "
                               "backward and released; run one backward per forward",
                               n->op);
-        for (int i = 0; i < n->nin; i++)
-            if (n->in[i] && n->in[i]->node) n->in[i]->node->marked = true;
+        for (int i = 0; i < n->nin; i++) {
+            ampc_tensor *t = n->in[i];
+            if (t && t->node) t->node->marked = true;
+            else if (t && t->requires_grad) t->last_use = n; /* the oldest reader wins: the walk's last */
+        }
     }
     return AMPC_OK;
+}
+
+void ampci_autograd_set_grad_hook(ampc_ctx *ctx, void (*fn)(void *arg, ampc_tensor *leaf), void *arg) {
+    ctx->grad_hook = fn;
+    ctx->grad_hook_arg = fn ? arg : NULL;
+}
+
+/* After node n's backward (or its skip, when no gradient reached it): the leaves it was the last reader
+ * of have their final gradients, and the hook hears of them, then of the node's end. */
+static void leaves_final(ampc_ctx *ctx, const ampci_node *n) {
+    if (!ctx->grad_hook) return;
+    for (int i = 0; i < n->nin; i++) {
+        ampc_tensor *t = n->in[i];
+        if (t && !t->node && t->requires_grad && t->last_use == n) {
+            t->last_use = NULL; /* a leaf read twice by one node is reported once */
+            ctx->grad_hook(ctx->grad_hook_arg, t);
+        }
+    }
+    ctx->grad_hook(ctx->grad_hook_arg, NULL);
 }
 
 static void unmark(ampc_ctx *ctx) {
@@ -192,8 +227,12 @@ static ampc_status walk(ampc_ctx *ctx) {
         ampc_tensor *g = n->grad;
         n->grad = NULL;
         n->released = true;
-        if (!g) continue; /* reachable, but no gradient flowed into it */
-        ampc_status s = check_versions(n);
+        if (!g) { /* reachable, but no gradient flowed into it */
+            leaves_final(ctx, n);
+            continue;
+        }
+        ampc_status s = gather_saved(n);
+        if (s == AMPC_OK) s = check_versions(n);
         ctx->cur_backward = n->op;
         ampci_step_gen_begin(ctx);
         if (s == AMPC_OK) s = n->backward(n, g);
@@ -202,6 +241,7 @@ static ampc_status walk(ampc_ctx *ctx) {
         ampci_step_gen_sweep(ctx);
         ctx->cur_backward = NULL;
         if (s != AMPC_OK) return s;
+        leaves_final(ctx, n);
     }
     return AMPC_OK;
 }

@@ -113,6 +113,8 @@ struct ampci_autocast;
 /* The context. Core owns the first group; the floors above keep their per-context state in the groups
  * after it, which core only stores (it never reads them): each floor reads and writes its own group, and
  * src/ctx.c, the context assembly above every floor, creates, resets at step end and frees them. */
+struct ampci_storage; /* src/tensor */
+
 struct ampc_ctx {
     /* ---- core ---- */
     ampc_allocator alloc;
@@ -144,6 +146,14 @@ struct ampc_ctx {
     const char *cur_backward;
     const ampc_tensor *cur_in[4];
     int cur_nin;
+    /* the grad-ready hook (ampci_autograd_set_grad_hook): called with each leaf whose gradient became
+     * final during a backward walk, and with NULL after every node (a chance to progress communication) */
+    void (*grad_hook)(void *arg, ampc_tensor *leaf);
+    void *grad_hook_arg;
+    /* the absent-parameter hook (src/dist, shard FULL): called before an op or a backward reads a tensor
+     * whose storage is absent (a sharded parameter between uses), to gather it */
+    ampc_status (*param_hook)(void *arg, struct ampci_storage *st);
+    void *param_hook_arg;
     /* ---- amp: autocast regions, policies and the weight-cast cache (NULL until first used) ---- */
     struct ampci_autocast *autocast;
     /* ---- ops: the frames model code has open (src/ops/frame.c): the op outputs they made, outermost
@@ -166,6 +176,12 @@ AMPCI_HIDDEN void ampci_ctx_core_step_end(ampc_ctx *ctx);
  * error is recorded, naming `what`). */
 AMPCI_HIDDEN void *ampci_alloc(ampc_ctx *ctx, size_t size, const char *what);
 AMPCI_HIDDEN void ampci_free(ampc_ctx *ctx, void *p, size_t size);
+/* Memory an allocation gives back for a while without being freed (add false) or takes again (add true),
+ * in the live and peak counts (src/dist: sharded parameters between uses). */
+AMPCI_HIDDEN void ampci_account(ampc_ctx *ctx, size_t size, bool add);
+/* Gives the whole pages inside [p, p + size) back to the OS, keeping the addresses (their contents read as
+ * zeros afterwards): memory not needed for a while that raw pointers saved elsewhere still name. */
+AMPCI_HIDDEN void ampci_discard_pages(void *p, size_t size);
 /* Arena allocation (64-byte aligned), valid until the next ampc_ctx_step_end. */
 AMPCI_HIDDEN void *ampci_arena_alloc(ampc_ctx *ctx, size_t size, const char *what);
 /* Registers fn(arg) to run at the next arena reset. */

@@ -26,6 +26,7 @@ const char *ampc_status_str(ampc_status s) {
     case AMPC_STATUS_FORMAT: return "AMPC_STATUS_FORMAT";
     case AMPC_STATUS_UNSUPPORTED: return "AMPC_STATUS_UNSUPPORTED";
     case AMPC_STATUS_STATE: return "AMPC_STATUS_STATE";
+    case AMPC_STATUS_DIST: return "AMPC_STATUS_DIST";
     }
     return "AMPC_STATUS_UNKNOWN";
 }

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define ARENA_DEFAULT_INITIAL ((size_t)1 << 20)
 
@@ -23,6 +25,23 @@ void *ampci_alloc(ampc_ctx *ctx, size_t size, const char *what) {
     while (live > peak && !atomic_compare_exchange_weak(&ctx->peak, &peak, live)) {}
     atomic_fetch_add(&ctx->allocations, 1);
     return p;
+}
+
+void ampci_account(ampc_ctx *ctx, size_t size, bool add) {
+    size_t padded = round_up(size ? size : 1, AMPCI_ALIGN);
+    if (!add) {
+        atomic_fetch_sub(&ctx->live, padded);
+        return;
+    }
+    size_t live = atomic_fetch_add(&ctx->live, padded) + padded;
+    size_t peak = atomic_load(&ctx->peak);
+    while (live > peak && !atomic_compare_exchange_weak(&ctx->peak, &peak, live)) {}
+}
+
+void ampci_discard_pages(void *p, size_t size) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = ((uintptr_t)p + page - 1) & ~(page - 1),
+              e = ((uintptr_t)p + size) & ~(page - 1);
+    if (e > a) madvise((void *)a, e - a, MADV_DONTNEED); /* advice: failure only leaves the pages in place */
 }
 
 void ampci_free(ampc_ctx *ctx, void *p, size_t size) {

@@ -73,6 +73,10 @@ ampc_status ampc_loader_new(ampc_ctx *ctx, const ampc_dataset *ds, const ampc_lo
     ampc_loader_params p = params ? *params : (ampc_loader_params){0};
     if (p.batch == 0) p.batch = 32;
     if (p.context == 0 && ds->task == AMPC_TASK_CHAR_LM) p.context = 64;
+    if (p.shard_count == 0) p.shard_count = 1;
+    if (p.shard_count < 0 || p.shard_index < 0 || p.shard_index >= p.shard_count)
+        return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: shard %d of %d; expected 0 <= shard_index < shard_count", fn,
+                          p.shard_index, p.shard_count);
     ampc_status s = check_params(fn, ds, &p);
     if (s != AMPC_OK) return s;
     ampc_loader *ld = calloc(1, sizeof *ld);
@@ -190,16 +194,30 @@ ampc_status ampc_loader_next(ampc_loader *ld, ampc_tensor **x, ampc_tensor **y, 
         }
         B = rows_left(ld); /* >= 1: n >= 1, and n >= batch with drop_last */
     }
-    int64_t *idx = ampci_arena_alloc(ld->ctx, (size_t)B * sizeof *idx, fn);
+    int64_t lo, rows;
+    ampc_loader_shard_rows(B, ld->p.shard_index, ld->p.shard_count, &lo, &rows);
+    if (rows == 0)
+        return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                          "%s: a batch of %lld samples leaves shard %d of %d nothing; "
+                          "the batch must be at least the number of shards",
+                          fn, (long long)B, ld->p.shard_index, ld->p.shard_count);
+    int64_t *idx = ampci_arena_alloc(ld->ctx, (size_t)rows * sizeof *idx, fn);
     if (!idx) return ampc_last_status();
-    ampc_status s = alloc_batch(fn, ld, B, x, y);
+    ampc_status s = alloc_batch(fn, ld, rows, x, y);
     if (s != AMPC_OK) return s;
-    for (int64_t b = 0; b < B; b++) idx[b] = sample_at(ld, ld->cur.position + b);
+    for (int64_t b = 0; b < rows; b++) idx[b] = sample_at(ld, ld->cur.position + lo + b);
     batch_rows job = {ld, idx, ampci_tensor_ptr(*x), (int64_t *)ampci_tensor_ptr(*y)};
     bool text = ld->ds->task == AMPC_TASK_CHAR_LM;
-    ampc_parallel_for(ld->ctx, B, text ? 64 : 16, text ? fill_text : fill_images, &job);
-    ld->cur.position += B;
+    ampc_parallel_for(ld->ctx, rows, text ? 64 : 16, text ? fill_text : fill_images, &job);
+    ld->cur.position += B; /* the cursor counts whole global batches: the same on every shard */
     return AMPC_OK;
+}
+
+void ampc_loader_shard_rows(int64_t batch, int index, int count, int64_t *first, int64_t *rows) {
+    if (count < 1) count = 1, index = 0;
+    int64_t q = batch / count, r = batch % count;
+    *first = (int64_t)index * q + (index < r ? index : r);
+    *rows = q + (index < r);
 }
 
 ampc_status ampc_loader_get_cursor(const ampc_loader *ld, ampc_loader_cursor *out) {

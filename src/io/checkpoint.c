@@ -97,10 +97,13 @@ typedef struct misc_rec {
     int64_t step;
     uint64_t rng_seed, rng_stream, rng_counter;
     int64_t epoch, position, samples;
+    int64_t world_size;
 } misc_rec;
 #define XF(k, t, m)                                                                                                    \
     { "ampc." k, t, offsetof(misc_rec, m) }
 static const field step_fields[] = {XF("step", F_I64, step)};
+/* written by data-parallel runs only (a file of one process stays as it was), so absent means 1 */
+static const field world_fields[] = {XF("world_size", F_I64, world_size)};
 static const field rng_fields[] = {XF("rng.seed", F_U64, rng_seed), XF("rng.stream", F_U64, rng_stream),
                                    XF("rng.counter", F_U64, rng_counter)};
 static const field data_fields[] = {XF("data.epoch", F_I64, epoch), XF("data.position", F_I64, position),
@@ -273,6 +276,8 @@ static ampc_status add_scalars(ampc_safetensors_writer *w, const ampc_checkpoint
     misc_rec x = {.step = st->step};
     ampc_status s = put_fields(w, model_fields, NF(model_fields), &mc);
     if (s == AMPC_OK) s = put_fields(w, step_fields, NF(step_fields), &x);
+    x.world_size = st->world_size;
+    if (s == AMPC_OK && st->world_size > 1) s = put_fields(w, world_fields, NF(world_fields), &x);
     if (s == AMPC_OK && st->scaler) {
         ampc_grad_scaler_state gs;
         s = ampc_grad_scaler_state_save(st->scaler, &gs);
@@ -496,6 +501,11 @@ static ampc_status check_scalars(const plan *pl, const ampc_checkpoint_state *st
     ampc_status s = parse_fields(pl->ck, step_fields, NF(step_fields), x);
     if (s == AMPC_OK && x->step < 0)
         s = ampci_fail(AMPC_STATUS_FORMAT, "%s: metadata ampc.step is %lld", ck_name(pl), (long long)x->step);
+    x->world_size = 1;
+    if (s == AMPC_OK && ampc_safetensors_metadata(pl->ck, world_fields[0].key) &&
+        (s = parse_fields(pl->ck, world_fields, NF(world_fields), x)) == AMPC_OK && x->world_size < 1)
+        s = ampci_fail(AMPC_STATUS_FORMAT, "%s: metadata ampc.world_size is %lld", ck_name(pl),
+                       (long long)x->world_size);
     *load_scaler = false;
     if (s == AMPC_OK && st->scaler && ampc_grad_scaler_enabled(st->scaler)) {
         if (!ampc_safetensors_metadata(pl->ck, "ampc.scaler.enabled"))
@@ -566,6 +576,7 @@ ampc_status ampc_checkpoint_restore(const ampc_safetensors *ck, ampc_checkpoint_
         if (st->loader) ampc_loader_set_cursor(st->loader, &(ampc_loader_cursor){x.epoch, x.position});
         if (kernels) ampci_kernels_adopt(st->model->ctx, kernels), kernels = NULL;
         st->step = x.step;
+        st->world_size = (int)x.world_size;
     }
     free(kernels);
     free(pl.ops), free(pl.used);

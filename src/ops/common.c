@@ -20,6 +20,9 @@ static const ampc_tensor *autocast_cast(ampc_ctx *ctx, const ampc_tensor *t, amp
  * casts as autocast's plan says. False (error recorded) when the op is banned or a cast fails. NULL entries
  * stay NULL (the checks report them). */
 static bool enter(ampc_ctx *ctx, ampci_op op, const ampc_tensor **in, int n) {
+    for (int i = 0; ctx->param_hook && i < n; i++) /* a sharded parameter is gathered before its use */
+        if (in[i] && in[i]->storage->absent && ctx->param_hook(ctx->param_hook_arg, in[i]->storage) != AMPC_OK)
+            return false;
     ampci_anomaly_op(ctx, ampci_op_name(op), in, n);
     ampc_dtype to_small[AMPCI_OP_MAX_IN], *to = to_small;
     bool cache_small[AMPCI_OP_MAX_IN], *cache = cache_small;

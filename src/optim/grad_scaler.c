@@ -114,21 +114,43 @@ static opt_state *state_of(ampc_grad_scaler *gs, const ampc_optim *opt, bool cre
     return &gs->states[gs->nstates++];
 }
 
-/* Unscales opt's gradients into st; the caller has checked the stage. */
-static void unscale_into(ampc_grad_scaler *gs, ampc_optim *opt, opt_state *st) {
+/* Data parallel: found_inf must be the same decision on every process (a sharded optimizer sees only its
+ * own part of each gradient), so the first bad parameter is the smallest index any process found and
+ * the bad-tensor count is the sum (the MAX agreement of ShardedGradScaler and DeepSpeed, in one call). */
+static ampc_status agree(ampc_optim *opt, opt_state *st, int first) {
+    if (!opt->dist.reduce) return AMPC_OK;
+    double v[2] = {first, (double)st->bad_tensors};
+    ampc_status s = ampci_optim_reduce(opt, &v[0], 1, AMPCI_REDUCE_MIN);
+    if (s == AMPC_OK) s = ampci_optim_reduce(opt, &v[1], 1, AMPCI_REDUCE_SUM);
+    if (s != AMPC_OK) return s;
+    st->found_inf = v[0] < opt->n;
+    st->bad_tensors = (int64_t)v[1];
+    if (st->found_inf) snprintf(st->first_bad, sizeof st->first_bad, "%s", opt->params[(int)v[0]].p->name);
+    return AMPC_OK;
+}
+
+/* Unscales opt's gradients (this process's part of them) into st; the caller has checked the stage. */
+static ampc_status unscale_into(ampc_grad_scaler *gs, ampc_optim *opt, opt_state *st) {
+    ampc_status s = ampci_optim_sync_grads(opt);
+    if (s != AMPC_OK) return s;
     float inv = (float)(1.0 / (double)gs->scale); /* the reciprocal in double, as PyTorch */
     const struct ampc_kernels *k = gs->ctx->kernels;
+    int first = opt->n;
     for (int i = 0; i < opt->n; i++) {
-        ampc_tensor *p = opt->params[i].p, *g = p->grad;
+        const ampci_param *pp = &opt->params[i];
+        ampc_tensor *p = pp->p, *g = p->grad;
         if (!g) continue;
-        bool bad = k->unscale[g->dtype](ampc_tensor_data(g), ampc_tensor_numel(g), inv);
+        size_t es = ampc_dtype_size(g->dtype);
+        bool bad = k->unscale[g->dtype]((unsigned char *)ampc_tensor_data(g) + (size_t)pp->lo * es, pp->hi - pp->lo,
+                                        inv);
         g->storage->version++;
         if (!bad) continue;
-        if (!st->found_inf) snprintf(st->first_bad, sizeof st->first_bad, "%s", p->name);
+        if (!st->found_inf) snprintf(st->first_bad, sizeof st->first_bad, "%s", p->name), first = i;
         st->found_inf = true;
         st->bad_tensors++;
     }
     st->st = UNSCALED;
+    return agree(opt, st, first);
 }
 
 ampc_status ampc_grad_scaler_unscale(ampc_grad_scaler *gs, ampc_optim *opt) {
@@ -141,8 +163,7 @@ ampc_status ampc_grad_scaler_unscale(ampc_grad_scaler *gs, ampc_optim *opt) {
         return ampci_fail(AMPC_STATUS_STATE, "%s: already called for this optimizer since the last update()", fn);
     if (st->st == STEPPED)
         return ampci_fail(AMPC_STATUS_STATE, "%s: called after step() for this optimizer; call update() first", fn);
-    unscale_into(gs, opt, st);
-    return AMPC_OK;
+    return unscale_into(gs, opt, st);
 }
 
 ampc_status ampc_grad_scaler_step(ampc_grad_scaler *gs, ampc_optim *opt, bool *stepped) {
@@ -158,7 +179,8 @@ ampc_status ampc_grad_scaler_step(ampc_grad_scaler *gs, ampc_optim *opt, bool *s
     if (!st) return AMPC_STATUS_OOM;
     if (st->st == STEPPED)
         return ampci_fail(AMPC_STATUS_STATE, "%s: already called for this optimizer since the last update()", fn);
-    if (st->st == READY) unscale_into(gs, opt, st);
+    ampc_status us = st->st == READY ? unscale_into(gs, opt, st) : AMPC_OK;
+    if (us != AMPC_OK) return us;
     st->st = STEPPED;
     if (st->found_inf) { /* decided at unscale time: gradients changed afterwards are not re-checked */
         gs->skipped++;

@@ -42,6 +42,7 @@ ampc_status ampc_optim_new(ampc_ctx *ctx, const ampc_optim_params *params, ampc_
 
 void ampc_optim_free(ampc_optim *opt) {
     if (!opt) return;
+    if (opt->dist.detach) opt->dist.detach(opt->dist.arg);
     for (int i = 0; i < opt->n; i++) ampc_tensor_free(opt->params[i].master_t);
     for (int g = 0; g < opt->ngroups; g++) {
         ampci_group *gr = &opt->groups[g];
@@ -128,6 +129,7 @@ static ampc_status lay_out(ampc_optim *opt, ampci_group *gr, int first, int coun
         if (gr->m_block) pp->m = (float *)ampc_tensor_data(gr->m_block) + at;
         if (gr->v_block) pp->v = (float *)ampc_tensor_data(gr->v_block) + at;
         at += pp->n;
+        pp->lo = 0, pp->hi = pp->n;
     }
     return AMPC_OK;
 }
@@ -174,13 +176,117 @@ ampc_status ampc_optim_add_group(ampc_optim *opt, const char *name, ampc_tensor 
 
 ampc_status ampc_optim_step(ampc_optim *opt) {
     if (!opt) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_optim_step: optimizer is NULL");
+    ampc_status s = ampci_optim_sync_grads(opt);
+    for (int i = 0; i < opt->n && s == AMPC_OK; i++)
+        if (opt->params[i].p->grad) s = ampci_optim_update(opt, &opt->params[i]);
+    if (s != AMPC_OK) return s;
+    opt->steps++;
+    return opt->dist.after_step ? opt->dist.after_step(opt->dist.arg) : AMPC_OK;
+}
+
+/* ---- data parallelism ---- */
+
+void ampci_optim_set_dist(ampc_optim *opt, const ampci_optim_dist *d) { opt->dist = d ? *d : (ampci_optim_dist){0}; }
+
+ampc_status ampci_optim_sync_grads(ampc_optim *opt) {
+    return opt->dist.sync_grads ? opt->dist.sync_grads(opt->dist.arg) : AMPC_OK;
+}
+
+ampc_status ampci_optim_reduce(ampc_optim *opt, double *v, int n, ampci_reduce_op op) {
+    return opt->dist.reduce ? opt->dist.reduce(opt->dist.arg, v, n, op) : AMPC_OK;
+}
+
+/* One group's state blocks for new ranges, filled from the old ones where both own an element. */
+static ampc_status regroup(ampc_optim *opt, int g, const int64_t *lo, const int64_t *hi, bool all_masters) {
+    ampci_group *gr = &opt->groups[g];
+    int64_t masters = 0, total = 0;
+    bool any = false;
     for (int i = 0; i < opt->n; i++) {
-        if (!opt->params[i].p->grad) continue;
-        ampc_status s = ampci_optim_update(opt, &opt->params[i]);
+        ampci_param *pp = &opt->params[i];
+        if (pp->group != g) continue;
+        bool want = pp->master || all_masters;
+        masters += want ? hi[i] - lo[i] : 0;
+        any |= want;
+        total += hi[i] - lo[i];
+    }
+    ampc_tensor *mb = any ? block(opt->ctx, AMPC_DTYPE_F32, masters) : NULL;
+    ampc_tensor *m = gr->m_block ? block(opt->ctx, AMPC_DTYPE_F32, total) : NULL;
+    ampc_tensor *v = gr->v_block ? block(opt->ctx, AMPC_DTYPE_F32, total) : NULL;
+    if ((any && !mb) || (gr->m_block && !m) || (gr->v_block && !v)) {
+        ampc_tensor_free(mb), ampc_tensor_free(m), ampc_tensor_free(v);
+        return ampc_last_status();
+    }
+    int64_t at_master = 0, at = 0;
+    for (int i = 0; i < opt->n; i++) {
+        ampci_param *pp = &opt->params[i];
+        if (pp->group != g) continue;
+        int64_t a = lo[i] > pp->lo ? lo[i] : pp->lo, b = hi[i] < pp->hi ? hi[i] : pp->hi; /* kept: [a, b) */
+        if (pp->master || all_masters) {
+            if (!pp->master) pp->master_forced = true;
+            float *dst = (float *)ampc_tensor_data(mb) + at_master;
+            float all[1024]; /* newly owned masters come from the parameter (identical on every process) */
+            for (int64_t e = lo[i]; e < hi[i]; e += 1024) {
+                int64_t k = hi[i] - e < 1024 ? hi[i] - e : 1024;
+                ampc_convert(all, AMPC_DTYPE_F32,
+                             (const unsigned char *)ampc_tensor_data(pp->p) + (size_t)e * ampc_dtype_size(pp->p->dtype),
+                             pp->p->dtype, (size_t)k);
+                memcpy(dst + (e - lo[i]), all, (size_t)k * sizeof *all);
+            }
+            if (a < b && pp->master)
+                memcpy(dst + (a - lo[i]), pp->master + (a - pp->lo), (size_t)(b - a) * sizeof(float));
+            pp->master = dst;
+            at_master += hi[i] - lo[i];
+        }
+        float *olds[2] = {pp->m, pp->v}, **news[2] = {&pp->m, &pp->v};
+        ampc_tensor *blocks[2] = {m, v};
+        for (int k = 0; k < 2; k++) {
+            if (!blocks[k]) continue;
+            float *dst = (float *)ampc_tensor_data(blocks[k]) + at;
+            memset(dst, 0, (size_t)(hi[i] - lo[i]) * sizeof *dst);
+            if (a < b) memcpy(dst + (a - lo[i]), olds[k] + (a - pp->lo), (size_t)(b - a) * sizeof(float));
+            *news[k] = dst;
+        }
+        at += hi[i] - lo[i];
+    }
+    ampc_tensor_free(gr->master_block), ampc_tensor_free(gr->m_block), ampc_tensor_free(gr->v_block);
+    gr->master_block = mb, gr->m_block = m, gr->v_block = v;
+    return AMPC_OK;
+}
+
+ampc_status ampci_optim_set_ranges(ampc_optim *opt, const int64_t *lo, const int64_t *hi, bool all_masters) {
+    for (int i = 0; i < opt->n; i++)
+        if (!(0 <= lo[i] && lo[i] <= hi[i] && hi[i] <= opt->params[i].n))
+            return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                              "optimizer: owned range [%lld, %lld) of parameter %d is "
+                              "outside [0, %lld]",
+                              (long long)lo[i], (long long)hi[i], i, (long long)opt->params[i].n);
+    for (int g = 0; g < opt->ngroups; g++) {
+        ampc_status s = regroup(opt, g, lo, hi, all_masters);
         if (s != AMPC_OK) return s;
     }
-    opt->steps++;
+    for (int i = 0; i < opt->n; i++) {
+        ampci_param *pp = &opt->params[i];
+        pp->lo = lo[i], pp->hi = hi[i];
+        if (!pp->master_t) continue; /* forced masters have none; a real one's view follows its range */
+        ampc_tensor_free(pp->master_t);
+        ampci_group *gr = &opt->groups[pp->group];
+        int64_t off = pp->master - (float *)ampc_tensor_data(gr->master_block);
+        pp->master_t = lo[i] == 0 && hi[i] == pp->n
+                           ? ampci_tensor_owned_view(gr->master_block, off, pp->p->ndim, pp->p->shape)
+                           : ampci_tensor_owned_view(gr->master_block, off, 1, (int64_t[]){hi[i] - lo[i]});
+        if (!pp->master_t) return ampc_last_status();
+    }
     return AMPC_OK;
+}
+
+int64_t ampc_optim_state_bytes(const ampc_optim *opt) {
+    int64_t b = 0;
+    for (int g = 0; opt && g < opt->ngroups; g++) {
+        const ampci_group *gr = &opt->groups[g];
+        const ampc_tensor *blocks[3] = {gr->master_block, gr->m_block, gr->v_block};
+        for (int k = 0; k < 3; k++) b += blocks[k] ? ampc_tensor_numel(blocks[k]) * 4 : 0;
+    }
+    return b;
 }
 
 void ampc_optim_zero_grad(ampc_optim *opt) {

@@ -13,7 +13,25 @@ typedef struct ampci_param {
     ampc_tensor *master_t; /* a tensor over master, for inspection and checkpoints */
     float *m, *v;          /* optimizer state: SGD momentum in m; AdamW moments */
     int64_t steps;         /* updates applied to this parameter (AdamW bias correction, SGD momentum init) */
+    int64_t lo, hi;        /* the elements this process owns: [0, n) unless sharded (src/dist); master, m
+                              and v hold elements [lo, hi) only (master[0] is element lo) */
+    bool master_forced;    /* a master only because the parameter is sharded (src/dist, shard FULL): the
+                              parameter's own values are the checkpoint's, so the state walk skips it */
 } ampci_param;
+
+/* Data parallelism, installed by src/dist (the floors below know it only through these calls). The
+ * optimizer and the GradScaler call sync_grads before they read gradients, reduce for every decision
+ * that must agree across processes (found-inf, the first bad tensor, gradient sums of squares), and
+ * after_step once parameters were updated; detach when the optimizer is freed. */
+typedef enum ampci_reduce_op { AMPCI_REDUCE_SUM = 0, AMPCI_REDUCE_MAX, AMPCI_REDUCE_MIN } ampci_reduce_op;
+typedef struct ampci_optim_dist {
+    void *arg;
+    ampc_status (*sync_grads)(void *arg);
+    ampc_status (*reduce)(void *arg, double *v, int n, ampci_reduce_op op);
+    ampc_status (*after_step)(void *arg);
+    void (*detach)(void *arg);
+    bool sharded; /* each process checks and updates its own [lo, hi) of every parameter */
+} ampci_optim_dist;
 
 typedef struct ampci_group {
     char name[64];
@@ -32,7 +50,23 @@ struct ampc_optim {
     int n, cap;
     ampci_group *groups;
     int ngroups, gcap;
+    ampci_optim_dist dist; /* all NULL: one process */
 };
+
+/* ---- data parallelism (optim.c) ---- */
+/* Installs (or, with NULL, removes) the data-parallel calls. */
+AMPCI_HIDDEN void ampci_optim_set_dist(ampc_optim *opt, const ampci_optim_dist *d);
+/* Gives every parameter i the owned range [lo[i], hi[i]) (0 <= lo <= hi <= n): masters, first and second
+ * moments are reallocated for the new ranges; what both ranges hold is kept, newly owned masters are
+ * taken from the parameter and newly owned moments are zero. all_masters: every parameter gets an F32
+ * master (forced where it had none: the sharded parameter of shard FULL, whose own storage comes and
+ * goes); forced masters stay once made. */
+AMPCI_HIDDEN ampc_status ampci_optim_set_ranges(ampc_optim *opt, const int64_t *lo, const int64_t *hi,
+                                                bool all_masters);
+/* The gradients are reduced (dist's sync_grads), or AMPC_OK without data parallelism. */
+AMPCI_HIDDEN ampc_status ampci_optim_sync_grads(ampc_optim *opt);
+/* v[0..n) combined across processes with op (unchanged without data parallelism). */
+AMPCI_HIDDEN ampc_status ampci_optim_reduce(ampc_optim *opt, double *v, int n, ampci_reduce_op op);
 
 /* ---- the state walk and counters for checkpoints (state.c) ---- */
 /* One state entry: a tensor t (a master), or raw memory `data` of dtype dt and shape (nd, shape). */

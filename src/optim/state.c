@@ -34,7 +34,7 @@ ampc_status ampci_optim_each_state(ampc_optim *opt, ampci_state_fn fn, void *arg
         int nd = pp->p->ndim;
         const int64_t *shape = pp->p->shape;
         ampc_status s = AMPC_OK;
-        if (pp->master_t) {
+        if (pp->master && !pp->master_forced) {
             snprintf(name, sizeof name, "master.%s", pn);
             s = fn(arg, name, pp->master_t, AMPC_DTYPE_F32, nd, shape, NULL);
         }

@@ -1,4 +1,5 @@
-/* update.c: one optimizer update of one parameter, fused in a single pass over chunks: read the
+/* update.c: one optimizer update of one parameter (of the elements this process owns: all of them unless
+ * sharded), fused in a single pass over chunks: read the
  * gradient (any float dtype) as F32, update the F32 weights (the master copy, the F32 parameter itself,
  * or for AMPC_MASTER_NONE a widened copy of the low-precision parameter) and the F32 state through the
  * kernel table, then write the parameter back rounded to its dtype. Chunks are independent, so they run
@@ -20,23 +21,26 @@ typedef struct update_map {
     ampci_adamw_args adamw;
 } update_map;
 
-AMPCI_ROW_BODY(update_run, update_map, j, b, e, chunk) {
+/* b, e count from the owned range's start: element lo + b of the parameter is element b of its state. */
+AMPCI_ROW_BODY(update_run, update_map, j, sb, e, chunk) {
     ampci_param *pp = j->pp;
     ampc_tensor *p = pp->p, *g = p->grad;
-    int64_t n = e - b;
+    int64_t n = e - sb, b = pp->lo + sb;
     size_t ps = ampc_dtype_size(p->dtype), gs = ampc_dtype_size(g->dtype);
-    unsigned char *pdata = (unsigned char *)ampc_tensor_data(p) + (size_t)b * ps;
+    unsigned char *pdata = !p->storage->absent ? (unsigned char *)ampc_tensor_data(p) + (size_t)b * ps : NULL;
     float gtmp[CHUNK], wtmp[CHUNK];
     const float *gf = gtmp;
     if (g->dtype == AMPC_DTYPE_F32) gf = (const float *)ampc_tensor_data(g) + b;
     else
         ampc_convert(gtmp, AMPC_DTYPE_F32, (const unsigned char *)ampc_tensor_data(g) + (size_t)b * gs, g->dtype,
                      (size_t)n);
-    float *w = pp->master ? pp->master + b : p->dtype == AMPC_DTYPE_F32 ? (float *)pdata : wtmp;
+    float *w = pp->master ? pp->master + sb : p->dtype == AMPC_DTYPE_F32 ? (float *)pdata : wtmp;
     if (w == wtmp) ampc_convert(wtmp, AMPC_DTYPE_F32, pdata, p->dtype, (size_t)n); /* no master: widen */
-    if (j->adam) j->k->adamw(w, gf, pp->m + b, pp->v + b, n, &j->adamw);
-    else j->k->sgd(w, gf, pp->m ? pp->m + b : NULL, n, &j->sgd);
-    if (p->dtype != AMPC_DTYPE_F32) ampc_convert(pdata, p->dtype, w, AMPC_DTYPE_F32, (size_t)n);
+    if (j->adam) j->k->adamw(w, gf, pp->m + sb, pp->v + sb, n, &j->adamw);
+    else j->k->sgd(w, gf, pp->m ? pp->m + sb : NULL, n, &j->sgd);
+    /* the parameter from its master (shard FULL: only while its storage is there; a forced master of an
+     * F32 parameter is copied back by the all-gather after the step) */
+    if (p->dtype != AMPC_DTYPE_F32 && pdata) ampc_convert(pdata, p->dtype, w, AMPC_DTYPE_F32, (size_t)n);
 }
 
 ampc_status ampci_optim_update(ampc_optim *opt, ampci_param *pp) {
@@ -59,7 +63,7 @@ ampc_status ampci_optim_update(ampc_optim *opt, ampci_param *pp) {
     } else {
         j.sgd = (ampci_sgd_args){(float)lr, (float)wd, (float)c->momentum, (float)c->dampening, c->nesterov, first};
     }
-    ampc_parallel_for(opt->ctx, pp->n, CHUNK, update_run, &j);
+    if (pp->hi > pp->lo) ampc_parallel_for(opt->ctx, pp->hi - pp->lo, CHUNK, update_run, &j);
     pp->p->storage->version++; /* an in-place write: saved-tensor checks and the cast cache see it */
     return AMPC_OK;
 }

@@ -18,6 +18,9 @@ typedef struct ampci_storage {
      * made it is done with it (ampci_tensor_release): both false/zero, the data goes back early */
     int saves;
     bool released;
+    /* a sharded parameter between uses (src/dist, shard FULL): the pages are discarded; only after the
+     * context's parameter hook gathered it may it be read */
+    bool absent;
 } ampci_storage;
 
 struct ampci_node;
@@ -37,6 +40,8 @@ struct ampc_tensor {
     struct ampci_node *node;
     ampc_tensor *grad;
     ampc_tensor *grad_slot; /* storage an optimizer gave for grad (a view of its block), or NULL */
+    const void *last_use;   /* leaves: the oldest tape node of the current backward that reads it (its
+                               gradient is final once that node's backward ran: src/autograd/tape.c) */
     uint64_t graph_step;    /* owned tensors: the step whose tape references them (0: none) */
     char name[64];
 };

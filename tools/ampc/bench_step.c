@@ -4,6 +4,7 @@
  * dropped; the figure is the median of the timed steps. No evaluation is run. */
 #include "bench_cli.h"
 #include "cli.h"
+#include "dist_cli.h"
 #include "json.h"
 #include "run.h"
 
@@ -32,7 +33,18 @@ static int cmp_double(const void *a, const void *b) {
 typedef struct step_figures {
     double ms, ms_min, per_s;
     size_t peak, state; /* peak memory; of it, the state held across steps (the rest: the step's activations) */
+    /* data parallel: ranks, gradient bytes reduced per step, the reductions' time alone and the wait per
+     * step that backward did not hide */
+    int ranks;
+    int64_t reduced;
+    double alone, exposed;
 } step_figures;
+
+/* The fraction of the reductions' own time that backward hid (0 when nothing was hidden). */
+static double hidden(const step_figures *f) {
+    double h = f->alone > 0 ? 1.0 - f->exposed / f->alone : 0;
+    return h < 0 ? 0 : h > 1 ? 1 : h;
+}
 
 static step_figures figures(const run_output *o, int64_t warmup) {
     int64_t n = o->r.n - warmup;
@@ -42,7 +54,15 @@ static step_figures figures(const run_output *o, int64_t warmup) {
     memcpy(t, o->step_seconds + warmup, (size_t)n * sizeof *t);
     qsort(t, (size_t)n, sizeof *t, cmp_double);
     double med = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-    f = (step_figures){1e3 * med, 1e3 * t[0], (double)o->per_step / med, o->r.peak_bytes, o->r.state_bytes};
+    f = (step_figures){.ms = 1e3 * med,
+                       .ms_min = 1e3 * t[0],
+                       .per_s = (double)o->per_step / med,
+                       .peak = o->r.peak_bytes,
+                       .state = o->r.state_bytes};
+    if (o->dist.steps > 0) {
+        f.reduced = o->dist.bytes_reduced, f.alone = o->reduce_alone;
+        f.exposed = o->dist.exposed_seconds / (double)o->dist.steps;
+    }
     free(t);
     return f;
 }
@@ -65,6 +85,13 @@ static void print_json(const run_config *cfg, const char *label, const step_figu
     json_kint(&w, "peak_bytes", (int64_t)f->peak);
     json_kint(&w, "state_bytes", (int64_t)f->state);
     json_kint(&w, "activation_bytes", (int64_t)(f->peak - f->state));
+    if (f->ranks > 1) {
+        json_kint(&w, "ranks", f->ranks);
+        json_kint(&w, "bytes_reduced_per_step", f->reduced);
+        json_knum(&w, "reduce_alone_ms", 1e3 * f->alone);
+        json_knum(&w, "reduce_exposed_ms", 1e3 * f->exposed);
+        json_knum(&w, "reduce_hidden_fraction", hidden(f));
+    }
     json_obj_end(&w);
     json_finish(&w);
 }
@@ -81,9 +108,11 @@ static int run_all(const char *prog, run_config *cfg, const prec_list *pl, int64
         run_output out;
         if ((rc = run_training(prog, cfg, ds, NULL, &out))) break;
         step_figures f = figures(&out, warmup);
+        f.ranks = ampc_dist_world_size(cfg->dist);
         bool lm = strcmp(out.r.throughput_unit, "tokens/s") == 0;
         if (i == 0) base = f;
-        if (json) print_json(cfg, cfg->label, &f, cfg->steps - warmup, warmup, lm);
+        if (ampc_dist_rank(cfg->dist) > 0) { /* rank 0 reports for the job */
+        } else if (json) print_json(cfg, cfg->label, &f, cfg->steps - warmup, warmup, lm);
         else {
             if (i == 0)
                 printf("%s, batch %lld, %d threads: median of %lld steps after %lld warm-up\n\n"
@@ -93,6 +122,10 @@ static int run_all(const char *prog, run_config *cfg, const prec_list *pl, int64
             printf("%-9s %8.1f %8.1f %12.0f %9.1f %10.1f %16.1f  %.2fx\n", cfg->label, f.ms, f.ms_min, f.per_s,
                    (double)f.peak / 1048576.0, (double)f.state / 1048576.0, (double)(f.peak - f.state) / 1048576.0,
                    base.ms / f.ms);
+            if (f.ranks > 1)
+                printf("          %d ranks: %.2f MiB reduced per step; the reductions alone take %.2f ms, %.2f ms of "
+                       "them were not hidden by backward (%.0f%% hidden)\n",
+                       f.ranks, (double)f.reduced / 1048576.0, 1e3 * f.alone, 1e3 * f.exposed, 100 * hidden(&f));
         }
         run_output_free(&out);
     }
@@ -107,7 +140,7 @@ int bench_step_main(int argc, char **argv) {
     int64_t warmup = 2;
     bool json = false;
     cli_opt opts[MAX_OPTS];
-    int n = run_options(&cfg, opts, MAX_OPTS - 3);
+    int n = run_dist_options(&cfg, opts, run_options(&cfg, opts, MAX_OPTS - 7), MAX_OPTS - 3);
     opts[n++] = CLI_OPT(.name = "precisions", .kind = CLI_CUSTOM, .out = &pl, .parse = run_parse_precisions,
                         .metavar = "LIST", .accepts = "a comma-separated list of fp32, bf16, fp16",
                         .defval = "fp32,bf16,fp16", .help = "the precisions to time, in order");
@@ -131,6 +164,10 @@ int bench_step_main(int argc, char **argv) {
     if (!batch_given && cfg.model.kind == AMPC_MODEL_GPT) cfg.batch = 8;
     cfg.steps = (steps_given ? cfg.steps : 5) + warmup;
     cfg.quiet = cfg.no_eval = true;
+    cfg.untimed = warmup, cfg.measure_comm = true;
     if (!cfg.threads) cfg.threads = ampc_cpu()->online_cpus;
-    return run_all(prog, &cfg, &pl, warmup, json);
+    if ((rc = dist_join(prog, cfg.dist_timeout, &cfg.dist))) return rc; /* under mpirun: the job's steps */
+    rc = run_all(prog, &cfg, &pl, warmup, json);
+    ampc_dist_free(cfg.dist);
+    return rc;
 }

@@ -111,16 +111,26 @@ static void prune(const char *prog, const char *path, int64_t keep) {
     free(steps);
 }
 
+static ampc_dist *g_dist;
+
+void ckpt_set_dist(ampc_dist *d) { g_dist = d; }
+
+static ampc_status write_file(const char *path, const ampc_checkpoint_state *state) {
+    return g_dist ? ampc_dist_checkpoint_save(g_dist, path, state) : ampc_checkpoint_save(path, state);
+}
+
 int ckpt_save(const char *prog, const char *path, int64_t keep, const ampc_checkpoint_state *state) {
     char numbered[4200];
+    bool root = ampc_dist_rank(g_dist) == 0;
     if (keep > 1) ckpt_step_name(path, state->step, numbered, sizeof numbered);
-    if (ampc_checkpoint_save(keep > 1 ? numbered : path, state) != AMPC_OK) {
-        fprintf(stderr, "%s: --checkpoint: %s\n", prog, ampc_last_error());
+    if (write_file(keep > 1 ? numbered : path, state) != AMPC_OK) {
+        if (root) fprintf(stderr, "%s: --checkpoint: %s\n", prog, ampc_last_error());
         return 1;
     }
     if (keep <= 1) return 0;
-    int rc = link_newest(prog, numbered, path);
-    if (!rc) prune(prog, path, keep);
+    int rc = root ? link_newest(prog, numbered, path) : 0;
+    if (!rc && root) prune(prog, path, keep);
+    if (g_dist && ampc_dist_agree(g_dist, rc ? AMPC_STATUS_IO : AMPC_OK) != AMPC_OK) rc = 1;
     return rc;
 }
 
@@ -130,8 +140,9 @@ int ckpt_save_or_rescue(const char *prog, const char *path, int64_t keep, const 
     const char *tmp = getenv("TMPDIR"), *slash = strrchr(path, '/');
     snprintf(rescue, size, "%s/ampc-rescue-%ld-%s", tmp && *tmp ? tmp : "/tmp", (long)getpid(),
              slash ? slash + 1 : path);
-    if (ampc_checkpoint_save(rescue, state) == AMPC_OK) return 1;
-    fprintf(stderr, "%s: --checkpoint: the rescue copy failed too: %s\n", prog, ampc_last_error());
+    if (write_file(rescue, state) == AMPC_OK) return 1;
+    if (ampc_dist_rank(g_dist) == 0)
+        fprintf(stderr, "%s: --checkpoint: the rescue copy failed too: %s\n", prog, ampc_last_error());
     rescue[0] = '\0';
     return 2;
 }

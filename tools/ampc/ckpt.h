@@ -8,6 +8,10 @@
 
 #include "ampc.h"
 
+/* Data parallel: saves become ampc_dist_checkpoint_save, called by every rank (rank 0 writes, links and
+ * prunes, and says what failed); NULL: one process. */
+void ckpt_set_dist(ampc_dist *d);
+
 /* Saves state; 1 after printing `prog: --checkpoint: ...` on stderr. */
 int ckpt_save(const char *prog, const char *path, int64_t keep, const ampc_checkpoint_state *state);
 

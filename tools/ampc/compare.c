@@ -102,6 +102,14 @@ static int run_all(const char *prog, run_config *cfg, const prec_list *pl, const
 
 int cmd_compare(int argc, char **argv) {
     const char *prog = "ampc compare";
+    if (ampc_dist_launch_size() > 1) { /* N copies of the same comparison would write one report N times */
+        if (ampc_dist_launch_rank() == 0)
+            fprintf(stderr,
+                    "%s: runs in one process; for data-parallel runs use mpirun with ampc train, one "
+                    "precision at a time\n",
+                    prog);
+        return CLI_EXIT_USAGE;
+    }
     run_config cfg = {0};
     prec_list pl = {3, {PREC_FP32, PREC_BF16, PREC_FP16}};
     const char *dir = NULL;

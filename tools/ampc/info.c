@@ -302,7 +302,11 @@ static void verdict(const info *in, int row, char *buf, size_t size) {
 static void print_cpu(const info *in) {
     char x[256];
     xcr0_text(in->cpu->xcr0, x, sizeof x);
-    printf("ampc %s\n\n", ampc_version());
+    printf("ampc %s\n", ampc_version());
+    if (ampc_dist_available()) printf("data parallel   MPI (%s): mpirun -np N ampc train ...\n\n", ampc_dist_library());
+    else
+        printf("data parallel   not in this build (configured with -DAMPC_MPI=OFF, or MPI was not found: "
+               "install libopenmpi-dev and reconfigure)\n\n");
     printf("CPU\n");
     printf("  vendor        %s\n", in->cpu->vendor);
     printf("  brand         %s\n", in->cpu->brand[0] ? in->cpu->brand : "(none reported)");
@@ -589,6 +593,7 @@ static void print_json(const info *in) {
     json_init(&w, stdout, true);
     json_obj_begin(&w);
     json_kstr(&w, "ampc_version", ampc_version());
+    json_kstr(&w, "mpi", ampc_dist_available() ? ampc_dist_library() : NULL);
     json_cpu(&w, in);
     json_features(&w, in);
     json_levels(&w, in);

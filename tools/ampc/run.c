@@ -10,6 +10,7 @@
 #include "run.h"
 
 #include "ckpt.h"
+#include "dist_cli.h"
 #include "json.h"
 #include "safety.h"
 #include "term.h"
@@ -60,6 +61,9 @@ typedef struct run_state {
     int64_t saved_step;      /* the step of the newest checkpoint this process wrote (-1: none) */
     bool save_failed;        /* that checkpoint is not at --checkpoint (see out->saved_to) */
     int line_len;            /* columns of the live progress line on a terminal (0: none open) */
+    ampc_dist *dist;         /* data parallel: NULL for one process */
+    int rank, world;         /* 0 and 1 for one process */
+    int64_t rows, first_row; /* this rank's rows of each global batch */
 } run_state;
 
 static void state_free(run_state *s) {
@@ -72,6 +76,16 @@ static void state_free(run_state *s) {
 
 static bool scaler_enabled(const run_config *cfg) {
     return cfg->scaler_mode == RUN_SCALER_ON || (cfg->scaler_mode == RUN_SCALER_AUTO && cfg->prec == PREC_FP16);
+}
+
+/* --threads, or by default this process's CPUs; ranks sharing a machine share its CPUs by default (an
+ * unbound rank would otherwise start a thread per CPU, as many times as there are ranks). */
+static int run_threads(const run_state *s) {
+    if (s->cfg->threads || !s->dist) return s->cfg->threads;
+    long all = sysconf(_SC_NPROCESSORS_ONLN);
+    int mine = ampc_cpu()->online_cpus, share = (int)(all / ampc_dist_local_size(s->dist));
+    int t = mine < share ? mine : share;
+    return t > 0 ? t : 1;
 }
 
 /* Model and data must agree: the GPT reads text, the classifiers read images; simple brings its own data. */
@@ -90,8 +104,9 @@ static void simple_batch(run_state *s, ampc_tensor **x, ampc_tensor **y) {
     ampc_rng r = ampc_rng_make(s->cfg->seed, 77);
     float v[30 + 18];
     ampc_rng_normal(&r, v, 48, 0, 1);
-    *x = ampc_tensor_from_buffer(s->ctx, AMPC_DTYPE_F32, 2, (int64_t[]){6, 5}, v, AMPC_DTYPE_F32);
-    *y = ampc_tensor_from_buffer(s->ctx, AMPC_DTYPE_F32, 2, (int64_t[]){6, 3}, v + 30, AMPC_DTYPE_F32);
+    int64_t a = s->first_row, n = s->rows; /* data parallel: this rank's rows of the six */
+    *x = ampc_tensor_from_buffer(s->ctx, AMPC_DTYPE_F32, 2, (int64_t[]){n, 5}, v + 5 * a, AMPC_DTYPE_F32);
+    *y = ampc_tensor_from_buffer(s->ctx, AMPC_DTYPE_F32, 2, (int64_t[]){n, 3}, v + 30 + 3 * a, AMPC_DTYPE_F32);
 }
 
 static bool is_simple(const run_state *s) { return s->cfg->model.kind == AMPC_MODEL_SIMPLE; }
@@ -107,11 +122,21 @@ static int next_batch(run_state *s, ampc_tensor **x, ampc_tensor **y) {
 
 static int setup(run_state *s, const ampc_dataset *ds) {
     const run_config *cfg = s->cfg;
+    s->dist = cfg->dist, s->rank = ampc_dist_rank(s->dist), s->world = ampc_dist_world_size(s->dist);
+    int64_t B = is_simple(s) ? 6 : cfg->batch;
+    if (B < s->world) {
+        fprintf(stderr,
+                "%s: --batch %lld is smaller than the %d ranks: each rank needs at least one sample of "
+                "every batch\n",
+                s->prog, (long long)B, s->world);
+        return CLI_EXIT_USAGE;
+    }
+    ampc_loader_shard_rows(B, s->rank, s->world, &s->first_row, &s->rows);
     if (ampc_dataset_get_info(ds, &s->info) != AMPC_OK) return fail(s->prog, "data");
     s->lm = s->info.task == AMPC_TASK_CHAR_LM && !is_simple(s);
     int rc = check_pairing(s);
     if (rc) return rc;
-    if (ampc_ctx_new(&(ampc_ctx_params){.seed = cfg->seed, .threads = cfg->threads}, &s->ctx) != AMPC_OK)
+    if (ampc_ctx_new(&(ampc_ctx_params){.seed = cfg->seed, .threads = run_threads(s)}, &s->ctx) != AMPC_OK)
         return fail(s->prog, "context");
     ampc_autograd_set_detect_anomaly(s->ctx, cfg->check_finite);
     ampc_model_config mc = cfg->model;
@@ -153,7 +178,9 @@ static int setup(run_state *s, const ampc_dataset *ds) {
                              .seed = cfg->seed,
                              .shuffle = true,
                              .drop_last = true,
-                             .repeat = true};
+                             .repeat = true,
+                             .shard_index = s->rank,
+                             .shard_count = s->world};
     ampc_loader_params ep = {.split = AMPC_SPLIT_EVAL, .batch = cfg->batch, .context = T};
     if (ampc_loader_new(s->ctx, ds, &tp, &s->train) != AMPC_OK || ampc_loader_new(s->ctx, ds, &ep, &s->eval) != AMPC_OK)
         return fail(s->prog, "data");
@@ -309,6 +336,7 @@ static void save(run_state *s, int64_t step, run_output *out) {
     s->save_failed = r != 0;
     out->saved_elsewhere = r != 0;
     snprintf(out->saved_to, sizeof out->saved_to, "%s", r == 0 ? s->cfg->checkpoint : rescue);
+    if (s->rank) return; /* rank 0 says it */
     if (r == 1)
         fprintf(stderr,
                 "%s: the checkpoint after %lld steps is saved to %s instead; training goes on (resume from "
@@ -317,6 +345,45 @@ static void save(run_state *s, int64_t step, run_output *out) {
     else if (r == 2)
         fprintf(stderr, "%s: the checkpoint after %lld steps could not be saved anywhere; training goes on\n", s->prog,
                 (long long)step);
+}
+
+/* ---- data parallel ---- */
+
+/* A rank that cannot go on mid-run ends the job (the others would wait for it in the next collective). */
+static int fatal(const run_state *s, int rc) {
+    if (s->dist && rc && rc < 128) ampc_dist_abort(s->dist, rc);
+    return rc;
+}
+
+/* v summed over the ranks (v itself for one process). */
+static int sum_over_ranks(run_state *s, double *v, int n) {
+    if (!s->dist || ampc_dist_allreduce(s->dist, v, n, AMPC_DTYPE_F64, AMPC_DIST_SUM) == AMPC_OK) return 0;
+    return fatal(s, fail(s->prog, "data parallel"));
+}
+
+/* The stop signal, agreed: every rank stops before the same step (mpirun forwards Ctrl-C to all of them,
+ * but each sees it between different instructions). */
+static int stop_signal(run_state *s) {
+    double sig = safety_stop_signal();
+    if (s->dist && ampc_dist_allreduce(s->dist, &sig, 1, AMPC_DTYPE_F64, AMPC_DIST_MAX) != AMPC_OK)
+        fatal(s, fail(s->prog, "data parallel"));
+    return (int)sig;
+}
+
+/* Makes the optimizer data-parallel: the rank's gradient counts by its share of the batch. */
+static int attach(run_state *s) {
+    if (!s->dist) return 0;
+    static const ampc_dtype rd[] = {AMPC_DTYPE_F32, AMPC_DTYPE_BF16, AMPC_DTYPE_F16};
+    const run_config *cfg = s->cfg;
+    ampc_dist_train_params tp = {.reduce_dtype = rd[cfg->reduce_dtype],
+                                 .bucket_bytes = cfg->bucket_mb << 20,
+                                 .shard = (ampc_dist_shard)cfg->shard};
+    int64_t B = is_simple(s) ? 6 : cfg->batch;
+    if (ampc_dist_set_grad_weight(s->dist, (double)(s->rows * s->world) / (double)B) != AMPC_OK ||
+        ampc_dist_attach(s->dist, s->opt, &tp) != AMPC_OK)
+        return fail(s->prog, "data parallel");
+    ampc_memory_reset_peak(s->ctx); /* the peak of training, not of the one-time sharding of the state */
+    return 0;
 }
 
 /* ---- evaluation: mean loss over every sample (token) of the eval split, and accuracy for classifiers ---- */
@@ -364,27 +431,36 @@ static int evaluate_simple(run_state *s, eval_result *out) {
     ampc_no_grad_end(s->ctx);
     float v;
     int rc = loss && ampc_tensor_copy_to(loss, &v, AMPC_DTYPE_F32) == AMPC_OK ? 0 : fail(s->prog, "evaluation");
-    out->loss = rc ? NAN : v, out->accuracy = NAN;
+    double sum = (double)v * (double)s->rows / 6; /* the mean over all six rows */
+    if (!rc) rc = sum_over_ranks(s, &sum, 1);
+    out->loss = rc ? NAN : s->dist ? sum : v, out->accuracy = NAN;
     ampc_ctx_step_end(s->ctx);
-    return rc;
+    return fatal(s, rc);
 }
 
 static int evaluate(run_state *s, eval_result *out) {
     if (is_simple(s)) return evaluate_simple(s, out);
     double loss_sum = 0;
     int64_t count = 0, correct = 0, batches = 0;
+    /* shard full: ranks evaluate different batches, so no forward may need the others: every parameter is
+     * gathered for the evaluation (FSDP's summon_full_params), until the next step releases them */
+    if (s->dist && ampc_dist_unshard(s->dist) != AMPC_OK) return fatal(s, fail(s->prog, "evaluation"));
     ampc_model_set_training(s->model, false);
     ampc_no_grad_begin(s->ctx);
     ampc_loader_set_cursor(s->eval, &(ampc_loader_cursor){0, 0});
     int rc = 0;
-    for (bool end = false; !rc;) {
+    for (bool end = false; !rc; batches++) {
         ampc_tensor *x, *y;
-        if (safety_stop_signal()) { /* an evaluation can be long; the run is saved, stop now */
+        if (safety_stop_signal() && !s->dist) { /* an evaluation can be long; the run is saved, stop now */
             rc = 128 + safety_stop_signal();
             break;
         }
         if (ampc_loader_next(s->eval, &x, &y, &end) != AMPC_OK) rc = fail(s->prog, "evaluation data");
         if (rc || end || (s->cfg->eval_batches && batches == s->cfg->eval_batches)) break;
+        if (batches % s->world != s->rank) { /* data parallel: rank r evaluates batches r, r + N, ... */
+            ampc_ctx_step_end(s->ctx);
+            continue;
+        }
         int64_t n = s->lm ? ampc_tensor_numel(y) : ampc_tensor_dim(y, 0);
         autocast_begin(s);
         ampc_tensor *logits = s->lm ? NULL : ampc_model_forward(s->model, x);
@@ -394,13 +470,19 @@ static int evaluate(run_state *s, eval_result *out) {
         float v;
         if (!loss || ampc_tensor_copy_to(loss, &v, AMPC_DTYPE_F32) != AMPC_OK) rc = fail(s->prog, "evaluation");
         else {
-            loss_sum += (double)v * (double)n, count += n, batches++;
+            loss_sum += (double)v * (double)n, count += n;
             if (!s->lm) correct += count_correct(logits, y);
         }
         ampc_ctx_step_end(s->ctx);
     }
     ampc_no_grad_end(s->ctx);
     ampc_model_set_training(s->model, true);
+    double all[3] = {loss_sum, (double)count, (double)correct};
+    if (!rc && s->dist) {
+        rc = sum_over_ranks(s, all, 3);
+        loss_sum = all[0], count = (int64_t)all[1], correct = (int64_t)all[2];
+    }
+    rc = fatal(s, rc);
     out->loss = count ? loss_sum / (double)count : NAN;
     out->accuracy = s->lm || !count ? NAN : (double)correct / (double)count;
     return rc;
@@ -422,12 +504,17 @@ static int train_step(run_state *s, int64_t step, step_result *r) {
     autocast_end(s);
     float lv;
     if (!loss || ampc_tensor_copy_to(loss, &lv, AMPC_DTYPE_F32) != AMPC_OK) return fail(s->prog, "forward");
-    r->loss = lv;
+    r->loss = lv; /* data parallel: the global batch's mean, once the gradients are reduced (below) */
     r->scale = ampc_grad_scaler_get_scale(s->scaler); /* the scale this step's backward uses */
     if (ampc_backward(s->ctx, ampc_grad_scaler_scale(s->scaler, loss)) != AMPC_OK) return fail(s->prog, "backward");
     if (ampc_grad_scaler_unscale(s->scaler, s->opt) != AMPC_OK ||
         ampc_clip_grad_norm(s->opt, s->cfg->clip > 0 ? s->cfg->clip : INFINITY, &r->grad_norm) != AMPC_OK)
         return fail(s->prog, "unscale");
+    if (s->dist) { /* the mean over the global batch: each rank's mean weighted by its rows */
+        double wl = (double)lv * (double)s->rows / (double)(is_simple(s) ? 6 : s->cfg->batch);
+        if (sum_over_ranks(s, &wl, 1)) return 1;
+        r->loss = wl;
+    }
     r->lr = lr_at(&s->sched, step);
     ampc_optim_set_lr(s->opt, r->lr);
     bool stepped = false;
@@ -439,7 +526,7 @@ static int train_step(run_state *s, int64_t step, step_result *r) {
         ampc_grad_scaler_get_overflow(s->scaler, &ov);
         if (!stepped) snprintf(r->inf_tensor, sizeof r->inf_tensor, "%s", ov.first_tensor);
         if (ampc_grad_scaler_update(s->scaler) != AMPC_OK) return fail(s->prog, "scaler update");
-    } else if (isfinite(lv) && ampc_optim_grads_finite(s->opt, &bad)) { /* no scaler: skip non-finite steps */
+    } else if (isfinite(r->loss) && ampc_optim_grads_finite(s->opt, &bad)) { /* no scaler: skip non-finite steps */
         if (ampc_optim_step(s->opt) != AMPC_OK) return fail(s->prog, "step");
         stepped = true;
     } else {
@@ -547,6 +634,10 @@ static void summarise(run_output *out, const run_state *s, double seconds) {
     ampc_memory_usage mu;
     ampc_memory_stats(s->ctx, &mu);
     r->peak_bytes = mu.peak_bytes;
+    if (s->dist) { /* per rank: the largest */
+        int64_t pk = (int64_t)mu.peak_bytes;
+        if (ampc_dist_allreduce(s->dist, &pk, 1, AMPC_DTYPE_I64, AMPC_DIST_MAX) == AMPC_OK) r->peak_bytes = (size_t)pk;
+    }
     r->seconds = seconds;
     r->throughput = seconds > 0 ? (double)(ran * s->per_step) / seconds : NAN;
     /* a resumed run reports the skips of the whole run where the scaler has counted them */
@@ -562,9 +653,9 @@ static void summarise(run_output *out, const run_state *s, double seconds) {
 /* SIGINT/SIGTERM between steps: the step that was running is complete, so its state is saved (when a
  * checkpoint is configured and this process has done a step since the last save) and the run ends with
  * 128 + the signal; the caller says where the checkpoint is and how to resume. */
-static int stop(run_state *s, int64_t done, run_output *out) {
+static int stop(run_state *s, int64_t done, run_output *out, int sig) {
     status_close(s);
-    out->stopped_by = safety_stop_signal();
+    out->stopped_by = sig;
     if (s->cfg->checkpoint && done > s->start && s->saved_step != done) save(s, done, out);
     return 128 + out->stopped_by;
 }
@@ -590,11 +681,13 @@ static int loop(run_state *s, FILE *log, run_output *out) {
     const run_config *cfg = s->cfg;
     out->r.n = s->start;
     for (int64_t step = s->start; step < s->steps; step++) {
-        if (safety_stop_signal()) return stop(s, step, out);
+        int sig = stop_signal(s);
+        if (sig) return stop(s, step, out, sig);
+        if (s->dist && step == s->start + cfg->untimed) ampc_dist_reset_stats(s->dist);
         step_result r;
         double ts = now();
         int rc = train_step(s, step, &r);
-        if (rc) return rc;
+        if (rc) return fatal(s, rc);
         out->step_seconds[step] = now() - ts;
         out->loss[step] = r.loss, out->scale[step] = r.scale, out->skipped[step] = r.skipped;
         out->r.skipped_steps += r.skipped;
@@ -608,9 +701,14 @@ static int loop(run_state *s, FILE *log, run_output *out) {
         bool last = step + 1 == s->steps;
         if (save_due(cfg, step + 1, last)) save(s, step + 1, out);
         if (cfg->eval_every && (step + 1) % cfg->eval_every == 0 && !last && (rc = periodic_eval(s, step + 1)))
-            return rc > 128 ? stop(s, step + 1, out) : rc;
+            return rc > 128 ? stop(s, step + 1, out, rc - 128) : rc;
     }
     summarise(out, s, now() - t0);
+    if (s->dist) {
+        ampc_dist_get_stats(s->dist, &out->dist);
+        if (cfg->measure_comm && ampc_dist_time_reduction(s->dist, 5, &out->reduce_alone) != AMPC_OK)
+            return fatal(s, fail(s->prog, "timing the reductions"));
+    }
     return 0;
 }
 
@@ -618,6 +716,7 @@ static int loop(run_state *s, FILE *log, run_output *out) {
 static void say_complete(const run_state *s, run_output *out) {
     out->complete = true;
     out->r.n = s->start;
+    if (s->rank) return;
     printf("%s: this run is complete after %lld steps", s->cfg->label, (long long)s->start);
     if (s->start > s->steps) printf(" (more than the %lld asked for)", (long long)s->steps);
     printf("; pass --steps N with N > %lld to continue it\n", (long long)s->start);
@@ -632,11 +731,19 @@ static void print_eval(const run_config *cfg, const eval_result *e) {
 int run_training(const char *prog, const run_config *cfg, const ampc_dataset *ds, FILE *log, run_output *out) {
     memset(out, 0, sizeof *out);
     run_state s = {.prog = prog, .cfg = cfg, .saved_step = -1};
+    ckpt_set_dist(cfg->dist);
+    dist_quiet q; /* data parallel: what fails alike on every rank is said once, by the lowest */
+    dist_quiet_begin(&q);
     int rc = setup(&s, ds);
     if (!rc) {
         run_schedule sc = {cfg->lr, cfg->lr_schedule, cfg->warmup, cfg->schedule_steps, 0};
         s.sched = resolve_schedule(&s, sc, s.steps);
         rc = resume(&s);
+    }
+    rc = dist_quiet_end(&q, cfg->dist, rc);
+    if (!rc && cfg->dist) { /* every rank is ready: rank 0's weights go to all */
+        dist_quiet_begin(&q);
+        rc = dist_quiet_end(&q, cfg->dist, attach(&s));
     }
     out->total = s.steps;
     out->r.label = cfg->label;

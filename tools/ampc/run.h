@@ -11,6 +11,7 @@
 
 typedef enum precision { PREC_FP32 = 0, PREC_BF16, PREC_FP16, PREC_COUNT } precision;
 extern const char *const precision_names[PREC_COUNT + 1]; /* "fp32", "bf16", "fp16", NULL */
+extern const char *const shard_names[];                   /* "none", "optimizer", "full", NULL */
 
 /* The choices of options that have no library enum, in the order of their choice lists (run_options.c):
  * a CLI_CHOICE option stores the index of the value given. */
@@ -73,6 +74,14 @@ typedef struct run_config {
     bool allow_data_change;         /* --resume on other data: a loader of another length takes over the cursor */
     const char *resume_note;        /* appended to the "resumed from" line (where the run saves), or NULL */
     int runs_after;                 /* compare: runs still to come after this one, for the overall ETA */
+    /* data parallelism (ampc train under mpirun): dist is NULL for one process */
+    ampc_dist *dist;
+    int reduce_dtype;    /* a precision index: fp32, bf16, fp16 */
+    int shard;           /* ampc_dist_shard */
+    int64_t bucket_mb;   /* bucket size in MiB */
+    double dist_timeout; /* seconds a collective may wait */
+    int64_t untimed;     /* bench: warm-up steps; the reduction statistics start after them */
+    bool measure_comm;   /* bench: time the step's reductions alone at the end (out->reduce_alone) */
     /* raw option values, turned into the fields above by run_finish_options */
     struct {
         ampc_model_kind model;
@@ -101,6 +110,9 @@ typedef struct train_only {
     bool allow_data_change;
 } train_only;
 int run_train_options(run_config *cfg, train_only *t, cli_opt *o, int n, int max);
+/* The data-parallel rows (--reduce-dtype, --shard, --bucket-mb, --dist-timeout) at o[n]; the new count.
+ * run_train_options appends them; `ampc bench step` too. */
+int run_dist_options(run_config *cfg, cli_opt *o, int n, int max);
 /* Defaults that depend on other options (model-dependent batch, lr, steps), after parsing; seen[i] tells
  * whether opts[i] was given. Fails (2) with a message for combinations that cannot work (a GPT whose
  * heads do not divide its width, --momentum without SGD). */
@@ -125,6 +137,8 @@ typedef struct run_output {
     int stopped_by;       /* the signal that stopped the run (safety.h), or 0 */
     bool saved_elsewhere; /* the last save failed at --checkpoint: see saved_to */
     char saved_to[4200];  /* where the newest checkpoint of this process is ("" = none) */
+    ampc_dist_stats dist; /* data parallel: the reductions (after cfg->untimed steps) */
+    double reduce_alone;  /* with measure_comm: seconds of one step's reductions with nothing to hide them */
 } run_output;
 
 /* Runs one training run on ds, writing JSONL to log (may be NULL). 0 on success; 1 after printing a

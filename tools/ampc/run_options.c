@@ -157,6 +157,8 @@ int run_options(run_config *cfg, cli_opt *o, int max) {
     return n;
 }
 
+const char *const shard_names[] = {"none", "optimizer", "full", NULL}; /* ampc_dist_shard order */
+
 int run_train_options(run_config *c, train_only *t, cli_opt *o, int n, int max) {
     t->prec = PREC_BF16;
     cli_opt rows[] = {
@@ -177,6 +179,24 @@ int run_train_options(run_config *c, train_only *t, cli_opt *o, int n, int max) 
                     "continue the run saved in FILE, with its options and checkpoint settings (given ones override)"),
         CLI_OPT(.name = "allow-data-change", .kind = CLI_FLAG, .out = &t->allow_data_change,
                 .help = "--resume: train on data that differs from the checkpoint's (size or CRC-32)"),
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0] && n < max; i++) o[n++] = rows[i];
+    return run_dist_options(c, o, n, max);
+}
+
+int run_dist_options(run_config *c, cli_opt *o, int n, int max) {
+    c->bucket_mb = 25, c->dist_timeout = 300;
+    cli_opt rows[] = {
+        CLI_OPT(.name = "reduce-dtype", .kind = CLI_CHOICE, .out = &c->reduce_dtype, .choices = precision_names,
+                .defval = "fp32", .help = "mpirun: the dtype gradients are averaged in across ranks"),
+        CLI_OPT(.name = "shard", .kind = CLI_CHOICE, .out = &c->shard, .choices = shard_names, .defval = "none",
+                .help = "mpirun: optimizer = ZeRO-1 (optimizer state split across ranks), full = FSDP2-style"),
+        CLI_OPT(.name = "bucket-mb", .kind = CLI_INT, .out = &c->bucket_mb, .imin = 1, .imax = 4096, .metavar = "MB",
+                .defval = "25",
+                .help = "mpirun: gradient bucket size (each bucket's reduction starts when it is ready)"),
+        CLI_OPT(.name = "dist-timeout", .kind = CLI_DOUBLE, .out = &c->dist_timeout, .dmin = 1, .dmax = 86400,
+                .metavar = "S", .defval = "300",
+                .help = "mpirun: the longest a rank waits for the others before it gives up"),
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0] && n < max; i++) o[n++] = rows[i];
     return n;

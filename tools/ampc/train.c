@@ -9,6 +9,7 @@
  * checks). Every destination is tried before the first step, and Ctrl-C saves before it stops. */
 #include "cli.h"
 #include "data_id.h"
+#include "dist_cli.h"
 #include "run.h"
 #include "safety.h"
 
@@ -39,8 +40,8 @@ static void usage(FILE *f) {
 
 /* Options that steer this process only; train.args does not record them (the checkpoint destination
  * and cadence have metadata of their own). */
-static const char *const control_opts[] = {"log",    "checkpoint", "checkpoint-every",  "keep",
-                                           "resume", "quiet",      "allow-data-change", NULL};
+static const char *const control_opts[] = {"log",   "checkpoint",        "checkpoint-every", "keep",         "resume",
+                                           "quiet", "allow-data-change", "bucket-mb",        "dist-timeout", NULL};
 
 static bool is_control(const char *name) {
     for (int i = 0; control_opts[i]; i++)
@@ -390,30 +391,48 @@ static int finish(const train_cli *t, const run_output *out, int rc) {
     return rc;
 }
 
+/* Everything before the first step that every rank goes through alike: the destinations (rank 0's to
+ * write), the data, the log. -1 to go on. */
+static int prepare(train_cli *t, ampc_dataset **ds, data_id *id, FILE **log) {
+    run_config *cfg = &t->cfg;
+    bool root = ampc_dist_rank(cfg->dist) == 0;
+    int rc = root ? check_destinations(t) : 0;
+    if (rc) return rc;
+    safety_install_signals();
+    if (root) say_destination(t), run_warn_threads("ampc train", cfg);
+    if ((rc = open_data(t, ds, id))) return rc;
+    return (rc = open_log(t, log)) ? rc : -1;
+}
+
 static int train(train_cli *t, const char *args) {
     run_config *cfg = &t->cfg;
     cfg->prec = (precision)t->x.prec;
     cfg->label = precision_names[t->x.prec];
     cfg->allow_data_change = t->x.allow_data_change;
-    int rc = check_destinations(t);
-    if (rc) return rc;
-    safety_install_signals();
-    say_destination(t);
-    run_warn_threads("ampc train", cfg);
+    int rc;
+    char prog[48] = "ampc train";
+    if (ampc_dist_rank(cfg->dist) > 0) { /* rank 0 speaks, logs and writes for the job */
+        snprintf(prog, sizeof prog, "ampc train (rank %d)", ampc_dist_rank(cfg->dist));
+        cfg->quiet = true, t->x.log_path = NULL;
+    }
     ampc_dataset *ds = NULL;
     static data_id id;
-    if ((rc = open_data(t, &ds, &id))) return rc;
+    FILE *log = NULL;
+    dist_quiet q;
+    dist_quiet_begin(&q);
+    rc = dist_quiet_end(&q, cfg->dist, prepare(t, &ds, &id, &log));
+    if (rc >= 0) {
+        if (log) fclose(log);
+        ampc_dataset_free(ds);
+        return rc;
+    }
     char num[4][32];
     const char *meta[14];
     checkpoint_meta(t, args, &id, num, meta);
     cfg->ck_meta = meta, cfg->n_ck_meta = 7;
-    FILE *log;
-    if ((rc = open_log(t, &log))) {
-        ampc_dataset_free(ds);
-        return rc;
-    }
     run_output out;
-    rc = finish(t, &out, run_training("ampc train", cfg, ds, log, &out));
+    rc = run_training(prog, cfg, ds, log, &out);
+    rc = ampc_dist_rank(cfg->dist) == 0 ? finish(t, &out, rc) : rc;
     if (log && fclose(log) != 0 && !rc) {
         fprintf(stderr, "ampc train: --log: writing '%s' failed: %s\n", t->x.log_path, strerror(errno));
         rc = CLI_EXIT_FAIL;
@@ -427,11 +446,19 @@ int cmd_train(int argc, char **argv) {
     static train_cli t; /* large; one per process */
     static char args[16384];
     ampc_safetensors *ck = NULL;
-    int rc = parse(&t, argc, argv, &ck, args, sizeof args);
+    ampc_dist *d; /* under mpirun: the job is joined first, so that the ranks agree on the options */
+    int rc = dist_join("ampc train", 300, &d);
+    if (rc) return rc;
+    dist_quiet q; /* the options parse alike on every rank: rank 0 says what is wrong, once; a rank alone
+                     in failing (a --resume file missing on its host) says it itself */
+    dist_quiet_begin(&q);
+    rc = dist_quiet_end(&q, d, parse(&t, argc, argv, &ck, args, sizeof args));
+    if (rc < 0 && d) ampc_dist_set_timeout(d, t.cfg.dist_timeout);
     if (rc < 0) {
-        t.cfg.resume = ck;
+        t.cfg.resume = ck, t.cfg.dist = d;
         rc = train(&t, args);
     }
     ampc_safetensors_free(ck);
+    ampc_dist_free(d);
     return rc;
 }

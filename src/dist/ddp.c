@@ -1,0 +1,561 @@
+/* ddp.c: the reducer. Attaching an optimizer broadcasts rank 0's parameters and state, checks them by a
+ * checksum, lays the parameters into buckets (in the order backward finishes them; the first
+ * one small, as DDP's, so communication starts early) and installs two hooks: the autograd grad-ready
+ * hook, which packs a bucket (pre-divided, in the reduce dtype) and starts its non-blocking reduction
+ * the moment its last gradient is final, and the optimizer's dist calls, which wait for the reductions
+ * before anything reads a gradient, agree on decisions, and (sharded) all-gather updated parameters.
+ * Sharded (ZeRO-1), each bucket is reduce-scattered and rank r owns the r-th of its N equal slices. */
+#include "dist.h"
+
+#include "../autograd/autograd.h"
+#include "../kernels/kernels.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FIRST_BUCKET_BYTES (1 << 20) /* DDP's _DEFAULT_FIRST_BUCKET_BYTES */
+#define CHUNK 2048
+
+/* ---- packing: gradient (any dtype) * factor -> reduce dtype, and back ---- */
+
+/* dst (dt_dst) = src (dt_src) * f, n elements, through F32 (f a power of two keeps it exact). F32 to F32
+ * (the common case: F32 gradients, F32 reduction) in one pass, or a copy when f is 1. */
+static void scale_convert(void *dst, ampc_dtype ddt, const void *src, ampc_dtype sdt, int64_t n, float f) {
+    if (ddt == AMPC_DTYPE_F32 && sdt == AMPC_DTYPE_F32) {
+        if (f == 1.0f) memcpy(dst, src, (size_t)n * sizeof(float));
+        else
+            for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = ((const float *)src)[i] * f;
+        return;
+    }
+    float tmp[CHUNK];
+    size_t ds = ampc_dtype_size(ddt), ss = ampc_dtype_size(sdt);
+    for (int64_t i = 0; i < n; i += CHUNK) {
+        size_t m = (size_t)(n - i < CHUNK ? n - i : CHUNK);
+        ampc_convert(tmp, AMPC_DTYPE_F32, (const char *)src + (size_t)i * ss, sdt, m);
+        if (f != 1.0f)
+            for (size_t k = 0; k < m; k++) tmp[k] *= f;
+        ampc_convert((char *)dst + (size_t)i * ds, ddt, tmp, AMPC_DTYPE_F32, m);
+    }
+}
+
+/* x[0..n) *= f in place (F32; the vector kernel; f a power of two keeps it exact). */
+static void scale_in_place(const ampc_dist *d, float *x, int64_t n, float f) {
+    if (f != 1.0f && n > 0) d->opt->ctx->kernels->unscale[AMPC_DTYPE_F32](x, n, f);
+}
+
+static void pack(ampc_dist *d, ampci_bucket *b) {
+    ampc_optim *opt = d->opt;
+    ampc_dtype rd = d->tp.reduce_dtype;
+    size_t rs = ampc_dtype_size(rd);
+    if (b->buf_t) { /* the gradients are the bucket: pre-divide in place, zero the absent ones */
+        for (int k = 0; k < b->count; k++) {
+            const ampci_param *pp = &opt->params[b->param[k]];
+            float *x = (float *)b->buf + b->offset[k];
+            if (pp->p->grad) scale_in_place(d, x, pp->n, (float)d->pre);
+            else memset(x, 0, (size_t)pp->n * sizeof *x);
+        }
+        return; /* the padding was zeroed once and nothing writes it */
+    }
+    for (int k = 0; k < b->count; k++) { /* absent gradients count as zeros */
+        const ampci_param *pp = &opt->params[b->param[k]];
+        const ampc_tensor *g = pp->p->grad;
+        char *dst = (char *)b->buf + (size_t)b->offset[k] * rs;
+        if (g) scale_convert(dst, rd, ampc_tensor_data(g), g->dtype, pp->n, (float)d->pre);
+        else memset(dst, 0, (size_t)pp->n * rs);
+    }
+    int64_t used = b->offset[b->count - 1] + opt->params[b->param[b->count - 1]].n; /* the padding too */
+    memset((char *)b->buf + (size_t)used * rs, 0, (size_t)(b->elems - used) * rs);
+}
+
+/* The reduced values back into the gradients: everything (all-reduce) or the owned slice (sharded). */
+static void unpack(ampc_dist *d, ampci_bucket *b) {
+    ampc_optim *opt = d->opt;
+    ampc_dtype rd = d->tp.reduce_dtype;
+    size_t rs = ampc_dtype_size(rd);
+    int64_t slice = b->elems / d->size, base = d->tp.shard ? (int64_t)d->rank * slice : 0;
+    if (b->buf_t) { /* the reduced values are the gradients: the owned slice back in place, post-divided */
+        float *x = b->buf;
+        if (base) memmove(x + base, x, (size_t)slice * sizeof *x); /* reduce-scatter left it at the start */
+        scale_in_place(d, x + base, d->tp.shard ? slice : b->elems, (float)d->post);
+        for (int k = 0; k < b->count; k++) {
+            ampc_tensor *p = opt->params[b->param[k]].p;
+            if (!d->had_grad[b->param[k]]) continue;
+            p->grad = p->grad_slot;
+            p->grad->storage->version++;
+        }
+        return;
+    }
+    for (int k = 0; k < b->count; k++) {
+        ampci_param *pp = &opt->params[b->param[k]];
+        ampc_tensor *p = pp->p;
+        if (!d->had_grad[b->param[k]]) continue; /* no rank had one */
+        if (!p->grad) p->grad = p->grad_slot;    /* reduced from other ranks' contributions */
+        ampc_tensor *g = p->grad;
+        size_t gs = ampc_dtype_size(g->dtype);
+        int64_t lo = d->tp.shard ? pp->lo : 0, hi = d->tp.shard ? pp->hi : pp->n;
+        if (hi > lo)
+            scale_convert((char *)ampc_tensor_data(g) + (size_t)lo * gs, g->dtype,
+                          (char *)b->buf + (size_t)(b->offset[k] + lo - base) * rs, rd, hi - lo, (float)d->post);
+        g->storage->version++;
+    }
+}
+
+/* ---- launching and waiting ---- */
+
+static ampc_status launch(ampc_dist *d, ampci_bucket *b) {
+    pack(d, b);
+    MPI_Datatype t = ampci_dist_type(d, d->tp.reduce_dtype);
+    MPI_Op op = ampci_dist_sum(d, d->tp.reduce_dtype);
+    int err = d->tp.shard
+                  ? MPI_Ireduce_scatter_block(MPI_IN_PLACE, b->buf, (int)(b->elems / d->size), t, op, d->comm, &b->req)
+                  : MPI_Iallreduce(MPI_IN_PLACE, b->buf, (int)b->elems, t, op, d->comm, &b->req);
+    if (err != MPI_SUCCESS) return ampci_dist_mpi_fail(d, err, "gradient reduction");
+    b->launched = true;
+    b->t_launch = ampci_dist_now();
+    d->launched++;
+    return AMPC_OK;
+}
+
+/* A new backward: every bucket waits for all its gradients again. */
+static void backward_begins(ampc_dist *d) {
+    for (int i = 0; i < d->nbuckets; i++) d->buckets[i].pending = d->buckets[i].count, d->buckets[i].launched = false;
+    d->launched = 0;
+    d->in_backward = true;
+    d->failed = AMPC_OK; /* a refused step is forgotten once a new backward starts */
+}
+
+static int param_index(const ampc_dist *d, const ampc_tensor *t, int hint) {
+    const ampc_optim *opt = d->opt;
+    for (int k = 0; k < opt->n; k++) { /* backward reports in reverse order: start at the hint, go down */
+        int i = ((hint - k) % opt->n + opt->n) % opt->n;
+        if (opt->params[i].p == t) return i;
+    }
+    return -1;
+}
+
+static void grad_ready(void *arg, ampc_tensor *leaf) {
+    ampc_dist *d = arg;
+    if (!d->opt) return;
+    if (!d->in_backward) backward_begins(d);
+    if (d->failed) return;
+    if (!leaf) { /* a node ended: let MPI move the reductions in flight along */
+        for (int i = 0; i < d->nbuckets; i++) {
+            ampci_bucket *b = &d->buckets[i];
+            if (!b->launched || b->req == MPI_REQUEST_NULL) continue;
+            int done = 0;
+            MPI_Test(&b->req, &done, MPI_STATUS_IGNORE);
+            if (!done) break;
+            b->t_done = ampci_dist_now();
+        }
+        return;
+    }
+    int i = param_index(d, leaf, d->hint);
+    if (i < 0) return; /* a leaf of no concern to this optimizer */
+    d->hint = i;
+    ampci_bucket *b = &d->buckets[d->bucket_of[i]];
+    if (b->launched || b->pending <= 0) {
+        d->failed = ampci_fail(AMPC_STATUS_STATE,
+                               "data parallel: a second backward reached '%s' before the "
+                               "optimizer step; one backward per step (accumulate with a larger batch)",
+                               leaf->name);
+        return;
+    }
+    if (--b->pending == 0) {
+        ampc_status s = launch(d, b);
+        if (s != AMPC_OK) d->failed = s;
+    }
+}
+
+/* After a refused backward: what was launched is waited for (its buffers are in use), nothing is
+ * unpacked, and every later call refuses too, until a new backward begins. */
+static ampc_status refuse(ampc_dist *d) {
+    if (d->in_backward)
+        for (int i = 0; i < d->nbuckets; i++)
+            if (d->buckets[i].req != MPI_REQUEST_NULL) ampci_dist_wait(d, &d->buckets[i].req, "gradient reduction");
+    d->in_backward = false;
+    return ampci_fail(d->failed,
+                      "data parallel: the gradients of the last backward cannot be used (%s); zero "
+                      "them and run one backward per step",
+                      d->failed == AMPC_STATUS_STATE ? "a second backward reached a bucket already sent"
+                                                     : "a reduction failed");
+}
+
+/* Which parameters have a gradient on any rank: those that have none anywhere stay without one (the
+ * optimizer leaves them alone, as one process and DDP do). */
+static ampc_status agree_presence(ampc_dist *d) {
+    for (int i = 0; i < d->opt->n; i++) d->had_grad[i] = d->opt->params[i].p->grad != NULL;
+    MPI_Request r;
+    int err = MPI_Iallreduce(MPI_IN_PLACE, d->had_grad, d->opt->n, MPI_UNSIGNED_CHAR, MPI_MAX, d->comm, &r);
+    return err != MPI_SUCCESS ? ampci_dist_mpi_fail(d, err, "gradient presence")
+                              : ampci_dist_wait(d, &r, "gradient presence");
+}
+
+ampc_status ampc_dist_sync_grads(ampc_dist *d) {
+    if (!d || !d->opt) return ampci_fail(AMPC_STATUS_STATE, "ampc_dist_sync_grads: no optimizer is attached");
+    if (d->failed) return refuse(d);
+    if (!d->in_backward) return AMPC_OK;
+    double t0 = ampci_dist_now();
+    ampc_status s = agree_presence(d);
+    /* parameters no node of this backward read: their (absent) gradients count as zeros, in bucket order
+     * as every rank launches them */
+    for (int i = 0; i < d->nbuckets && s == AMPC_OK; i++)
+        if (!d->buckets[i].launched) s = launch(d, &d->buckets[i]);
+    for (int i = 0; i < d->nbuckets && s == AMPC_OK; i++) {
+        ampci_bucket *b = &d->buckets[i];
+        if (b->req != MPI_REQUEST_NULL) s = ampci_dist_wait(d, &b->req, "gradient reduction");
+        if (s != AMPC_OK) break;
+        if (b->t_done == 0) b->t_done = ampci_dist_now();
+        d->stats.comm_seconds += b->t_done - b->t_launch;
+        b->t_done = 0;
+    }
+    d->stats.exposed_seconds += ampci_dist_now() - t0; /* waiting only: unpacking is work either way */
+    for (int i = 0; i < d->nbuckets && s == AMPC_OK; i++) unpack(d, &d->buckets[i]);
+    d->in_backward = false;
+    if (s != AMPC_OK) return s;
+    d->stats.steps++;
+    return AMPC_OK;
+}
+
+/* ---- the optimizer's dist calls ---- */
+
+static ampc_status sync_cb(void *arg) { return ampc_dist_sync_grads(arg); }
+
+static ampc_status reduce_cb(void *arg, double *v, int n, ampci_reduce_op op) {
+    ampc_dist *d = arg;
+    if (d->no_agreement && op != AMPCI_REDUCE_SUM) return AMPC_OK; /* the mutation test: ranks decide alone */
+    return ampc_dist_allreduce(d, v, n, AMPC_DTYPE_F64,
+                               op == AMPCI_REDUCE_MAX   ? AMPC_DIST_MAX
+                               : op == AMPCI_REDUCE_MIN ? AMPC_DIST_MIN
+                                                        : AMPC_DIST_SUM);
+}
+
+/* Sharded: the owned slice of every parameter goes to every rank, in the parameters' dtype. */
+static ampc_status gather_cb(void *arg) {
+    ampc_dist *d = arg;
+    ampc_optim *opt = d->opt;
+    ampc_status s = AMPC_OK;
+    for (int i = 0; i < d->nbuckets && s == AMPC_OK; i++) {
+        ampci_bucket *b = &d->buckets[i];
+        ampc_dtype pdt = opt->params[b->param[0]].p->dtype;
+        size_t ps = ampc_dtype_size(pdt);
+        for (int k = 0; k < b->count; k++) {
+            const ampci_param *pp = &opt->params[b->param[k]];
+            memcpy((char *)b->pbuf + (size_t)(b->offset[k] + pp->lo) * ps,
+                   (const char *)ampc_tensor_data(pp->p) + (size_t)pp->lo * ps, (size_t)(pp->hi - pp->lo) * ps);
+        }
+        int err = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b->pbuf, (int)(b->elems / d->size),
+                                 ampci_dist_type(d, pdt), d->comm, &b->req);
+        s = err != MPI_SUCCESS ? ampci_dist_mpi_fail(d, err, "parameter all-gather") : AMPC_OK;
+    }
+    for (int i = 0; i < d->nbuckets && s == AMPC_OK; i++) {
+        ampci_bucket *b = &d->buckets[i];
+        if ((s = ampci_dist_wait(d, &b->req, "parameter all-gather")) != AMPC_OK) break;
+        size_t ps = ampc_dtype_size(opt->params[b->param[0]].p->dtype);
+        for (int k = 0; k < b->count; k++) {
+            ampc_tensor *p = opt->params[b->param[k]].p;
+            memcpy(ampc_tensor_data(p), (const char *)b->pbuf + (size_t)b->offset[k] * ps,
+                   (size_t)ampc_tensor_numel(p) * ps);
+            p->storage->version++; /* the weight-cast cache must see the new values */
+        }
+    }
+    return s;
+}
+
+static ampc_status after_step_cb(void *arg) {
+    ampc_dist *d = arg;
+    return d->tp.shard == AMPC_DIST_SHARD_FULL ? ampci_dist_full_after_step(d) : gather_cb(d);
+}
+
+static void detach_cb(void *arg) { ampci_dist_detach(arg); }
+
+ampc_status ampc_dist_unshard(ampc_dist *d) {
+    if (!d) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_dist_unshard: d is NULL");
+    return d->opt && d->units ? ampci_dist_full_gather_all(d) : AMPC_OK;
+}
+
+/* ---- attaching ---- */
+
+static void free_buckets(ampc_dist *d) {
+    for (int i = 0; i < d->nbuckets; i++) {
+        ampci_bucket *b = &d->buckets[i];
+        free(b->param), free(b->offset), free(b->pbuf);
+        if (b->buf_t) ampc_tensor_free(b->buf_t); /* the gradient slots keep its storage alive */
+        else free(b->buf);
+    }
+    free(d->buckets), free(d->bucket_of), free(d->had_grad);
+    d->buckets = NULL, d->bucket_of = NULL, d->had_grad = NULL, d->nbuckets = 0;
+}
+
+void ampci_dist_detach(ampc_dist *d) {
+    if (!d || !d->opt) return;
+    ampci_dist_full_detach(d);
+    ampci_optim_set_dist(d->opt, NULL);
+    ampci_autograd_set_grad_hook(d->opt->ctx, NULL, NULL);
+    free_buckets(d);
+    d->opt = NULL;
+}
+
+/* Bucket number d->nbuckets: parameters idx[0..count), laid out in that order, padded to a multiple of
+ * the world size (the slices of a reduce-scatter are equal). */
+static ampc_status add_bucket(ampc_dist *d, const int *idx, int count) {
+    ampc_optim *opt = d->opt;
+    size_t rs = ampc_dtype_size(d->tp.reduce_dtype), ps = ampc_dtype_size(opt->params[idx[0]].p->dtype);
+    ampci_bucket *b = &d->buckets[d->nbuckets];
+    *b = (ampci_bucket){.count = count, .req = MPI_REQUEST_NULL};
+    b->param = malloc((size_t)count * sizeof *b->param);
+    b->offset = malloc((size_t)count * sizeof *b->offset);
+    if (!b->param || !b->offset) return ampci_fail(AMPC_STATUS_OOM, "ampc_dist_attach: out of memory");
+    int64_t at = 0;
+    for (int k = 0; k < count; k++) {
+        b->param[k] = idx[k], b->offset[k] = at, at += opt->params[idx[k]].n;
+        d->bucket_of[idx[k]] = d->nbuckets;
+    }
+    b->elems = (at + d->size - 1) / d->size * d->size;
+    if (b->elems / d->size > (1 << 30))
+        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_dist_attach: parameter '%s' is too large for one reduction",
+                          opt->params[idx[0]].p->name);
+    bool gather = d->tp.shard == AMPC_DIST_SHARD_OPTIMIZER; /* FULL gathers into the unit's own storage */
+    bool view = d->tp.reduce_dtype == AMPC_DTYPE_F32;
+    for (int k = 0; k < count; k++) view &= opt->params[idx[k]].p->grad_slot->dtype == AMPC_DTYPE_F32;
+    if (view && (b->buf_t = ampc_tensor_new(opt->ctx, AMPC_DTYPE_F32, 1, &b->elems)))
+        b->buf = ampc_tensor_data(b->buf_t), memset(b->buf, 0, (size_t)b->elems * rs);
+    else if (!view) b->buf = malloc((size_t)b->elems * rs);
+    b->pbuf = gather ? malloc((size_t)b->elems * ps) : NULL;
+    d->nbuckets++; /* counted now, so that free_buckets frees what was made */
+    if (!b->buf || (gather && !b->pbuf))
+        return ampci_fail(AMPC_STATUS_OOM, "ampc_dist_attach: out of memory for a bucket of %lld elements",
+                          (long long)b->elems);
+    for (int k = 0; view && k < count; k++) { /* the gradient slots move into the bucket */
+        ampc_tensor *p = opt->params[idx[k]].p, *old = p->grad_slot;
+        ampc_tensor *slot = ampci_tensor_owned_view(b->buf_t, b->offset[k], p->ndim, p->shape);
+        if (!slot) return ampc_last_status();
+        if (p->grad == old) /* a gradient already there moves along */
+            memcpy(ampc_tensor_data(slot), ampc_tensor_data(old), (size_t)ampc_tensor_numel(p) * sizeof(float)),
+                p->grad = slot;
+        p->grad_slot = slot;
+        ampc_tensor_free(old);
+    }
+    d->stats.bytes_reduced += b->elems * (int64_t)rs;
+    if (d->tp.shard) d->stats.bytes_gathered += b->elems * (int64_t)ps;
+    return AMPC_OK;
+}
+
+/* Do parameters i and j (consecutive) share a bucket? Not across a dtype change (a bucket is all-gathered
+ * in one dtype), nor, for shard FULL, across units. */
+static bool same_bucket(const ampc_dist *d, int i, int j) {
+    const ampc_tensor *a = d->opt->params[i].p, *b = d->opt->params[j].p;
+    if (a->dtype != b->dtype) return false;
+    if (d->tp.shard != AMPC_DIST_SHARD_FULL) return true;
+    size_t ka = ampci_dist_unit_key(a->name), kb = ampci_dist_unit_key(b->name);
+    return ka == kb && strncmp(a->name, b->name, ka) == 0;
+}
+
+/* The order backward finishes gradients in, as well as it can be known before a backward ran: parameters
+ * that share a storage (a model's parameter block: declaration order, which is forward order) by
+ * descending offset, the others in reverse optimizer order. The optimizer's own order is no guide: a
+ * model adds its weights and its no-decay parameters as two groups. */
+static const ampc_optim *g_sort_opt; /* qsort has no context argument; attach runs on one thread */
+static int backward_first(const void *x, const void *y) {
+    int i = *(const int *)x, j = *(const int *)y;
+    const ampc_tensor *a = g_sort_opt->params[i].p, *b = g_sort_opt->params[j].p;
+    if (a->storage == b->storage && a->offset != b->offset) return a->offset < b->offset ? 1 : -1;
+    return (i < j) - (i > j);
+}
+
+/* Buckets in backward order, closed at the byte cap (the first at 1 MiB, so communication starts early;
+ * shard FULL: one bucket per unit whatever its size) and wherever same_bucket says. */
+static ampc_status make_buckets(ampc_dist *d) {
+    ampc_optim *opt = d->opt;
+    size_t rs = ampc_dtype_size(d->tp.reduce_dtype);
+    int *order = malloc((size_t)opt->n * sizeof *order);
+    d->buckets = calloc((size_t)opt->n, sizeof *d->buckets);
+    d->bucket_of = calloc((size_t)opt->n, sizeof *d->bucket_of);
+    d->had_grad = calloc((size_t)opt->n, 1);
+    if (!order || !d->buckets || !d->bucket_of || !d->had_grad) {
+        free(order);
+        return ampci_fail(AMPC_STATUS_OOM, "ampc_dist_attach: out of memory");
+    }
+    for (int i = 0; i < opt->n; i++) order[i] = i;
+    g_sort_opt = opt;
+    qsort(order, (size_t)opt->n, sizeof *order, backward_first);
+    int64_t cap = d->tp.bucket_bytes < FIRST_BUCKET_BYTES ? d->tp.bucket_bytes : FIRST_BUCKET_BYTES;
+    ampc_status s = AMPC_OK;
+    for (int at = 0; at < opt->n && s == AMPC_OK;) {
+        int count = 1;
+        int64_t bytes = opt->params[order[at]].n * (int64_t)rs;
+        while (at + count < opt->n && same_bucket(d, order[at], order[at + count]) &&
+               (d->tp.shard == AMPC_DIST_SHARD_FULL || bytes + opt->params[order[at + count]].n * (int64_t)rs <= cap))
+            bytes += opt->params[order[at + count++]].n * (int64_t)rs;
+        s = add_bucket(d, order + at, count);
+        at += count;
+        cap = d->tp.bucket_bytes;
+    }
+    free(order);
+    d->stats.buckets = d->nbuckets;
+    /* gradient blocks whose every slot moved into a bucket: their memory goes (the optimizer keeps the
+     * handle, which frees nothing more) */
+    for (int g = 0; g < opt->ngroups && s == AMPC_OK; g++) {
+        ampc_tensor *blk = opt->groups[g].grad_block[AMPC_DTYPE_F32];
+        if (blk && blk->storage->refs == 1 && blk->storage->data) {
+            ampci_free(opt->ctx, blk->storage->data, blk->storage->bytes);
+            blk->storage->data = NULL;
+        }
+    }
+    return s;
+}
+
+void ampci_dist_ranges(const ampc_dist *d, int rank, int64_t *lo, int64_t *hi) {
+    const ampc_optim *opt = d->opt;
+    for (int i = 0; i < d->nbuckets; i++) {
+        const ampci_bucket *b = &d->buckets[i];
+        int64_t slice = b->elems / d->size, a = (int64_t)rank * slice, e = a + slice;
+        for (int k = 0; k < b->count; k++) {
+            int64_t o = b->offset[k], n = opt->params[b->param[k]].n;
+            int64_t l = a > o ? a - o : 0, h = e < o + n ? e - o : n;
+            lo[b->param[k]] = l < h ? l : 0, hi[b->param[k]] = l < h ? h : 0;
+        }
+    }
+}
+
+/* FNV-1a over 8-byte words (then the tail bytes): a checksum, not a hash table's hash. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    const unsigned char *c = p;
+    size_t i = 0;
+    for (uint64_t w; i + 8 <= n; i += 8) memcpy(&w, c + i, 8), h = (h ^ w) * 0x100000001b3ull;
+    for (; i < n; i++) h = (h ^ c[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Rank 0's parameters, masters and moments everywhere (a resumed run restored the same file on every rank,
+ * a fresh one drew the same seed: this makes sure), then the checksum every rank must agree on. */
+static ampc_status broadcast_state(ampc_dist *d) {
+    ampc_optim *opt = d->opt;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < opt->n; i++) {
+        ampci_param *pp = &opt->params[i];
+        void *bufs[4] = {ampc_tensor_data(pp->p), pp->master, pp->m, pp->v};
+        ampc_dtype dts[4] = {pp->p->dtype, AMPC_DTYPE_F32, AMPC_DTYPE_F32, AMPC_DTYPE_F32};
+        for (int k = 0; k < 4; k++) {
+            if (!bufs[k]) continue;
+            ampc_status s = ampc_dist_broadcast(d, bufs[k], pp->n, dts[k], 0);
+            if (s != AMPC_OK) return s;
+            h = fnv(h, bufs[k], (size_t)pp->n * ampc_dtype_size(dts[k]));
+        }
+        pp->p->storage->version++;
+    }
+    int64_t v[2] = {(int64_t)(h >> 1), -(int64_t)(h >> 1)}; /* min and -max in one reduction */
+    ampc_status s = ampc_dist_allreduce(d, v, 2, AMPC_DTYPE_I64, AMPC_DIST_MIN);
+    if (s != AMPC_OK) return s;
+    if (v[0] != -v[1])
+        return ampci_fail(AMPC_STATUS_DIST,
+                          "ampc_dist_attach: the parameters differ between ranks after the "
+                          "broadcast from rank 0 (checksums %016llx .. %016llx)",
+                          (unsigned long long)v[0], (unsigned long long)-v[1]);
+    d->checksum = h;
+    return AMPC_OK;
+}
+
+/* FSDP's gradient_predivide_factor: the largest power of two f with N % f == 0 and f <= N / f. */
+static int predivide_factor(int n) {
+    int f = 1;
+    while (n % f == 0 && n / f > f) f *= 2;
+    return f;
+}
+
+static ampc_status check_attach(ampc_dist *d, ampc_optim *opt, const ampc_dist_train_params *tp) {
+    static const char fn[] = "ampc_dist_attach";
+    if (!d || !opt) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: d and opt must not be NULL", fn);
+    if (d->opt || opt->dist.sync_grads)
+        return ampci_fail(AMPC_STATUS_STATE, "%s: %s", fn,
+                          d->opt ? "this handle already has an optimizer" : "the optimizer is already attached");
+    if (tp->reduce_dtype != AMPC_DTYPE_F32 && tp->reduce_dtype != AMPC_DTYPE_BF16 && tp->reduce_dtype != AMPC_DTYPE_F16)
+        return ampci_fail(AMPC_STATUS_DTYPE, "%s: reduce_dtype %s; expected F32, BF16 or F16", fn,
+                          ampc_dtype_name(tp->reduce_dtype));
+    if ((unsigned)tp->shard > AMPC_DIST_SHARD_FULL || tp->bucket_bytes < 0)
+        return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: shard %d, bucket_bytes %lld", fn, (int)tp->shard,
+                          (long long)tp->bucket_bytes);
+    if (opt->n == 0) return ampci_fail(AMPC_STATUS_STATE, "%s: the optimizer has no parameters yet", fn);
+    return AMPC_OK;
+}
+
+ampc_status ampc_dist_attach(ampc_dist *d, ampc_optim *opt, const ampc_dist_train_params *params) {
+    ampc_dist_train_params tp = params ? *params : (ampc_dist_train_params){0};
+    ampc_status s = check_attach(d, opt, &tp);
+    if (s != AMPC_OK) return s;
+    if (tp.bucket_bytes == 0) tp.bucket_bytes = 25 << 20;
+    d->opt = opt, d->tp = tp, d->stats = (ampc_dist_stats){0};
+    if (d->weight == 0) d->weight = 1;
+    int f = predivide_factor(d->size);
+    d->pre = d->weight / f, d->post = (double)f / d->size;
+    if ((s = broadcast_state(d)) == AMPC_OK) s = make_buckets(d);
+    if (s == AMPC_OK && tp.shard) {
+        int64_t *lo = malloc((size_t)opt->n * sizeof *lo), *hi = malloc((size_t)opt->n * sizeof *hi);
+        if (!lo || !hi) s = ampci_fail(AMPC_STATUS_OOM, "ampc_dist_attach: out of memory");
+        else
+            ampci_dist_ranges(d, d->rank, lo, hi),
+                s = ampci_optim_set_ranges(opt, lo, hi, tp.shard == AMPC_DIST_SHARD_FULL);
+        free(lo), free(hi);
+    }
+    if (s == AMPC_OK && tp.shard == AMPC_DIST_SHARD_FULL) s = ampci_dist_full_attach(d);
+    if (s != AMPC_OK) {
+        free_buckets(d);
+        d->opt = NULL;
+        return s;
+    }
+    ampci_optim_set_dist(opt, &(ampci_optim_dist){.arg = d,
+                                                  .sync_grads = sync_cb,
+                                                  .reduce = reduce_cb,
+                                                  .after_step = tp.shard ? after_step_cb : NULL,
+                                                  .detach = detach_cb,
+                                                  .sharded = tp.shard != AMPC_DIST_SHARD_NONE});
+    ampci_autograd_set_grad_hook(opt->ctx, grad_ready, d);
+    return AMPC_OK;
+}
+
+ampc_status ampc_dist_set_grad_weight(ampc_dist *d, double w) {
+    if (!d || !(w > 0) || !isfinite(w))
+        return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_dist_set_grad_weight: weight %g; expected > 0", w);
+    d->weight = w;
+    if (d->opt) d->pre = w / predivide_factor(d->size);
+    return AMPC_OK;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+ampc_status ampc_dist_time_reduction(ampc_dist *d, int reps, double *seconds) {
+    if (!d || !d->opt || reps < 1 || reps > 100 || !seconds)
+        return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                          "ampc_dist_time_reduction: an attached handle, 1 <= reps <= 100 "
+                          "and seconds are needed (reps %d)",
+                          reps);
+    ampc_status s = ampc_dist_sync_grads(d);
+    double t[100];
+    for (int r = 0; r < reps && s == AMPC_OK; r++) {
+        if ((s = ampc_dist_barrier(d)) != AMPC_OK) break;
+        double t0 = ampci_dist_now();
+        for (int i = 0; i < d->nbuckets && s == AMPC_OK; i++) s = launch(d, &d->buckets[i]);
+        for (int i = 0; i < d->nbuckets && s == AMPC_OK; i++)
+            s = ampci_dist_wait(d, &d->buckets[i].req, "gradient reduction");
+        t[r] = ampci_dist_now() - t0;
+    }
+    if (s != AMPC_OK) return s;
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    *seconds = t[reps / 2];
+    return AMPC_OK;
+}
+
+ampc_status ampc_dist_get_stats(const ampc_dist *d, ampc_dist_stats *out) {
+    if (!d || !out) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_dist_get_stats: d and out must not be NULL");
+    *out = d->stats;
+    return AMPC_OK;
+}
+
+void ampc_dist_reset_stats(ampc_dist *d) {
+    if (!d) return;
+    d->stats.steps = 0, d->stats.comm_seconds = d->stats.exposed_seconds = 0;
+}

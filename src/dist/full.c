@@ -1,0 +1,168 @@
+/* full.c: shard FULL, FSDP2's parameter sharding on top of ZeRO-1. Every unit (a run of parameters of one
+ * numbered module in the optimizer's order, or a run of root parameters) gets one storage laid out like
+ * its bucket, so the unit's all-gather lands in place: each rank writes its slice (its F32 masters
+ * rounded to the parameters' dtype) and MPI_Iallgather fills in the others. Between uses a non-root
+ * unit's pages are given back to the OS (madvise DONTNEED: the addresses stay, so the raw pointers ops
+ * save for their backward stay valid) and its storage is marked absent; the context's parameter hook,
+ * called by the op prologue and before a backward reads a saved input, gathers the unit on first touch
+ * and releases the module gathered before it, so forward and backward each hold about one module whole
+ * at a time (FSDP2's reshard after forward and after backward). Live and peak memory counts follow. */
+#include "dist.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+size_t ampci_dist_unit_key(const char *name) {
+    for (const char *c = name; *c;) {
+        const char *end = strchr(c, '.');
+        size_t len = end ? (size_t)(end - c) : strlen(c);
+        bool digits = len > 0;
+        for (size_t i = 0; i < len; i++) digits &= isdigit((unsigned char)c[i]) != 0;
+        if (digits) return (size_t)(c - name) + len;
+        if (!end) break;
+        c = end + 1;
+    }
+    return 0;
+}
+
+static ampc_ctx *ctx_of(const ampc_dist *d) { return d->opt->ctx; }
+
+/* This rank's slice of unit u, from its masters, then everyone's. */
+static ampc_status fill(ampc_dist *d, int u) {
+    const ampci_bucket *b = &d->buckets[d->units[u].bucket];
+    ampci_storage *st = d->units[u].st;
+    ampc_dtype dt = d->opt->params[b->param[0]].p->dtype;
+    size_t ps = ampc_dtype_size(dt);
+    for (int k = 0; k < b->count; k++) {
+        const ampci_param *pp = &d->opt->params[b->param[k]];
+        ampc_convert(st->data + (size_t)(b->offset[k] + pp->lo) * ps, dt, pp->master, AMPC_DTYPE_F32,
+                     (size_t)(pp->hi - pp->lo));
+    }
+    MPI_Request r;
+    int err = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, st->data, (int)(b->elems / d->size),
+                             ampci_dist_type(d, dt), d->comm, &r);
+    return err != MPI_SUCCESS ? ampci_dist_mpi_fail(d, err, "parameter all-gather")
+                              : ampci_dist_wait(d, &r, "parameter all-gather");
+}
+
+static void release(ampc_dist *d, int u) {
+    ampci_storage *st = d->units[u].st;
+    ampci_discard_pages(st->data, st->bytes);
+    ampci_account(ctx_of(d), st->bytes, false);
+    st->absent = true;
+}
+
+/* Do units u and v hold parameters of the same module? (A module's parameters may sit in two runs of the
+ * optimizer's order, e.g. its weights and its no-decay group, so two units.) */
+static bool same_module(const ampc_dist *d, int u, int v) {
+    const char *a = d->opt->params[d->buckets[u].param[0]].p->name, *b = d->opt->params[d->buckets[v].param[0]].p->name;
+    size_t ka = ampci_dist_unit_key(a);
+    return ka == ampci_dist_unit_key(b) && strncmp(a, b, ka) == 0;
+}
+
+/* Unit u whole; keep_others: do not release the module gathered before (gather_all). Gathering a unit of
+ * another module releases every unit of the resident one. */
+static ampc_status gather(ampc_dist *d, int u, bool keep_others) {
+    ampci_storage *st = d->units[u].st;
+    if (!st->absent) return AMPC_OK;
+    if (!keep_others && d->resident >= 0 && !same_module(d, d->resident, u))
+        for (int v = 0; v < d->nbuckets; v++)
+            if (!d->units[v].root && !d->units[v].st->absent && same_module(d, v, d->resident)) release(d, v);
+    ampci_account(ctx_of(d), st->bytes, true);
+    st->absent = false;
+    ampc_status s = fill(d, u);
+    if (s != AMPC_OK) return s;
+    if (!d->units[u].root && !keep_others) d->resident = u;
+    return AMPC_OK;
+}
+
+static ampc_status param_hook(void *arg, ampci_storage *st) {
+    ampc_dist *d = arg;
+    for (int u = 0; u < d->nbuckets; u++)
+        if (d->units[u].st == st) return gather(d, u, false);
+    return AMPC_OK; /* not one of ours: the op reports the missing data */
+}
+
+/* A storage for unit u, laid out as its bucket, holding the parameters' current values. */
+static ampc_status make_storage(ampc_dist *d, int u, ampci_storage **old) {
+    ampc_ctx *ctx = ctx_of(d);
+    const ampci_bucket *b = &d->buckets[u];
+    ampc_tensor *p0 = d->opt->params[b->param[0]].p;
+    size_t ps = ampc_dtype_size(p0->dtype);
+    ampci_storage *st = ampci_alloc(ctx, sizeof *st, "shard full: a unit");
+    unsigned char *data = st ? ampci_alloc(ctx, (size_t)b->elems * ps, "shard full: a unit") : NULL;
+    if (!data) {
+        ampci_free(ctx, st, sizeof *st);
+        return ampc_last_status();
+    }
+    memset(data, 0, (size_t)b->elems * ps);
+    *st = (ampci_storage){.ctx = ctx, .data = data, .bytes = (size_t)b->elems * ps, .version = p0->storage->version};
+    for (int k = 0; k < b->count; k++) {
+        ampc_tensor *p = d->opt->params[b->param[k]].p;
+        memcpy(data + (size_t)b->offset[k] * ps, ampc_tensor_data(p), (size_t)ampc_tensor_numel(p) * ps);
+        *old = p->storage; /* the model's block: every parameter leaves it */
+        p->storage->refs--;
+        p->storage = st, p->offset = b->offset[k];
+        st->refs++;
+    }
+    d->units[u] = (ampci_unit){.bucket = u, .st = st, .root = ampci_dist_unit_key(p0->name) == 0};
+    return AMPC_OK;
+}
+
+ampc_status ampci_dist_full_attach(ampc_dist *d) {
+    ampc_ctx *ctx = ctx_of(d);
+    if (!(d->units = calloc((size_t)d->nbuckets, sizeof *d->units)))
+        return ampci_fail(AMPC_STATUS_OOM, "ampc_dist_attach: out of memory");
+    d->resident = -1;
+    ampci_storage *old = NULL;
+    for (int u = 0; u < d->nbuckets; u++) {
+        ampc_status s = make_storage(d, u, &old);
+        if (s != AMPC_OK) return s;
+    }
+    if (old && old->refs == 1) { /* only the model's own handle is left on its block: its memory goes */
+        ampci_free(ctx, old->data, old->bytes);
+        old->data = NULL;
+    }
+    for (int u = 0; u < d->nbuckets; u++)
+        if (!d->units[u].root) release(d, u);
+    ctx->param_hook = param_hook, ctx->param_hook_arg = d;
+    return AMPC_OK;
+}
+
+ampc_status ampci_dist_full_after_step(ampc_dist *d) {
+    ampc_status s = AMPC_OK;
+    for (int u = 0; u < d->nbuckets; u++) {
+        ampci_unit *un = &d->units[u];
+        un->st->version++; /* new values: saved-tensor checks and the cast cache must see it */
+        if (!un->root) {
+            if (!un->st->absent) release(d, u);
+            d->resident = -1;
+        } else if (s == AMPC_OK) {
+            s = fill(d, u); /* root units stay whole */
+        }
+    }
+    return s;
+}
+
+ampc_status ampci_dist_full_gather_all(ampc_dist *d) {
+    ampc_status s = AMPC_OK;
+    for (int u = 0; u < d->nbuckets && s == AMPC_OK; u++) s = gather(d, u, true);
+    return s;
+}
+
+void ampci_dist_full_release_all(ampc_dist *d) {
+    for (int u = 0; u < d->nbuckets; u++)
+        if (!d->units[u].root && !d->units[u].st->absent) release(d, u);
+    d->resident = -1;
+}
+
+void ampci_dist_full_detach(ampc_dist *d) {
+    if (!d->units) return;
+    ampc_ctx *ctx = ctx_of(d);
+    if (ampci_dist_full_gather_all(d) != AMPC_OK) /* the parameters cannot be made whole: say so, once */
+        ampci_log(ctx, AMPC_LOG_WARN, "ampc_dist: detaching a fully sharded optimizer: %s", ampc_last_error());
+    ctx->param_hook = NULL, ctx->param_hook_arg = NULL;
+    free(d->units);
+    d->units = NULL;
+}

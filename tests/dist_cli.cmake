@@ -1,0 +1,17 @@
+# `mpirun -np 2 ampc train` against one process (tests/dist_train.sh): equivalence in fp32/bf16/fp16,
+# determinism, --shard optimizer, --reduce-dtype, resume across world sizes, a rank killed, one error line
+# per bad flag, only rank 0 writing. Included by tests/CMakeLists.txt in builds with MPI (AMPC_MPI_ENV).
+# st_diff compares the tensors of two checkpoints by value (the CLI shows none).
+if(AMPC_BUILD_TOOLS)
+  add_executable(st_diff st_diff.c)
+  target_link_libraries(st_diff PRIVATE ampc_static m)
+  if(MPIEXEC_EXECUTABLE)
+    set(ampc_mpirun ${MPIEXEC_EXECUTABLE})
+  else()
+    set(ampc_mpirun mpirun)
+  endif()
+  add_test(NAME dist_train COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/dist_train.sh $<TARGET_FILE:ampc_cli>
+           $<TARGET_FILE:ampc_json_check> $<TARGET_FILE:st_diff> ${ampc_mpirun})
+  set_tests_properties(dist_train PROPERTIES LABELS mpi TIMEOUT 300
+                       ENVIRONMENT "${AMPC_MPI_ENV};XDG_CACHE_HOME=${PROJECT_BINARY_DIR}/test-cache")
+endif()
