@@ -1225,8 +1225,8 @@ AMPC_API ampc_status ampc_checkpoint_restore(const ampc_safetensors *ck, ampc_ch
  *     FSDP2's parameter sharding: the parameters of each numbered module ("blocks.3.*", a unit; the
  *     rest form root units that stay gathered) exist only as this rank's F32 master slice between uses:
  *     an op or a backward that reads one gathers its unit (all-gather in the parameters' dtype, from
- *     the masters), and gathering the next unit releases the previous one, so about one unit is whole
- *     at a time. FSDP2's MixedPrecisionPolicy maps to: param_dtype = the model's parameter dtype (keep
+ *     the masters; the next unit's all-gather starts at once, FSDP's prefetch), and gathering a unit of
+ *     another module releases the previous one, so about two units are whole at a time. FSDP2's MixedPrecisionPolicy maps to: param_dtype = the model's parameter dtype (keep
  *     parameters in BF16 with F32 masters for the full saving: F32 parameters under autocast are cast,
  *     and the cast cache keeps the casts for the step), reduce_dtype = reduce_dtype, the output dtype =
  *     the autocast dtype. Gradients keep their full-size block in this version.

@@ -30,8 +30,10 @@ typedef struct ampci_bucket {
  * one storage laid out as its bucket, present only while the unit is in use. */
 typedef struct ampci_unit {
     int bucket;        /* the unit's bucket (FULL: one per unit) */
-    ampci_storage *st; /* its parameters' storage: data NULL between uses */
+    ampci_storage *st; /* its parameters' storage: absent between uses */
     bool root;
+    bool filling; /* an all-gather into it is in flight (req): a prefetch, or a gather being waited for */
+    MPI_Request req;
 } ampci_unit;
 
 struct ampc_dist {

@@ -4,9 +4,10 @@
  * rounded to the parameters' dtype) and MPI_Iallgather fills in the others. Between uses a non-root
  * unit's pages are given back to the OS (madvise DONTNEED: the addresses stay, so the raw pointers ops
  * save for their backward stay valid) and its storage is marked absent; the context's parameter hook,
- * called by the op prologue and before a backward reads a saved input, gathers the unit on first touch
- * and releases the module gathered before it, so forward and backward each hold about one module whole
- * at a time (FSDP2's reshard after forward and after backward). Live and peak memory counts follow. */
+ * called by the op prologue and before a backward reads a saved input, gathers the unit on first touch,
+ * starts the next unit's gather (the prefetch) and releases the module gathered before, so forward and
+ * backward each hold about two modules whole at a time (FSDP2's reshard after forward and after
+ * backward). Live and peak memory counts follow. */
 #include "dist.h"
 
 #include <ctype.h>
@@ -28,53 +29,79 @@ size_t ampci_dist_unit_key(const char *name) {
 
 static ampc_ctx *ctx_of(const ampc_dist *d) { return d->opt->ctx; }
 
-/* This rank's slice of unit u, from its masters, then everyone's. */
-static ampc_status fill(ampc_dist *d, int u) {
-    const ampci_bucket *b = &d->buckets[d->units[u].bucket];
-    ampci_storage *st = d->units[u].st;
+/* Starts unit u's all-gather: this rank's slice from its masters, the others' by MPI_Iallgather in place.
+ * The storage stays absent (unreadable) until finish(). */
+static ampc_status start(ampc_dist *d, int u) {
+    ampci_unit *un = &d->units[u];
+    const ampci_bucket *b = &d->buckets[un->bucket];
+    ampci_storage *st = un->st;
     ampc_dtype dt = d->opt->params[b->param[0]].p->dtype;
     size_t ps = ampc_dtype_size(dt);
+    ampci_account(ctx_of(d), st->bytes, true);
     for (int k = 0; k < b->count; k++) {
         const ampci_param *pp = &d->opt->params[b->param[k]];
         ampc_convert(st->data + (size_t)(b->offset[k] + pp->lo) * ps, dt, pp->master, AMPC_DTYPE_F32,
                      (size_t)(pp->hi - pp->lo));
     }
-    MPI_Request r;
     int err = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, st->data, (int)(b->elems / d->size),
-                             ampci_dist_type(d, dt), d->comm, &r);
-    return err != MPI_SUCCESS ? ampci_dist_mpi_fail(d, err, "parameter all-gather")
-                              : ampci_dist_wait(d, &r, "parameter all-gather");
+                             ampci_dist_type(d, dt), d->comm, &un->req);
+    if (err != MPI_SUCCESS) return ampci_dist_mpi_fail(d, err, "parameter all-gather");
+    un->filling = true;
+    return AMPC_OK;
+}
+
+static ampc_status finish(ampc_dist *d, int u) {
+    ampci_unit *un = &d->units[u];
+    if (!un->filling) return AMPC_OK;
+    un->filling = false;
+    ampc_status s = ampci_dist_wait(d, &un->req, "parameter all-gather");
+    if (s == AMPC_OK) un->st->absent = false;
+    return s;
 }
 
 static void release(ampc_dist *d, int u) {
-    ampci_storage *st = d->units[u].st;
-    ampci_discard_pages(st->data, st->bytes);
-    ampci_account(ctx_of(d), st->bytes, false);
-    st->absent = true;
+    ampci_unit *un = &d->units[u];
+    if (un->st->absent && !un->filling) return;
+    if (un->filling) finish(d, u); /* MPI is still writing there */
+    ampci_discard_pages(un->st->data, un->st->bytes);
+    ampci_account(ctx_of(d), un->st->bytes, false);
+    un->st->absent = true;
 }
 
 /* Do units u and v hold parameters of the same module? (A module's parameters may sit in two runs of the
- * optimizer's order, e.g. its weights and its no-decay group, so two units.) */
+ * optimizer's order, so two units.) */
 static bool same_module(const ampc_dist *d, int u, int v) {
     const char *a = d->opt->params[d->buckets[u].param[0]].p->name, *b = d->opt->params[d->buckets[v].param[0]].p->name;
     size_t ka = ampci_dist_unit_key(a);
     return ka == ampci_dist_unit_key(b) && strncmp(a, b, ka) == 0;
 }
 
-/* Unit u whole; keep_others: do not release the module gathered before (gather_all). Gathering a unit of
- * another module releases every unit of the resident one. */
-static ampc_status gather(ampc_dist *d, int u, bool keep_others) {
-    ampci_storage *st = d->units[u].st;
-    if (!st->absent) return AMPC_OK;
-    if (!keep_others && d->resident >= 0 && !same_module(d, d->resident, u))
-        for (int v = 0; v < d->nbuckets; v++)
-            if (!d->units[v].root && !d->units[v].st->absent && same_module(d, v, d->resident)) release(d, v);
-    ampci_account(ctx_of(d), st->bytes, true);
-    st->absent = false;
-    ampc_status s = fill(d, u);
-    if (s != AMPC_OK) return s;
-    if (!d->units[u].root && !keep_others) d->resident = u;
+/* FSDP's prefetch: having gathered unit u for use, start the gather of the next unit of another module in
+ * the direction the walk goes (units are in backward order: the forward goes down, the backward up), so
+ * its all-gather runs under u's work. */
+static ampc_status prefetch(ampc_dist *d, int u, int prev) {
+    int dir = prev >= 0 && u > prev ? 1 : -1;
+    for (int v = u + dir; v >= 0 && v < d->nbuckets; v += dir) {
+        if (d->units[v].root || same_module(d, u, v)) continue;
+        return d->units[v].st->absent && !d->units[v].filling ? start(d, v) : AMPC_OK;
+    }
     return AMPC_OK;
+}
+
+/* Unit u whole; keep_others: do not release the module gathered before, nor prefetch (gather_all).
+ * Gathering a unit of another module releases every unit of the resident one. */
+static ampc_status gather(ampc_dist *d, int u, bool keep_others) {
+    ampci_unit *un = &d->units[u];
+    if (!un->st->absent) return AMPC_OK;
+    int prev = d->resident;
+    if (!keep_others && prev >= 0 && !same_module(d, prev, u))
+        for (int v = 0; v < d->nbuckets; v++)
+            if (!d->units[v].root && same_module(d, v, prev)) release(d, v);
+    ampc_status s = un->filling ? AMPC_OK : start(d, u);
+    if (s == AMPC_OK) s = finish(d, u);
+    if (s != AMPC_OK || un->root || keep_others) return s;
+    d->resident = u;
+    return prefetch(d, u, prev);
 }
 
 static ampc_status param_hook(void *arg, ampci_storage *st) {
@@ -106,7 +133,8 @@ static ampc_status make_storage(ampc_dist *d, int u, ampci_storage **old) {
         p->storage = st, p->offset = b->offset[k];
         st->refs++;
     }
-    d->units[u] = (ampci_unit){.bucket = u, .st = st, .root = ampci_dist_unit_key(p0->name) == 0};
+    d->units[u] = (ampci_unit){
+        .bucket = u, .st = st, .root = ampci_dist_unit_key(p0->name) == 0, .req = MPI_REQUEST_NULL};
     return AMPC_OK;
 }
 
@@ -136,10 +164,11 @@ ampc_status ampci_dist_full_after_step(ampc_dist *d) {
         ampci_unit *un = &d->units[u];
         un->st->version++; /* new values: saved-tensor checks and the cast cache must see it */
         if (!un->root) {
-            if (!un->st->absent) release(d, u);
+            release(d, u);
             d->resident = -1;
-        } else if (s == AMPC_OK) {
-            s = fill(d, u); /* root units stay whole */
+        } else if (s == AMPC_OK) { /* root units stay whole: gathered again from the new masters */
+            un->st->absent = true, ampci_account(ctx_of(d), un->st->bytes, false);
+            if ((s = start(d, u)) == AMPC_OK) s = finish(d, u);
         }
     }
     return s;
@@ -153,7 +182,7 @@ ampc_status ampci_dist_full_gather_all(ampc_dist *d) {
 
 void ampci_dist_full_release_all(ampc_dist *d) {
     for (int u = 0; u < d->nbuckets; u++)
-        if (!d->units[u].root && !d->units[u].st->absent) release(d, u);
+        if (!d->units[u].root) release(d, u);
     d->resident = -1;
 }
 
