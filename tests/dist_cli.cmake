@@ -5,13 +5,8 @@
 if(AMPC_BUILD_TOOLS)
   add_executable(st_diff st_diff.c)
   target_link_libraries(st_diff PRIVATE ampc_static m)
-  if(MPIEXEC_EXECUTABLE)
-    set(ampc_mpirun ${MPIEXEC_EXECUTABLE})
-  else()
-    set(ampc_mpirun mpirun)
-  endif()
   add_test(NAME dist_train COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/dist_train.sh $<TARGET_FILE:ampc_cli>
-           $<TARGET_FILE:ampc_json_check> $<TARGET_FILE:st_diff> ${ampc_mpirun})
+           $<TARGET_FILE:ampc_json_check> $<TARGET_FILE:st_diff> ${AMPC_MPIRUN})
   set_tests_properties(dist_train PROPERTIES LABELS mpi TIMEOUT 300
                        ENVIRONMENT "${AMPC_MPI_ENV};XDG_CACHE_HOME=${PROJECT_BINARY_DIR}/test-cache")
 endif()

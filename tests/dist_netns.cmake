@@ -4,13 +4,8 @@
 # pairs: exits 77 (skipped, saying what was refused) where the machine does not allow them. RUN_SERIAL:
 # it creates network interfaces and namespaces. Included by tests/CMakeLists.txt in builds with MPI.
 if(AMPC_BUILD_TOOLS)
-  if(MPIEXEC_EXECUTABLE)
-    set(ampc_netns_mpirun ${MPIEXEC_EXECUTABLE})
-  else()
-    set(ampc_netns_mpirun mpirun)
-  endif()
   add_test(NAME dist_netns COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/dist_netns.sh $<TARGET_FILE:ampc_cli>
-           ${ampc_netns_mpirun})
+           ${AMPC_MPIRUN})
   set_tests_properties(dist_netns PROPERTIES LABELS mpi SKIP_RETURN_CODE 77 TIMEOUT 120 RUN_SERIAL TRUE
                        ENVIRONMENT "${AMPC_MPI_ENV}")
 endif()

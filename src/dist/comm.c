@@ -51,6 +51,10 @@ ampc_status ampci_dist_wait(ampc_dist *d, MPI_Request *req, const char *what) {
     }
 }
 
+ampc_status ampci_dist_complete(ampc_dist *d, int err, MPI_Request *req, const char *what) {
+    return err != MPI_SUCCESS ? ampci_dist_mpi_fail(d, err, what) : ampci_dist_wait(d, req, what);
+}
+
 /* ---- 16-bit sums: widen both operands, add in F32, round once ---- */
 
 static void sum16(void *in, void *inout, int *len, ampc_dtype dt) {
@@ -184,7 +188,7 @@ ampc_status ampc_dist_broadcast(ampc_dist *d, void *buf, int64_t n, ampc_dtype d
         int c = (int)(n - at < MAX_COUNT ? n - at : MAX_COUNT);
         MPI_Request r;
         int err = MPI_Ibcast((char *)buf + (size_t)at * es, c, ampci_dist_type(d, dt), root, d->comm, &r);
-        ampc_status s = err != MPI_SUCCESS ? ampci_dist_mpi_fail(d, err, fn) : ampci_dist_wait(d, &r, fn);
+        ampc_status s = ampci_dist_complete(d, err, &r, fn);
         if (s != AMPC_OK) return s;
     }
     return AMPC_OK;
@@ -210,7 +214,7 @@ ampc_status ampc_dist_allreduce(ampc_dist *d, void *buf, int64_t n, ampc_dtype d
         MPI_Request r;
         int err = MPI_Iallreduce(MPI_IN_PLACE, (char *)buf + (size_t)at * es, c, ampci_dist_type(d, dt), mop, d->comm,
                                  &r);
-        ampc_status s = err != MPI_SUCCESS ? ampci_dist_mpi_fail(d, err, fn) : ampci_dist_wait(d, &r, fn);
+        ampc_status s = ampci_dist_complete(d, err, &r, fn);
         if (s != AMPC_OK) return s;
     }
     return AMPC_OK;
@@ -220,7 +224,7 @@ ampc_status ampc_dist_barrier(ampc_dist *d) {
     if (!d) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_dist_barrier: d is NULL");
     MPI_Request r;
     int err = MPI_Ibarrier(d->comm, &r);
-    return err != MPI_SUCCESS ? ampci_dist_mpi_fail(d, err, "ampc_dist_barrier") : ampci_dist_wait(d, &r, "barrier");
+    return ampci_dist_complete(d, err, &r, "ampc_dist_barrier");
 }
 
 ampc_status ampc_dist_agree(ampc_dist *d, ampc_status mine) {

@@ -114,14 +114,12 @@ static ampc_status launch(ampc_dist *d, ampci_bucket *b) {
     if (err != MPI_SUCCESS) return ampci_dist_mpi_fail(d, err, "gradient reduction");
     b->launched = true;
     b->t_launch = ampci_dist_now();
-    d->launched++;
     return AMPC_OK;
 }
 
 /* A new backward: every bucket waits for all its gradients again. */
 static void backward_begins(ampc_dist *d) {
     for (int i = 0; i < d->nbuckets; i++) d->buckets[i].pending = d->buckets[i].count, d->buckets[i].launched = false;
-    d->launched = 0;
     d->in_backward = true;
     d->failed = AMPC_OK; /* a refused step is forgotten once a new backward starts */
 }
@@ -188,8 +186,7 @@ static ampc_status agree_presence(ampc_dist *d) {
     for (int i = 0; i < d->opt->n; i++) d->had_grad[i] = d->opt->params[i].p->grad != NULL;
     MPI_Request r;
     int err = MPI_Iallreduce(MPI_IN_PLACE, d->had_grad, d->opt->n, MPI_UNSIGNED_CHAR, MPI_MAX, d->comm, &r);
-    return err != MPI_SUCCESS ? ampci_dist_mpi_fail(d, err, "gradient presence")
-                              : ampci_dist_wait(d, &r, "gradient presence");
+    return ampci_dist_complete(d, err, &r, "gradient presence");
 }
 
 ampc_status ampc_dist_sync_grads(ampc_dist *d) {

@@ -52,7 +52,6 @@ struct ampc_dist {
     int nbuckets;
     int *bucket_of;     /* parameter -> bucket */
     bool in_backward;   /* buckets launched since the last sync */
-    int launched;       /* buckets launched this backward */
     int hint;           /* the parameter the hook found last (backward goes down the list) */
     ampc_status failed; /* an error inside the hook, reported by the next sync */
     uint64_t checksum;  /* of the parameters and state after the attach broadcast */
@@ -70,6 +69,8 @@ AMPCI_HIDDEN MPI_Datatype ampci_dist_type(const ampc_dist *d, ampc_dtype dt);
 AMPCI_HIDDEN MPI_Op ampci_dist_sum(const ampc_dist *d, ampc_dtype dt);
 /* Waits for req until the deadline; AMPC_STATUS_DIST naming `what` on error or timeout. */
 AMPCI_HIDDEN ampc_status ampci_dist_wait(ampc_dist *d, MPI_Request *req, const char *what);
+/* The end of a non-blocking call that returned err: its failure, or its completion waited for. */
+AMPCI_HIDDEN ampc_status ampci_dist_complete(ampc_dist *d, int err, MPI_Request *req, const char *what);
 /* AMPC_STATUS_DIST for an MPI error code of `what`. */
 AMPCI_HIDDEN ampc_status ampci_dist_mpi_fail(const ampc_dist *d, int err, const char *what);
 /* Seconds on MPI's clock. */

@@ -167,7 +167,7 @@ ampc_status ampci_dist_full_after_step(ampc_dist *d) {
             release(d, u);
             d->resident = -1;
         } else if (s == AMPC_OK) { /* root units stay whole: gathered again from the new masters */
-            un->st->absent = true, ampci_account(ctx_of(d), un->st->bytes, false);
+            release(d, u);
             if ((s = start(d, u)) == AMPC_OK) s = finish(d, u);
         }
     }

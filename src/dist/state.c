@@ -46,8 +46,7 @@ static ampc_status gather_to_root(ampc_dist *d, int64_t *lo, int64_t *hi, int64_
         walk_pack(opt, lo, hi, buf, true);
         MPI_Request r;
         int err = MPI_Isend(buf, (int)n, MPI_FLOAT, 0, 7, d->comm, &r);
-        s = err != MPI_SUCCESS ? ampci_dist_mpi_fail(d, err, "checkpoint state send")
-                               : ampci_dist_wait(d, &r, "checkpoint state send");
+        s = ampci_dist_complete(d, err, &r, "checkpoint state send");
         free(buf);
         return s;
     }
@@ -58,8 +57,7 @@ static ampc_status gather_to_root(ampc_dist *d, int64_t *lo, int64_t *hi, int64_
         if (!buf) return ampci_fail(AMPC_STATUS_OOM, "checkpoint: out of memory to gather the optimizer state");
         MPI_Request q;
         int err = MPI_Irecv(buf, (int)n, MPI_FLOAT, r, 7, d->comm, &q);
-        s = err != MPI_SUCCESS ? ampci_dist_mpi_fail(d, err, "checkpoint state receive")
-                               : ampci_dist_wait(d, &q, "checkpoint state receive");
+        s = ampci_dist_complete(d, err, &q, "checkpoint state receive");
         if (s == AMPC_OK) walk_pack(opt, all_lo, all_hi, buf, false);
         free(buf);
     }
