@@ -576,6 +576,72 @@ static uint8_t *run_batches(ampc_loader *ld, int k, size_t *len) {
     return out;
 }
 
+/* Data-parallel shards: the shards of a global batch are its rows, in order, each once (uneven ones too:
+ * ampc_loader_shard_rows' split), the cursor moves by the global batch on every shard, and bad shard
+ * parameters are refused naming them. */
+static void test_loader_shards(void **state) {
+    (void)state;
+    char t[400];
+    for (int i = 0; i < 400; i++) t[i] = (char)('a' + i * 7 % 26);
+    tu_dir_make("data");
+    write_file("shards.txt", t, sizeof t, false);
+    ampc_dataset *ds;
+    ASSERT_OK(open_text("shards.txt", 0, &ds));
+    int64_t first, rows;
+    ampc_loader_shard_rows(5, 0, 2, &first, &rows), assert_true(first == 0 && rows == 3);
+    ampc_loader_shard_rows(5, 1, 2, &first, &rows), assert_true(first == 3 && rows == 2);
+    ampc_loader_shard_rows(5, 2, 3, &first, &rows), assert_true(first == 4 && rows == 1);
+    ampc_loader_shard_rows(5, 0, 0, &first, &rows), assert_true(first == 0 && rows == 5); /* 0: one shard */
+    ampc_loader_params p = {.batch = 5, .context = 8, .seed = 3, .shuffle = true, .drop_last = true, .repeat = true};
+    ampc_loader *whole, *part[2];
+    ASSERT_OK(ampc_loader_new(g_ctx, ds, &p, &whole));
+    for (int r = 0; r < 2; r++) {
+        ampc_loader_params q = p;
+        q.shard_index = r, q.shard_count = 2;
+        ASSERT_OK(ampc_loader_new(g_ctx, ds, &q, &part[r]));
+    }
+    for (int step = 0; step < 12; step++) { /* past an epoch (49 windows: 9 batches of 5) */
+        ampc_tensor *x, *y, *xs[2], *ys[2];
+        ASSERT_OK(ampc_loader_next(whole, &x, &y, NULL));
+        int64_t all[5 * 8], got[5 * 8];
+        ASSERT_OK(ampc_tensor_copy_to(x, all, AMPC_DTYPE_I64));
+        for (int r = 0; r < 2; r++) {
+            ASSERT_OK(ampc_loader_next(part[r], &xs[r], &ys[r], NULL));
+            assert_int_equal(ampc_tensor_dim(xs[r], 0), r ? 2 : 3);
+        }
+        ASSERT_OK(ampc_tensor_copy_to(xs[0], got, AMPC_DTYPE_I64));
+        ASSERT_OK(ampc_tensor_copy_to(xs[1], got + 3 * 8, AMPC_DTYPE_I64));
+        assert_memory_equal(all, got, sizeof all);
+        ampc_loader_cursor cw, c0, c1;
+        ASSERT_OK(ampc_loader_get_cursor(whole, &cw));
+        ASSERT_OK(ampc_loader_get_cursor(part[0], &c0));
+        ASSERT_OK(ampc_loader_get_cursor(part[1], &c1));
+        assert_true(cw.epoch == c0.epoch && cw.position == c0.position && c0.epoch == c1.epoch &&
+                    c0.position == c1.position);
+        ampc_ctx_step_end(g_ctx);
+    }
+    ampc_loader_free(whole), ampc_loader_free(part[0]), ampc_loader_free(part[1]);
+    ampc_loader *ld = (ampc_loader *)1;
+    static const int bad[][2] = {{2, 2}, {-1, 2}, {0, -1}};
+    for (int i = 0; i < 3; i++) {
+        ampc_loader_params q = p;
+        q.shard_index = bad[i][0], q.shard_count = bad[i][1];
+        assert_int_equal(ampc_loader_new(g_ctx, ds, &q, &ld), AMPC_STATUS_INVALID_ARG);
+        assert_null(ld);
+        ASSERT_ERROR_MENTIONS("shard", "shard_index < shard_count");
+    }
+    ampc_loader_params q = p; /* more shards than rows: the first batch says so */
+    q.batch = 1, q.shard_index = 1, q.shard_count = 2;
+    ASSERT_OK(ampc_loader_new(g_ctx, ds, &q, &ld));
+    ampc_tensor *x, *y;
+    assert_int_equal(ampc_loader_next(ld, &x, &y, NULL), AMPC_STATUS_INVALID_ARG);
+    ASSERT_ERROR_MENTIONS("batch of 1", "shard 1 of 2", "at least the number of shards");
+    ampc_loader_free(ld);
+    ampc_ctx_step_end(g_ctx);
+    ampc_dataset_free(ds);
+    tu_dir_remove();
+}
+
 static void test_cursor_resume(void **state) {
     (void)state;
     ampc_dataset *ds;
@@ -749,6 +815,7 @@ int main(void) {
         cmocka_unit_test(test_parse_spec),
         cmocka_unit_test(test_shuffle_epochs),
         cmocka_unit_test(test_eval_order_and_end),
+        cmocka_unit_test(test_loader_shards),
         cmocka_unit_test(test_cursor_resume),
         cmocka_unit_test(test_builtin_corpus),
         cmocka_unit_test(test_fashion_mnist_installed),

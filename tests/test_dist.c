@@ -114,6 +114,18 @@ static void test_collective_errors(void **state) {
     ampc_dist_stats st;
     assert_int_equal(ampc_dist_get_stats(g_d, NULL), AMPC_STATUS_INVALID_ARG);
     assert_int_equal(ampc_dist_get_stats(NULL, &st), AMPC_STATUS_INVALID_ARG);
+    assert_int_equal(ampc_dist_set_timeout(g_d, 0), AMPC_STATUS_INVALID_ARG);
+    ASSERT_ERROR_MENTIONS("ampc_dist_set_timeout", "> 0");
+    assert_int_equal(ampc_dist_set_timeout(NULL, 5), AMPC_STATUS_INVALID_ARG);
+    double secs;
+    assert_int_equal(ampc_dist_time_reduction(g_d, 5, &secs), AMPC_STATUS_INVALID_ARG); /* nothing attached */
+    ASSERT_ERROR_MENTIONS("ampc_dist_time_reduction", "attached");
+    assert_int_equal(ampc_dist_unshard(NULL), AMPC_STATUS_INVALID_ARG);
+    ASSERT_OK(ampc_dist_unshard(g_d)); /* nothing sharded: nothing to do */
+    ampc_dist *d2 = (ampc_dist *)1;
+    assert_int_equal(ampc_dist_new(&(ampc_dist_params){.timeout_s = -1}, &d2), AMPC_STATUS_INVALID_ARG);
+    assert_null(d2);
+    ASSERT_ERROR_MENTIONS("timeout_s -1");
     ASSERT_OK(ampc_dist_allreduce(g_d, NULL, 0, F32, AMPC_DIST_SUM)); /* nothing to do */
     ASSERT_OK(ampc_dist_barrier(g_d));                                /* the ranks are still in step */
 }

@@ -237,6 +237,11 @@ usage_error "'fp32,bf32'" "fp32, bf16, fp16" -- compare --precisions fp32,bf32
 usage_error "'softmaks'" "softmax" -- train --fp32-ops softmaks
 usage_error "'rnn'" "gpt, mlp, cnn, simple" -- train --model rnn
 usage_error "'tf32'" "--fp32-matmul; accepted: highest, high, medium" -- train --fp32-matmul tf32
+usage_error "'bogus'" "--shard; accepted: none, optimizer, full" -- train --shard bogus
+usage_error "'fp64'" "--reduce-dtype; accepted: fp32, bf16, fp16" -- train --reduce-dtype fp64
+usage_error "'0'" "--bucket-mb; expected an integer in 1..4096" -- train --bucket-mb 0
+usage_error "'0'" "--dist-timeout; expected a number in 1..86400" -- train --dist-timeout 0
+usage_error "'zero3'" "--shard; accepted: none, optimizer, full" -- bench step --shard zero3
 usage_error "'0'" "--steps; expected an integer" -- train --steps 0
 usage_error "--steps and --epochs" "choose one" -- train --steps 3 --epochs 1
 usage_error "'images'" "builtin" -- train --data images
