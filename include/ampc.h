@@ -680,6 +680,34 @@ AMPC_API ampc_status ampc_fp32_precision_parse(const char *name, ampc_fp32_preci
 AMPC_API ampc_status ampc_scope_push(ampc_ctx *ctx, const char *name);
 AMPC_API void ampc_scope_pop(ampc_ctx *ctx);
 AMPC_API const char *ampc_scope_path(const ampc_ctx *ctx); /* "" at top level */
+/* path with every all-digit component replaced by `number`: ("blocks.3.attn", "*") -> "blocks.*.attn",
+ * the glob of its numbered siblings. Truncated to size; returns the full length. */
+AMPC_API size_t ampc_scope_pattern(const char *path, const char *number, char *out, size_t size);
+
+/* Per-module precision (the Ascend recipe "layer norm in FP32, attention and feed-forward under BF16").
+ * A rule maps a glob over module paths (fnmatch: '*' matches any run of characters, dots included; '?'
+ * one character; [...] a set) to a compute dtype; it applies to every module whose path it matches,
+ * and to everything inside that module:
+ *   F32        an FP32 island: every op in the module runs in F32, its 16-bit float inputs cast up
+ *              (activations coming from a BF16/F16 region, low-precision parameters);
+ *   BF16, F16  an autocast region of that dtype (the op policies decide, as in any region).
+ * The region opens when ampc_scope_push enters a matching module and closes at its ampc_scope_pop. Of
+ * the rules matching a module and the rule in effect around it, the last added wins: with
+ * "blocks.*=bf16,blocks.*.attn=fp32" all of blocks.N.attn (its qkv too) is FP32. Inside a module's FP32
+ * island ampc_autocast_enabled is true and ampc_autocast_dtype F32. Rules belong to the context and
+ * apply inside and outside autocast regions; add and clear them between forward passes (inside a
+ * module, add fails with AMPC_STATUS_STATE and clear does nothing). */
+AMPC_API ampc_status ampc_module_precision_add(ampc_ctx *ctx, const char *pattern, ampc_dtype dtype);
+/* Adds the rules of "GLOB=DTYPE[,GLOB=DTYPE...]" (DTYPE: fp32|f32|bf16|fp16|f16...), all or none: a
+ * malformed spec (an empty glob, a missing '=', an unknown dtype) fails naming the faulty rule. */
+AMPC_API ampc_status ampc_module_precision_parse(ampc_ctx *ctx, const char *spec);
+AMPC_API void ampc_module_precision_clear(ampc_ctx *ctx);
+AMPC_API int ampc_module_precision_count(const ampc_ctx *ctx);
+/* Rule i's glob and dtype (pattern stays valid until the rules change). */
+AMPC_API ampc_status ampc_module_precision_rule(const ampc_ctx *ctx, int i, const char **pattern, ampc_dtype *dtype);
+/* The rules in the spelling ampc_module_precision_parse reads ("blocks.*.attn=bf16,lm_head=fp32"; "" with
+ * none), truncated to size; returns the full length. */
+AMPC_API size_t ampc_module_precision_string(const ampc_ctx *ctx, char *buf, size_t size);
 
 /* Anomaly mode (torch.autograd.set_detect_anomaly; the CPU answer to CUDA_LAUNCH_BLOCKING debugging):
  * every op's output, forward and backward, is checked; the first non-finite value fails the op (NULL) or
@@ -692,6 +720,121 @@ AMPC_API uint64_t ampc_ctx_step(const ampc_ctx *ctx);
 
 /* True when every element is finite (no inf, no NaN). NULL: false. */
 AMPC_API bool ampc_all_finite(const ampc_tensor *t);
+
+/* ------------------------------------------------------------------------------------------------
+ * Range statistics (the numerics doctor). While a statistics object is attached to a context, every op
+ * output (forward), every gradient of an op output (backward, the sum that reaches the op) and every
+ * gradient contribution an op hands to a parameter is summarised under a site: its module path (the
+ * scope when the op ran), the op's autocast name and the role. Per site: element count, zeros,
+ * non-finite values, largest |x| and smallest non-zero |x|, a log2|x| histogram with one bin per binade,
+ * and for each 16- and 8-bit format what its round-to-nearest-even conversion would do to the values:
+ * overflow (beyond the largest finite: infinity, or NaN for FP8-E4M3), underflow (a non-zero value that
+ * becomes zero), subnormal (a non-zero result below the smallest normal). Thresholds come from the
+ * conversion code itself, so 65504 is representable, 65520 overflows and 2^-25 flushes in FP16.
+ * Counts accumulate over steps until reset. Detached (the default) the ops pay one pointer test.
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef struct ampc_stats ampc_stats;
+
+typedef enum ampc_stats_role {
+    AMPC_STATS_OUTPUT = 0, /* the op's output values (forward) */
+    AMPC_STATS_GRAD,       /* the gradient of the op's output (backward) */
+    AMPC_STATS_PARAM_GRAD, /* a gradient contribution the op's backward gave to parameter `param` */
+    AMPC_STATS_ROLE_COUNT
+} ampc_stats_role;
+AMPC_API const char *ampc_stats_role_name(ampc_stats_role r); /* "out", "grad", "param_grad" */
+
+/* Bin e (1..254) holds |x| in [2^(e-127), 2^(e-126)): the binade of exponent e - 127; bin 0 holds zeros
+ * and F32 subnormals, bin 255 infinities and NaNs. */
+#define AMPC_STATS_BINS 256
+
+typedef struct ampc_stats_range {
+    uint64_t overflow;  /* finite values the format cannot hold (they become inf, or NaN in E4M3) */
+    uint64_t underflow; /* non-zero values that round to zero */
+    uint64_t subnormal; /* non-zero values that round to a subnormal */
+} ampc_stats_range;
+
+typedef struct ampc_stats_entry {
+    const char *module; /* module path ("blocks.3.attn.qkv"; "" outside every module) */
+    const char *op;     /* autocast's op name ("linear"); shape ops and casts carry their input's site */
+    ampc_stats_role role;
+    const char *param; /* PARAM_GRAD: the parameter's name ("blocks.3.attn.qkv.weight"); else "" */
+    /* Would these values be 16-bit under autocast with the context's policies, module rules and
+     * --fp32-ops (an op that lowers its inputs, or one that keeps the dtype of 16-bit inputs), when
+     * they were recorded in F32? Values recorded in a 16-bit dtype are lowered by definition. */
+    bool lowered;
+    uint64_t calls; /* tensors summarised */
+    uint64_t count; /* elements */
+    uint64_t zeros, nonfinite;
+    double amax;                               /* largest finite |x| (0 when none) */
+    double min_nonzero;                        /* smallest non-zero finite |x| (0 when none) */
+    ampc_stats_range range[AMPC_FORMAT_COUNT]; /* BF16, FP16, FP8-E4M3, FP8-E5M2 (FP32, TF32: zeros) */
+    uint64_t hist[AMPC_STATS_BINS];
+} ampc_stats_entry;
+
+AMPC_API ampc_status ampc_stats_new(ampc_stats **out);
+AMPC_API void ampc_stats_free(ampc_stats *st);
+/* Attaches st to ctx (NULL detaches). One object may serve one context at a time. */
+AMPC_API ampc_status ampc_stats_attach(ampc_ctx *ctx, ampc_stats *st);
+/* Forgets every site and count. Between steps only: tensors and tape nodes of the current step still
+ * name sites of before. */
+AMPC_API void ampc_stats_reset(ampc_stats *st);
+/* Sites in the order they were first seen (ampc_stats_get: NULL past the end). */
+AMPC_API int ampc_stats_count(const ampc_stats *st);
+AMPC_API const ampc_stats_entry *ampc_stats_get(const ampc_stats *st, int i);
+/* The sites whose output site i's op would cast down to the autocast dtype (an F32 tensor entering a
+ * lowering op): their values overflow or flush there even when they are F32 themselves. Writes up to max
+ * indices to out and returns how many there are. */
+AMPC_API int ampc_stats_cast_inputs(const ampc_stats *st, int i, int *out, int max);
+/* Wall time spent summarising (seconds), and the number of steps the context ended while attached. */
+AMPC_API double ampc_stats_seconds(const ampc_stats *st);
+AMPC_API int64_t ampc_stats_steps(const ampc_stats *st);
+/* Exact counts for n values of src_dtype against one format, the way a site counts them (tests, tools). */
+AMPC_API ampc_status ampc_stats_classify(ampc_format fmt, const void *x, ampc_dtype src_dtype, size_t n,
+                                         ampc_stats_range *out);
+
+/* The doctor's verdict on one site in one format (FP16, BF16, FP8-E4M3, FP8-E5M2); docs/DOCTOR.md has the
+ * rules in full. Forward values must fit as they are; gradients may be shifted by a loss scale; FP8 is
+ * judged with a per-tensor power-of-two scale from the amax (subnormals count as representable). */
+typedef enum ampc_stats_verdict {
+    AMPC_VERDICT_SAFE = 0,      /* forward: no overflow, at most 0.1% of the non-zero values flush to zero;
+                                   gradients: more than 99.9% normal at scale 1, none overflowing */
+    AMPC_VERDICT_NEEDS_SCALING, /* gradients: scale_log2 is the smallest power-of-two scale keeping more
+                                   than 99.9% normal without overflowing any (or, when none does, the
+                                   largest without overflow if what stays below carries under 0.1% of the
+                                   magnitude: rounding noise); FP8: the per-tensor scale */
+    AMPC_VERDICT_UNSAFE,        /* forward values overflow or flush (> 0.1%), or an F32 input this op casts
+                                   down overflows, or no single scale fits the gradient's range */
+    AMPC_VERDICT_KEPT_FP32,     /* not lowered by the policies: stays F32 under autocast */
+    AMPC_VERDICT_COUNT
+} ampc_stats_verdict;
+AMPC_API const char *ampc_stats_verdict_name(ampc_stats_verdict v); /* "safe", "needs scaling", "unsafe", "kept fp32" */
+
+typedef struct ampc_stats_advice {
+    ampc_stats_verdict verdict;
+    int scale_log2;         /* NEEDS_SCALING: the scale is 2^scale_log2 (negative: scale down) */
+    double normal_fraction; /* of non-zero values, normal in the format at that scale (1 at SAFE) */
+    char why[192];          /* one line: "amax 9.1e+04 > 65504", "0.8% of values below 2^-14" */
+} ampc_stats_advice;
+AMPC_API ampc_status ampc_stats_advise(const ampc_stats *st, int i, ampc_format fmt, ampc_stats_advice *out);
+/* The loss scale for fmt over every lowered gradient site (GRAD and PARAM_GRAD): the smallest power of two
+ * 2^k, k >= 0, for which more than `coverage` (0.999 when 0) of their non-zero values are normal in fmt
+ * while the largest stays finite; when none is, the largest k without overflow (negative when the
+ * gradients overflow at 1). Counted per binade (a value is normal when its binade, scaled, is at or above
+ * the format's smallest normal). *normal_fraction: at 2^k. */
+AMPC_API ampc_status ampc_stats_loss_scale(const ampc_stats *st, ampc_format fmt, double coverage, int *scale_log2,
+                                           double *normal_fraction);
+
+/* The doctor's recommendation for autocast to fmt (FP16 or BF16). */
+typedef struct ampc_stats_recommendation {
+    char fp32_modules[1024]; /* an --fp32-modules value: the module of every UNSAFE site ("" none);
+                                numbered siblings that are all unsafe fold into one glob ("blocks.*.attn") */
+    char fp32_ops[256];      /* an --fp32-ops value: ops of UNSAFE sites outside every module ("" none) */
+    int scale_log2;          /* ampc_stats_loss_scale(fmt, 0.999) over the gradients outside those modules */
+    double normal_fraction;
+    int unsafe_sites; /* sites whose verdict is UNSAFE */
+} ampc_stats_recommendation;
+AMPC_API ampc_status ampc_stats_recommend(const ampc_stats *st, ampc_format fmt, ampc_stats_recommendation *out);
 
 /* ------------------------------------------------------------------------------------------------
  * Optimizers over named parameter groups. Master weights and optimizer state are always F32, each a
@@ -878,6 +1021,13 @@ AMPC_API ampc_tensor *ampc_model_forward(ampc_model *m, const ampc_tensor *input
 AMPC_API ampc_tensor *ampc_model_loss(ampc_model *m, const ampc_tensor *input, const ampc_tensor *target);
 /* Dropout active (training, the default) or not (evaluation). */
 AMPC_API void ampc_model_set_training(ampc_model *m, bool training);
+/* The model's modules, the paths its forward pushes as scopes ("wte", "blocks.0", "blocks.0.attn",
+ * "blocks.0.attn.qkv", ..., "lm_head"), in forward order; NULL past the end. */
+AMPC_API int ampc_model_num_modules(const ampc_model *m);
+AMPC_API const char *ampc_model_module_name(const ampc_model *m, int i);
+/* Checks the context's module-precision rules against this model: a rule whose glob matches none of its
+ * modules fails (AMPC_STATUS_INVALID_ARG) naming the rule and the model's modules. */
+AMPC_API ampc_status ampc_model_check_module_precision(const ampc_model *m);
 AMPC_API int ampc_model_num_params(const ampc_model *m);
 AMPC_API ampc_tensor *ampc_model_param(const ampc_model *m, int i);
 AMPC_API int64_t ampc_model_param_count(const ampc_model *m); /* total elements */
@@ -1226,10 +1376,11 @@ AMPC_API ampc_status ampc_checkpoint_restore(const ampc_safetensors *ck, ampc_ch
  *     rest form root units that stay gathered) exist only as this rank's F32 master slice between uses:
  *     an op or a backward that reads one gathers its unit (all-gather in the parameters' dtype, from
  *     the masters; the next unit's all-gather starts at once, FSDP's prefetch), and gathering a unit of
- *     another module releases the previous one, so about two units are whole at a time. FSDP2's MixedPrecisionPolicy maps to: param_dtype = the model's parameter dtype (keep
- *     parameters in BF16 with F32 masters for the full saving: F32 parameters under autocast are cast,
- *     and the cast cache keeps the casts for the step), reduce_dtype = reduce_dtype, the output dtype =
- *     the autocast dtype. Gradients keep their full-size block in this version.
+ *     another module releases the previous one, so about two units are whole at a time. FSDP2's
+ *     MixedPrecisionPolicy maps to: param_dtype = the model's parameter dtype (keep parameters in BF16
+ *     with F32 masters for the full saving: F32 parameters under autocast are cast, and the cast cache
+ *     keeps the casts for the step), reduce_dtype = reduce_dtype, the output dtype = the autocast dtype.
+ *     Gradients keep their full-size block in this version.
  * One backward per optimizer step (accumulate with a bigger batch instead). Every collective waits at most
  * timeout_s seconds: a rank that died or stopped answering makes the others fail with AMPC_STATUS_DIST and
  * a message naming the collective, never hang. Without MPI in the build every call but ampc_dist_available

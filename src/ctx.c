@@ -22,6 +22,7 @@ ampc_status ampc_ctx_new(const ampc_ctx_params *params, ampc_ctx **out) {
 
 void ampc_ctx_free(ampc_ctx *ctx) {
     if (!ctx) return;
+    if (ctx->stats) ampc_stats_attach(ctx, NULL); /* the statistics outlive the context */
     ampci_amp_release(ctx);
     ampci_kernels_adopt(ctx, NULL); /* a restored checkpoint's kernels */
     ampci_ctx_core_free(ctx);
@@ -29,6 +30,7 @@ void ampc_ctx_free(ampc_ctx *ctx) {
 
 void ampc_ctx_step_end(ampc_ctx *ctx) {
     if (!ctx) return;
+    ampci_stats_step_end(ctx);
     ampci_amp_step_end(ctx);      /* cached casts live in the arena: they go first */
     ampci_autograd_step_end(ctx); /* the tape lives in the arena too */
     ampci_ctx_core_step_end(ctx);

@@ -22,16 +22,7 @@ static int end_step(void **state) {
     return 0;
 }
 
-static ampc_tensor *rnd(ampc_dtype dt, int nd, const int64_t *shape) {
-    ampc_tensor *t = ampc_tensor_normal(g_ctx, dt, nd, shape, 0, 1);
-    assert_non_null(t);
-    return t;
-}
-#define R(dt, ...) rnd(dt, SHAPE(__VA_ARGS__))
-
-static void begin(ampc_dtype dt) {
-    ASSERT_OK(ampc_autocast_begin(g_ctx, &(ampc_autocast_params){.dtype = dt, .enabled = true, .cache_enabled = true}));
-}
+static void begin(ampc_dtype dt) { TU_AUTOCAST(dt); }
 
 static void expect_dtype(const ampc_tensor *t, ampc_dtype want, const char *what) {
     if (!t) FAILF("%s failed: %s", what, ampc_last_error());

@@ -6,7 +6,10 @@
  *   SGD, AdamW  over three steps (momentum buffers and moments included);
  *   unscale     F32/F16/BF16, every FP16/BF16 pattern, and its found-inf result;
  *   sumsq       ref sums in the vector kernel's order (the grad norm, and so a clipped update, must not
- *               depend on the kernel level). */
+ *               depend on the kernel level);
+ *   range       the doctor's range statistics (integer counts, max and min bits): every field of the
+ *               accumulator, at and one ulp around the library's thresholds, and accumulated over two
+ *               calls as over one. */
 #include "kernel_check.h"
 
 static const struct ampc_kernels *R; /* the ref level's table: every cell holds its ref entry */
@@ -180,10 +183,107 @@ static void test_sumsq(void **state) {
     }
 }
 
+/* ---- range statistics: every field equal to ref's ---- */
+
+/* the library's 12 thresholds (src/amp/stats.c: three a format), then four more: 0 (every value counts,
+ * padding lanes included), inf, the top pattern (NaNs only), and one in the subnormals */
+static const uint32_t RANGE_THR[AMPCI_RANGE_MAX_THR] = {
+    0x33000001, 0x387fc000, 0x477ff000, 0x00000001, 0x00800000, 0x7f7f8000, 0x3a800001, 0x3c800000,
+    0x43e80001, 0x37000001, 0x38800000, 0x47700000, 0x00000000, 0x7f800000, 0x7fffffff, 0x00012345};
+
+/* a special value: zeros of both signs, subnormals, +-inf, NaNs, +-FLT_MAX, or a threshold or one ulp
+ * either side of it, of either sign */
+static uint32_t range_special(uint64_t r) {
+    static const uint32_t fixed[] = {0x00000000, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000,
+                                     0xffc00001, 0x7f800001, 0x7fffffff, 0x7f7fffff, 0xff7fffff};
+    uint32_t sign = (uint32_t)(r >> 32) & 0x80000000u;
+    switch (r % 4) {
+    case 0: return fixed[(r >> 8) % (sizeof fixed / sizeof fixed[0])];
+    case 1: return sign | (1u + (uint32_t)(r >> 8) % 0x007fffffu); /* subnormal */
+    default: return sign | (RANGE_THR[(r >> 8) % 12] + (uint32_t)((r >> 16) % 3) - 1u);
+    }
+}
+
+/* normal values of several scales (1e-30 to 1e30), every third or so replaced by a special one */
+static void range_inputs(float *x, int64_t n, uint64_t seed) {
+    static const float scales[] = {1.0f, 1e-3f, 3e-6f, 1e-30f, 1e4f, 1e30f, 6e-8f};
+    kc_fill_normal(x, n, 0.0f, 1.0f, seed);
+    uint64_t s = seed | 1;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t r = tu_rand(&s);
+        x[i] *= scales[(i / 7) % (int64_t)(sizeof scales / sizeof scales[0])];
+        if (r % 3 == 0) x[i] = tu_float(range_special(r >> 2));
+    }
+}
+
+static ampci_range_acc range_acc0(void) { return (ampci_range_acc){.min_bits = 0x7f800000u}; }
+
+static void range_check(const ampci_range_acc *a, const ampci_range_acc *r, const char *name, int64_t n, int nthr) {
+    for (int b = 0; b < 256; b++)
+        if (a->hist[b] != r->hist[b])
+            FAILF("%s n %lld nthr %d: hist[%d] %llu, ref %llu", name, (long long)n, nthr, b,
+                  (unsigned long long)a->hist[b], (unsigned long long)r->hist[b]);
+    for (int j = 0; j < AMPCI_RANGE_MAX_THR; j++)
+        if (a->ge[j] != r->ge[j])
+            FAILF("%s n %lld nthr %d: ge[%d] %llu, ref %llu", name, (long long)n, nthr, j, (unsigned long long)a->ge[j],
+                  (unsigned long long)r->ge[j]);
+    if (a->zeros != r->zeros || a->amax_bits != r->amax_bits || a->min_bits != r->min_bits)
+        FAILF("%s n %lld nthr %d: zeros %llu amax 0x%08x min 0x%08x, ref %llu 0x%08x 0x%08x", name, (long long)n, nthr,
+              (unsigned long long)a->zeros, a->amax_bits, a->min_bits, (unsigned long long)r->zeros, r->amax_bits,
+              r->min_bits);
+    assert_memory_equal(a, r, sizeof *a); /* and nothing else (the struct has no padding) */
+}
+
+/* every fast kernel on x (n) against ref: in one call, and in two calls split at `cut`, onto one acc */
+static void range_case(const float *x, int64_t n, int nthr, int64_t cut) {
+    ampci_range_acc r = range_acc0();
+    R->range(x, n, RANGE_THR, nthr, &r);
+    kc_list l = kc_fast(AMPCI_SLOT_RANGE, KC_ANY);
+    for (int e = 0; e < l.n; e++) {
+        ampci_range_acc a = range_acc0(), b = range_acc0();
+        l.e[e]->fn.RANGE(x, n, RANGE_THR, nthr, &a);
+        range_check(&a, &r, l.e[e]->name, n, nthr);
+        l.e[e]->fn.RANGE(x, cut, RANGE_THR, nthr, &b);
+        l.e[e]->fn.RANGE(x + cut, n - cut, RANGE_THR, nthr, &b);
+        range_check(&b, &r, kc_named(l.e[e], "two calls"), n, nthr);
+    }
+}
+
+static void test_range(void **state) {
+    (void)state;
+    static const int64_t ns[] = {0, 1, 15, 16, 17, 31, 33, 255, 257, 511, 512, 513, 1000, 4099, 65537};
+    static const int nthrs[] = {0, 5, 12, 16};
+    for (size_t si = 0; si < sizeof ns / sizeof ns[0]; si++) {
+        int64_t n = ns[si];
+        float *x = kc_fbuf(n);
+        range_inputs(x, n, 60 + (uint64_t)n);
+        for (size_t ti = 0; ti < sizeof nthrs / sizeof nthrs[0]; ti++) {
+            range_case(x, n, nthrs[ti], n / 2);
+            range_case(x, n, nthrs[ti], n - n / 3 - (n > 20 ? 7 : 0)); /* a cut off the 16-lane grid */
+        }
+        for (int64_t i = 0; i < n; i++) x[i] = (i & 1) ? -0.0f : 0.0f; /* all zeros: none finite non-zero */
+        range_case(x, n, 16, n / 2);
+        for (int64_t i = 0; i < n; i++) x[i] = tu_float(i % 3 ? 0x7fc00000u : 0xff800000u); /* no finite one */
+        range_case(x, n, 16, n / 2);
+        free(x);
+    }
+}
+
+/* past the 32-bit counters' block (2^24 values) */
+static void test_range_large(void **state) {
+    (void)state;
+    int64_t n = ((int64_t)1 << 24) + 4133;
+    float *x = kc_fbuf(n);
+    range_inputs(x, n, 61);
+    range_case(x, n, 12, ((int64_t)1 << 24) - 5);
+    free(x);
+}
+
 int main(void) {
     R = ampci_kernels(AMPC_ISA_REF);
-    for (int slot = AMPCI_SLOT_SGD; slot <= AMPCI_SLOT_SUMSQ; slot++) kc_note_unusable((ampci_slot)slot);
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_sgd), cmocka_unit_test(test_adamw),
-                                       cmocka_unit_test(test_unscale), cmocka_unit_test(test_sumsq)};
+    for (int slot = AMPCI_SLOT_SGD; slot <= AMPCI_SLOT_RANGE; slot++) kc_note_unusable((ampci_slot)slot);
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_sgd),     cmocka_unit_test(test_adamw),
+                                       cmocka_unit_test(test_unscale), cmocka_unit_test(test_sumsq),
+                                       cmocka_unit_test(test_range),   cmocka_unit_test(test_range_large)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -68,6 +68,19 @@ static inline ampc_tensor *tu_zeros(ampc_ctx *ctx, ampc_dtype dt, int nd, const 
 }
 #define Z(dt, ...) tu_zeros(g_ctx, dt, SHAPE(__VA_ARGS__))
 
+/* An arena tensor of N(0, 1) values that must exist: R(F32, 2, 3). */
+static inline ampc_tensor *tu_normal(ampc_ctx *ctx, ampc_dtype dt, int nd, const int64_t *shape) {
+    ampc_tensor *t = ampc_tensor_normal(ctx, dt, nd, shape, 0, 1);
+    if (!t) FAILF("ampc_tensor_normal: %s", ampc_last_error());
+    return t;
+}
+#define R(dt, ...) tu_normal(g_ctx, dt, SHAPE(__VA_ARGS__))
+
+/* Opens an enabled autocast region of dt with the weight-cast cache on. */
+#define TU_AUTOCAST(dt)                                                                                                \
+    ASSERT_OK(                                                                                                         \
+        ampc_autocast_begin(g_ctx, &(ampc_autocast_params){.dtype = (dt), .enabled = true, .cache_enabled = true}))
+
 static inline uint32_t tu_bits(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);

@@ -61,6 +61,41 @@ AMPCI_HIDDEN void ampci_autocast_cache_put(ampc_ctx *ctx, const ampc_tensor *t, 
 /* Counts a cast autocast asked for (ampc_autocast_get_stats). */
 AMPCI_HIDDEN void ampci_autocast_count_cast(ampc_ctx *ctx);
 
+/* A region pushed by module precision (src/amp/module_precision.c): enabled, of dtype F32 (an FP32 island:
+ * every op's float inputs go to F32), BF16 or F16; popped with ampc_autocast_end. */
+AMPCI_HIDDEN ampc_status ampci_autocast_push(ampc_ctx *ctx, ampc_dtype dtype);
+/* Range statistics' question for an op that ran outside any enabled region: would it produce 16-bit
+ * values under an autocast region with the current policies, given which inputs would be 16-bit
+ * (low[i])? And does it cast its float inputs down (LOWER)? Inside a disabled region (an island) ops
+ * keep their inputs' dtypes. */
+AMPCI_HIDDEN bool ampci_autocast_would_lower(const ampc_ctx *ctx, ampci_op op, const bool *low, const bool *is_float,
+                                             int n, bool *casts_inputs);
+/* True inside an enabled region (then the dtypes are real, not simulated). */
+AMPCI_HIDDEN bool ampci_autocast_active(const ampc_ctx *ctx);
+
+/* Module precision's per-context state, kept in the autocast state (module_precision.c). */
+#define AMPCI_MAX_MODULE_RULES 32
+typedef struct ampci_module_rules {
+    struct {
+        char pattern[128];
+        ampc_dtype dtype;
+    } rule[AMPCI_MAX_MODULE_RULES];
+    int n;
+    int in_effect[17]; /* per scope depth: the rule applying there (-1: none) */
+    bool opened[17];   /* per scope depth: its push opened a region */
+} ampci_module_rules;
+AMPCI_HIDDEN ampci_module_rules *ampci_module_rules_of(ampc_ctx *ctx);
+AMPCI_HIDDEN const ampci_module_rules *ampci_module_rules_peek(const ampc_ctx *ctx);
+
+/* Range statistics (stats.c): an op output, recorded by the op epilogue while statistics are attached.
+ * in[0..n) are the op's inputs after autocast; node is out's tape node, or NULL. */
+AMPCI_HIDDEN void ampci_stats_output(ampc_ctx *ctx, ampci_op op, const char *name, ampc_tensor *out,
+                                     const ampc_tensor *const *in, int n, struct ampci_node *node);
+/* A shape op's or a cast's output: it carries its input's site and lowness (a cast: its dtype's). */
+AMPCI_HIDDEN void ampci_stats_carry(ampc_tensor *out, const ampc_tensor *in);
+/* Step end while attached: counts the step. */
+AMPCI_HIDDEN void ampci_stats_step_end(ampc_ctx *ctx);
+
 /* The context assembly's hooks: step end (cached casts live in the arena) and context end. */
 AMPCI_HIDDEN void ampci_amp_step_end(ampc_ctx *ctx);
 AMPCI_HIDDEN void ampci_amp_release(ampc_ctx *ctx);

@@ -34,6 +34,7 @@ struct ampci_autocast {
     cache_entry *cache;
     size_t ncache, cap;
     uint64_t casts, hits;
+    ampci_module_rules mods;
 };
 
 static const char *const op_names[AMPCI_OP_COUNT] = {
@@ -97,6 +98,15 @@ static struct ampci_autocast *state(ampc_ctx *ctx) {
     return ctx->autocast;
 }
 
+ampci_module_rules *ampci_module_rules_of(ampc_ctx *ctx) {
+    struct ampci_autocast *ac = state(ctx);
+    return ac ? &ac->mods : NULL;
+}
+
+const ampci_module_rules *ampci_module_rules_peek(const ampc_ctx *ctx) {
+    return ctx && ctx->autocast ? &ctx->autocast->mods : NULL;
+}
+
 static void cache_clear(struct ampci_autocast *ac) { ac->ncache = 0; }
 
 void ampci_amp_step_end(ampc_ctx *ctx) {
@@ -127,6 +137,17 @@ ampc_status ampc_autocast_begin(ampc_ctx *ctx, const ampc_autocast_params *param
         return ampci_fail(AMPC_STATUS_STATE, "%s: more than %d nested regions (is an ampc_autocast_end missing?)", fn,
                           MAX_DEPTH);
     ac->stack[ac->depth++] = (region){p.enabled, p.cache_enabled, p.dtype};
+    return AMPC_OK;
+}
+
+ampc_status ampci_autocast_push(ampc_ctx *ctx, ampc_dtype dtype) {
+    struct ampci_autocast *ac = state(ctx);
+    if (!ac) return AMPC_STATUS_OOM;
+    if (ac->depth == MAX_DEPTH)
+        return ampci_fail(AMPC_STATUS_STATE,
+                          "ampc_scope_push: module '%s' would open autocast region %d; at most %d nest", ctx->scope,
+                          MAX_DEPTH + 1, MAX_DEPTH);
+    ac->stack[ac->depth++] = (region){true, dtype != AMPC_DTYPE_F32, dtype};
     return AMPC_OK;
 }
 
@@ -279,6 +300,11 @@ bool ampci_autocast_plan(const ampc_ctx *ctx, ampci_op op, const ampc_tensor *co
     for (int i = 0; i < n; i++) to[i] = in[i] ? in[i]->dtype : AMPC_DTYPE_F32, cache[i] = false;
     const region *r = top(ctx);
     if (!r || !r->enabled) return true;
+    if (r->dtype == AMPC_DTYPE_F32) { /* a module's FP32 island: every float input goes up */
+        for (int i = 0; i < n; i++)
+            if (eligible(in[i]) && in[i]->ctx == ctx) to[i] = AMPC_DTYPE_F32;
+        return true;
+    }
     ampc_cast_policy pol = ctx->autocast->policy[op];
     ampc_dtype target;
     int m = n; /* the leading inputs the policy applies to */
@@ -310,4 +336,35 @@ bool ampci_autocast_plan(const ampc_ctx *ctx, ampci_op op, const ampc_tensor *co
         cache[i] = cacheable(in[i], r, target);
     }
     return true;
+}
+
+/* ---- what autocast would do (range statistics) ---- */
+
+bool ampci_autocast_active(const ampc_ctx *ctx) {
+    const region *r = top(ctx);
+    return r && r->enabled;
+}
+
+bool ampci_autocast_would_lower(const ampc_ctx *ctx, ampci_op op, const bool *low, const bool *is_float, int n,
+                                bool *casts_inputs) {
+    ampc_cast_policy pol;
+    if (ctx->autocast) pol = ctx->autocast->policy[op];
+    else {
+        ampc_cast_policy all[AMPCI_OP_COUNT];
+        table_fill(all, AMPC_AUTOCAST_TABLE_TUTORIAL);
+        pol = all[op];
+    }
+    const region *r = top(ctx);
+    if (r && !r->enabled) pol = AMPC_CAST_NONE; /* an FP32 island: ops run in their inputs' dtypes */
+    *casts_inputs = pol == AMPC_CAST_LOWER;
+    if (pol == AMPC_CAST_LOWER) return true;
+    if (pol != AMPC_CAST_NONE && pol != AMPC_CAST_PROMOTE) return false;
+    /* none and promote: 16-bit when every float input is (one F32 input makes the result F32) */
+    bool any = false;
+    for (int i = 0; i < n; i++) {
+        if (!is_float[i]) continue;
+        if (!low[i]) return false;
+        any = true;
+    }
+    return any;
 }

@@ -35,7 +35,8 @@ bool ampci_check_output(ampc_ctx *ctx, const ampc_tensor *t) {
     }
     ampci_fail(AMPC_STATUS_STATE,
                "anomaly: ampc_%s produced %s at element %lld of its output %s (step %llu, scope '%s'); "
-               "inputs: %s",
+               "inputs: %s (range statistics, ampc_stats_attach or `ampc doctor`, show which tensors leave a "
+               "format's range)",
                ctx->cur_op ? ctx->cur_op : "?", what_at(t, bad), (long long)bad, out, (unsigned long long)ctx->step_id,
                ctx->scope, ins);
     return false;
@@ -49,7 +50,8 @@ bool ampci_check_grad(ampc_ctx *ctx, const char *op, const ampc_tensor *input, c
     name_tensor(input, in, sizeof in);
     ampci_fail(AMPC_STATUS_STATE,
                "anomaly: the backward of %s produced %s at element %lld of the gradient for %s "
-               "(step %llu)",
+               "(step %llu; range statistics, ampc_stats_attach or `ampc doctor`, show which tensors leave a "
+               "format's range)",
                op, what_at(g, bad), (long long)bad, in, (unsigned long long)ctx->step_id);
     return false;
 }

@@ -25,9 +25,11 @@ struct ampci_node {
     unsigned saved_mask;  /* bit i: backward reads in[i] (its version is checked) */
     uint64_t *in_version; /* versions of the inputs when the op ran */
     uint64_t out_version;
-    ampc_tensor *grad; /* accumulated gradient of out (never modified in place) */
-    void *saved;       /* op-specific data, `saved_size` bytes in the arena, zeroed */
-    ampci_node *prev;  /* older node on the tape */
+    ampc_tensor *grad;  /* accumulated gradient of out (never modified in place) */
+    void *saved;        /* op-specific data, `saved_size` bytes in the arena, zeroed */
+    ampci_node *prev;   /* older node on the tape */
+    int32_t stats_site; /* range statistics: the site of out plus one (0: none; -(s + 1): a weight cast whose
+                         * parameter gradient belongs to site s) */
     bool marked, released;
 };
 

@@ -109,7 +109,11 @@ ampc_status ampci_grad_accumulate(ampc_tensor *t, const ampc_tensor *g) {
     AMPCI_ASSERT(ampci_numel(t) == ampci_numel(g) && ampc_tensor_is_contiguous(g));
     ampc_ctx *ctx = t->ctx;
     if (!ampci_check_grad(ctx, ctx->cur_backward ? ctx->cur_backward : "ampc_backward", t, g)) return AMPC_STATUS_STATE;
-    if (!t->node) return t->requires_grad ? accumulate_leaf(t, g) : AMPC_OK;
+    if (!t->node) {
+        if (!t->requires_grad) return AMPC_OK;
+        if (ctx->grad_stats && ctx->cur_node) ctx->grad_stats(ctx, ctx->cur_node, t, g);
+        return accumulate_leaf(t, g);
+    }
     static const char fn[] = "ampc_backward";
     ampci_node *n = t->node;
     ampc_tensor *sum;
@@ -233,13 +237,14 @@ static ampc_status walk(ampc_ctx *ctx) {
         }
         ampc_status s = gather_saved(n);
         if (s == AMPC_OK) s = check_versions(n);
-        ctx->cur_backward = n->op;
+        ctx->cur_backward = n->op, ctx->cur_node = n;
+        if (s == AMPC_OK && ctx->grad_stats && n->stats_site) ctx->grad_stats(ctx, n, n->out, g);
         ampci_step_gen_begin(ctx);
         if (s == AMPC_OK) s = n->backward(n, g);
         if (s == AMPC_OK) unsave(n);
         grad_unref(g);
         ampci_step_gen_sweep(ctx);
-        ctx->cur_backward = NULL;
+        ctx->cur_backward = NULL, ctx->cur_node = NULL;
         if (s != AMPC_OK) return s;
         leaves_final(ctx, n);
     }

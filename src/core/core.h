@@ -146,6 +146,11 @@ struct ampc_ctx {
     const char *cur_backward;
     const ampc_tensor *cur_in[4];
     int cur_nin;
+    const struct ampci_node *cur_node; /* the node whose backward runs (NULL outside the walk) */
+    /* the gradient statistics hook (src/amp/stats.c, while statistics are attached): the gradient g of
+     * node n's output (t == n->out) before its backward runs, and each contribution g that n's backward
+     * hands to a leaf t that requires grad */
+    void (*grad_stats)(ampc_ctx *ctx, const struct ampci_node *n, const ampc_tensor *t, const ampc_tensor *g);
     /* the grad-ready hook (ampci_autograd_set_grad_hook): called with each leaf whose gradient became
      * final during a backward walk, and with NULL after every node (a chance to progress communication) */
     void (*grad_hook)(void *arg, ampc_tensor *leaf);
@@ -156,6 +161,7 @@ struct ampc_ctx {
     void *param_hook_arg;
     /* ---- amp: autocast regions, policies and the weight-cast cache (NULL until first used) ---- */
     struct ampci_autocast *autocast;
+    struct ampc_stats *stats; /* range statistics (src/amp/stats.c), NULL: off */
     /* ---- ops: the frames model code has open (src/ops/frame.c): the op outputs they made, outermost
      * frame first, and how many frames are open ---- */
     struct {
@@ -163,6 +169,10 @@ struct ampc_ctx {
         int n, depth;
     } frames;
 };
+
+/* The module path: appends ".name" (fails past 16 levels or 255 characters), and drops the last name. */
+AMPCI_HIDDEN ampc_status ampci_scope_push(ampc_ctx *ctx, const char *name);
+AMPCI_HIDDEN void ampci_scope_pop(ampc_ctx *ctx);
 
 /* Core's part of the context's life: a context with the allocator, log, RNG and threads of `p`
  * (validated, defaults applied) and everything else zero, or NULL with the error recorded; and its

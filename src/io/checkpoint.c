@@ -307,6 +307,19 @@ static ampc_status add_kernels(ampc_safetensors_writer *w, const ampc_model *m) 
     return s;
 }
 
+/* The context's module-precision rules (ampc.module_precision), when it has any: what the run's modules
+ * computed in, for `ampc inspect` and for a resume to compare with. */
+static ampc_status add_module_precision(ampc_safetensors_writer *w, const ampc_model *m) {
+    size_t len = ampc_module_precision_string(m->ctx, NULL, 0);
+    if (len == 0) return AMPC_OK;
+    char *v = malloc(len + 1);
+    if (!v) return ampci_fail(AMPC_STATUS_OOM, "ampc_checkpoint_save: out of memory");
+    ampc_module_precision_string(m->ctx, v, len + 1);
+    ampc_status s = ampc_safetensors_set_metadata(w, "ampc.module_precision", v);
+    free(v);
+    return s;
+}
+
 static ampc_status add_header(ampc_safetensors_writer *w, const ampc_checkpoint_state *st) {
     static const char fn[] = "ampc_checkpoint_save";
     char v[16];
@@ -344,6 +357,7 @@ ampc_status ampc_checkpoint_save(const char *path, const ampc_checkpoint_state *
     if (s == AMPC_OK) s = add_header(w, st);
     if (s == AMPC_OK) s = add_scalars(w, st);
     if (s == AMPC_OK) s = add_kernels(w, st->model);
+    if (s == AMPC_OK) s = add_module_precision(w, st->model);
     if (s == AMPC_OK) s = ampc_safetensors_write(w, path);
     ampc_safetensors_writer_free(w);
     return s;

@@ -196,6 +196,22 @@ typedef ampci_unscale_kernel *ampc_k_unscale_fn;
 typedef double ampci_sumsq_kernel(const void *g, int64_t n);
 typedef ampci_sumsq_kernel *ampc_k_sumsq_fn;
 
+/* Range statistics (the doctor's, src/amp/stats.c) of n F32 values, added into acc: hist[e] counts the
+ * biased exponent e of |x| (bin 0: zeros and subnormals; 255: inf and NaN); ge[j] counts |x|'s bit
+ * pattern >= thr[j] for j < nthr (thresholds on absolute bit patterns: a format's overflow, underflow and
+ * subnormal boundaries, found through its conversion code); zeros; amax_bits the largest finite |x| bits
+ * and min_bits the smallest non-zero finite ones (start them at 0 and 0x7F800000). Integer counts, so
+ * every path gives the same numbers. */
+#define AMPCI_RANGE_MAX_THR 16
+typedef struct ampci_range_acc {
+    uint64_t hist[256];
+    uint64_t ge[AMPCI_RANGE_MAX_THR];
+    uint64_t zeros;
+    uint32_t amax_bits, min_bits;
+} ampci_range_acc;
+typedef void ampci_range_kernel(const float *x, int64_t n, const uint32_t *thr, int nthr, ampci_range_acc *acc);
+typedef ampci_range_kernel *ampc_k_range_fn;
+
 /* ---- the registry ---- */
 
 /* A slot is one kind of kernel (one signature, one field of struct ampc_kernels); a cell is a slot and a
@@ -226,6 +242,7 @@ typedef enum ampci_slot {
     AMPCI_SLOT_ADAMW,
     AMPCI_SLOT_UNSCALE,
     AMPCI_SLOT_SUMSQ,
+    AMPCI_SLOT_RANGE,
     AMPCI_SLOT_COUNT
 } ampci_slot;
 /* Keys run over [0, AMPCI_KEY_COUNT): a conversion's is dst * AMPC_DTYPE_COUNT + src. */
@@ -272,6 +289,7 @@ typedef union ampci_kernel_fn {
     ampc_k_adamw_fn ADAMW;
     ampc_k_unscale_fn UNSCALE;
     ampc_k_sumsq_fn SUMSQ;
+    ampc_k_range_fn RANGE;
 } ampci_kernel_fn;
 
 /* One registered kernel. */
@@ -404,6 +422,8 @@ struct ampc_kernels {
     ampc_k_adamw_fn adamw;
     ampc_k_unscale_fn unscale[AMPC_DTYPE_COUNT]; /* F32, F16, BF16 */
     ampc_k_sumsq_fn sumsq[AMPC_DTYPE_COUNT];
+    /* ---- range statistics (src/amp/stats.c) ---- */
+    ampc_k_range_fn range;
 };
 
 /* The table for a level (AUTO = the process's chosen level); levels above the CPU's chosen one are

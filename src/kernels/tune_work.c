@@ -197,6 +197,13 @@ static void run_rows(work *w, const ampci_kernel *e) {
         break;
     case AMPCI_SLOT_UNSCALE: k->UNSCALE(w->buf[1], N_ELEM, -1.0f); break; /* magnitudes stay put */
     case AMPCI_SLOT_SUMSQ: k->SUMSQ(w->buf[0], N_ELEM); break;
+    case AMPCI_SLOT_RANGE: {
+        static const uint32_t thr[12] = {0x33000001, 0x387fc000, 0x477ff000, 0x00000001, 0x00800000, 0x7f7f8000,
+                                         0x3a800001, 0x3c800000, 0x43e80001, 0x37000001, 0x38800000, 0x47700000};
+        ampci_range_acc acc = {.min_bits = 0x7f800000u};
+        k->RANGE(f[0], N_ELEM, thr, 12, &acc);
+        break;
+    }
     default: AMPCI_ASSERT(!"tune_work: no workload for this slot");
     }
 }

@@ -5,12 +5,14 @@
 
 /* A Linear(in, out) layer's two parameters; returns the weight's index. */
 static int declare_linear(ampc_model *m, const char *name, int64_t in, int64_t out) {
+    ampci_model_module(m, "%s", name);
     int w = ampci_model_declare(m, AMPCI_INIT_FAN_IN, (double)in, false, 2, (int64_t[]){out, in}, "%s.weight", name);
     ampci_model_declare(m, AMPCI_INIT_FAN_IN, (double)in, true, 1, (int64_t[]){out}, "%s.bias", name);
     return w;
 }
 
 static int declare_conv(ampc_model *m, const char *name, int64_t in, int64_t out) {
+    ampci_model_module(m, "%s", name);
     int w = ampci_model_declare(m, AMPCI_INIT_FAN_IN, (double)(in * 9), false, 4, (int64_t[]){out, in, 3, 3},
                                 "%s.weight", name);
     ampci_model_declare(m, AMPCI_INIT_FAN_IN, (double)(in * 9), true, 1, (int64_t[]){out}, "%s.bias", name);

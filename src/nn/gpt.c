@@ -37,6 +37,15 @@ ampc_status ampci_gpt_declare(ampc_model *m) {
     }
     ampci_model_declare(m, AMPCI_INIT_ONES, 0, true, 1, (int64_t[]){D}, "ln_f.weight");
     ampci_model_declare(m, AMPCI_INIT_ZEROS, 0, true, 1, (int64_t[]){D}, "ln_f.bias");
+    /* the modules, in the order the forward enters them */
+    ampci_model_module(m, "wte");
+    ampci_model_module(m, "wpe");
+    static const char *const block[] = {"",     ".ln1", ".attn",   ".attn.qkv", ".attn.proj",
+                                        ".ln2", ".mlp", ".mlp.fc", ".mlp.proj"};
+    for (int l = 0; l < c->layers; l++)
+        for (size_t k = 0; k < sizeof block / sizeof block[0]; k++) ampci_model_module(m, "blocks.%d%s", l, block[k]);
+    ampci_model_module(m, "ln_f");
+    ampci_model_module(m, "lm_head");
     return AMPC_OK;
 }
 
@@ -44,6 +53,14 @@ ampc_status ampci_gpt_declare(ampc_model *m) {
 static ampc_tensor *ln(ampc_model *m, const char *name, const ampc_tensor *x, int w) {
     if (ampc_scope_push(m->ctx, name) != AMPC_OK) return NULL;
     ampc_tensor *y = ampc_layer_norm(m->ctx, x, m->params[w], m->params[w + 1], 1e-5);
+    ampc_scope_pop(m->ctx);
+    return y;
+}
+
+/* The rows ids of embedding table params[w], in scope `name`. */
+static ampc_tensor *embed(ampc_model *m, const char *name, int w, const ampc_tensor *ids) {
+    if (ampc_scope_push(m->ctx, name) != AMPC_OK) return NULL;
+    ampc_tensor *y = ampc_embedding(m->ctx, m->params[w], ids);
     ampc_scope_pop(m->ctx);
     return y;
 }
@@ -138,8 +155,8 @@ ampc_tensor *ampci_gpt_forward(ampc_model *m, const ampc_tensor *ids) {
     /* Each intermediate is let go after its last use (the frames of ops/frame.h), so memory held for the
      * backward is what the ops saved, as with PyTorch's reference counting. */
     ampci_frame f = ampci_frame_begin(ctx);
-    ampc_tensor *x = ampci_frame_keep(
-        &f, ampc_add(ctx, ampc_embedding(ctx, m->params[WTE], ids), ampc_embedding(ctx, m->params[WPE], pt)));
+    ampc_tensor *tok = embed(m, "wte", WTE, ids); /* in this order: the modules' declared order */
+    ampc_tensor *x = ampci_frame_keep(&f, ampc_add(ctx, tok, embed(m, "wpe", WPE, pt)));
     x = dropout(m, x);
     for (int l = 0; l < m->cfg.layers && x; l++) {
         x = ampci_frame_keep(&f, residual(m, l, attn, "ln1", LN1_W, x)); /* x = x + attn(ln1(x)) */

@@ -4,6 +4,7 @@
  * and "no_decay" parameters. */
 #include "nn.h"
 
+#include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,14 @@ int ampci_model_declare(ampc_model *m, ampci_init init, double a, bool no_decay,
     s->init = init, s->a = a, s->no_decay = no_decay, s->ndim = ndim;
     for (int i = 0; i < ndim; i++) s->shape[i] = shape[i];
     return m->n++;
+}
+
+void ampci_model_module(ampc_model *m, const char *fmt, ...) {
+    AMPCI_ASSERT(m->n_modules < AMPCI_MAX_MODULES);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->modules[m->n_modules++], sizeof m->modules[0], fmt, ap);
+    va_end(ap);
 }
 
 static void init_values(const ampci_param_spec *s, uint64_t seed, uint64_t stream, float *v, int64_t n) {
@@ -178,6 +187,46 @@ void ampc_model_set_training(ampc_model *m, bool training) {
 int ampc_model_num_params(const ampc_model *m) { return m ? m->n : 0; }
 ampc_tensor *ampc_model_param(const ampc_model *m, int i) { return m && i >= 0 && i < m->n ? m->params[i] : NULL; }
 int64_t ampc_model_param_count(const ampc_model *m) { return m ? ampc_tensor_numel(m->block) : 0; }
+int ampc_model_num_modules(const ampc_model *m) { return m ? m->n_modules : 0; }
+const char *ampc_model_module_name(const ampc_model *m, int i) {
+    return m && i >= 0 && i < m->n_modules ? m->modules[i] : NULL;
+}
+
+/* The model's modules for a message, numbered siblings shown once ("blocks.N.attn"), up to size. */
+static void module_list(const ampc_model *m, char *buf, size_t size) {
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < m->n_modules && len + 1 < size; i++) {
+        char g[64], h[64];
+        ampc_scope_pattern(m->modules[i], "N", g, sizeof g);
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++) {
+            ampc_scope_pattern(m->modules[j], "N", h, sizeof h);
+            seen = !strcmp(g, h);
+        }
+        if (!seen) len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? ", " : "", g);
+    }
+}
+
+ampc_status ampc_model_check_module_precision(const ampc_model *m) {
+    static const char fn[] = "ampc_model_check_module_precision";
+    if (!m) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: model is NULL", fn);
+    for (int r = 0; r < ampc_module_precision_count(m->ctx); r++) {
+        const char *pattern;
+        ampc_dtype dt;
+        ampc_module_precision_rule(m->ctx, r, &pattern, &dt);
+        bool hit = false;
+        for (int i = 0; i < m->n_modules && !hit; i++) hit = fnmatch(pattern, m->modules[i], 0) == 0;
+        if (hit) continue;
+        char list[1024];
+        module_list(m, list, sizeof list);
+        return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                          "module precision: '%s' matches no module of this %s model; its modules are %s (%s'*' "
+                          "matches any run of characters)",
+                          pattern, ampc_model_kind_name(m->cfg.kind), list, strstr(list, "N") ? "N: a number; " : "");
+    }
+    return AMPC_OK;
+}
 
 /* ---- forward and loss ---- */
 
@@ -188,6 +237,7 @@ const ampc_tensor *ampci_model_input(ampc_model *m, const ampc_tensor *x) {
 }
 
 ampc_tensor *ampci_model_linear(ampc_model *m, const char *name, const ampc_tensor *x, int w, bool bias) {
+    if (!x) return NULL; /* an earlier failure: no scope (and no module region) to open */
     if (ampc_scope_push(m->ctx, name) != AMPC_OK) return NULL;
     ampc_tensor *y = ampc_linear(m->ctx, x, m->params[w], bias ? m->params[w + 1] : NULL);
     ampc_scope_pop(m->ctx);

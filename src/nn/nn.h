@@ -27,6 +27,7 @@ typedef struct ampci_param_spec {
 } ampci_param_spec;
 
 #define AMPCI_MAX_PARAMS 256
+#define AMPCI_MAX_MODULES 256
 
 struct ampc_model {
     ampc_ctx *ctx;
@@ -36,11 +37,15 @@ struct ampc_model {
     ampc_tensor *params[AMPCI_MAX_PARAMS];
     ampci_param_spec specs[AMPCI_MAX_PARAMS];
     int n;
+    char modules[AMPCI_MAX_MODULES][64]; /* the scope paths the forward pushes, in forward order */
+    int n_modules;
 };
 
 /* Declares a parameter; returns its index. printf-style name. */
 AMPCI_HIDDEN int ampci_model_declare(ampc_model *m, ampci_init init, double a, bool no_decay, int ndim,
                                      const int64_t *shape, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+/* Declares a module: a scope path the forward pushes (printf-style). */
+AMPCI_HIDDEN void ampci_model_module(ampc_model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Allocates the block and initialises every declared parameter. */
 AMPCI_HIDDEN ampc_status ampci_model_build(ampc_model *m);
 

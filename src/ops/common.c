@@ -61,8 +61,10 @@ bool ampci_op_begin(ampci_op_call *c) {
     return true;
 }
 
-/* Records out on the tape when one of the call's float inputs requires grad (index inputs never are). */
-static bool record(ampci_op_call *c, ampc_tensor *out, const ampc_tensor **in, int n, const void *saved) {
+/* Records out on the tape when one of the call's float inputs requires grad (index inputs never are);
+ * *node is the node (NULL when none was needed). */
+static bool record(ampci_op_call *c, ampc_tensor *out, const ampc_tensor **in, int n, const void *saved,
+                   ampci_node **node_out) {
     const ampci_op_desc *d = c->op;
     const ampc_tensor *floats[AMPCI_OP_MAX_IN], **rec = in;
     int nrec = n;
@@ -71,17 +73,29 @@ static bool record(ampci_op_call *c, ampc_tensor *out, const ampc_tensor **in, i
         for (int i = 0; i < n; i++)
             if (!(d->index >> i & 1)) rec[nrec++] = in[i];
     }
+    *node_out = NULL;
     if (!ampci_wants_grad(c->ctx, rec, nrec)) return true;
     ampci_node *node = ampci_record(c->ctx, d->name, out, rec, nrec, d->backward, c->saves, d->saved_size);
     if (node && d->saved_size) memcpy(node->saved, saved, d->saved_size);
+    *node_out = node;
     return node != NULL;
+}
+
+/* Range statistics (while attached): an autocast op's output is summarised; a shape op's view or a cast
+ * carries its input's site. */
+static void stats(ampci_op_call *c, ampc_tensor *out, const ampc_tensor **in, int n, ampci_node *node) {
+    const ampci_op_desc *d = c->op;
+    if (d->id < AMPCI_OP_COUNT) ampci_stats_output(c->ctx, d->id, ampci_op_name(d->id), out, in, n, node);
+    else if (n > 0 && in[0]) ampci_stats_carry(out, in[0]);
 }
 
 ampc_tensor *ampci_op_end(ampci_op_call *c, ampc_tensor *out, const void *saved) {
     if (!out || (!c->op->exact && !ampci_check_output(c->ctx, out))) return NULL;
     int n;
     const ampc_tensor **in = inputs(c, &n);
-    if (!record(c, out, in, n, saved)) return NULL;
+    ampci_node *node;
+    if (!record(c, out, in, n, saved, &node)) return NULL;
+    if (c->ctx->stats) stats(c, out, in, n, node);
     if (!c->internal) ampci_frame_add(out, in, n);
     return out;
 }

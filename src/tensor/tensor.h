@@ -43,6 +43,10 @@ struct ampc_tensor {
     const void *last_use;   /* leaves: the oldest tape node of the current backward that reads it (its
                                gradient is final once that node's backward ran: src/autograd/tape.c) */
     uint64_t graph_step;    /* owned tensors: the step whose tape references them (0: none) */
+    /* range statistics (src/amp/stats.c), while attached: the site that summarised the op output this
+     * tensor is (or views), plus one (0: none), and whether it would be 16-bit under autocast */
+    int32_t stats_site;
+    bool stats_low;
     char name[64];
 };
 

@@ -102,9 +102,12 @@ static int run_all(const char *prog, run_config *cfg, const prec_list *pl, int64
     char desc[128];
     run_describe_model(&cfg->model, desc, sizeof desc);
     step_figures base = {0};
+    int w = 9; /* the precision column: as wide as the longest label (a named policy may be long) */
+    for (int i = 0; i < pl->n; i++) w = (int)strlen(pl->label[i]) > w ? (int)strlen(pl->label[i]) : w;
     for (int i = 0; i < pl->n && !rc; i++) {
         cfg->prec = pl->p[i];
-        cfg->label = precision_names[pl->p[i]];
+        cfg->label = pl->label[i];
+        cfg->run_policy = pl->policy[i];
         run_output out;
         if ((rc = run_training(prog, cfg, ds, NULL, &out))) break;
         step_figures f = figures(&out, warmup);
@@ -116,10 +119,10 @@ static int run_all(const char *prog, run_config *cfg, const prec_list *pl, int64
         else {
             if (i == 0)
                 printf("%s, batch %lld, %d threads: median of %lld steps after %lld warm-up\n\n"
-                       "precision  ms/step   min ms  %11s  peak MiB  state MiB  activations MiB  vs %s\n",
+                       "%-*s  ms/step   min ms  %11s  peak MiB  state MiB  activations MiB  vs %s\n",
                        desc, (long long)cfg->batch, cfg->threads, (long long)(cfg->steps - warmup), (long long)warmup,
-                       out.r.throughput_unit, cfg->label);
-            printf("%-9s %8.1f %8.1f %12.0f %9.1f %10.1f %16.1f  %.2fx\n", cfg->label, f.ms, f.ms_min, f.per_s,
+                       w, "precision", out.r.throughput_unit, cfg->label);
+            printf("%-*s %8.1f %8.1f %12.0f %9.1f %10.1f %16.1f  %.2fx\n", w, cfg->label, f.ms, f.ms_min, f.per_s,
                    (double)f.peak / 1048576.0, (double)f.state / 1048576.0, (double)(f.peak - f.state) / 1048576.0,
                    base.ms / f.ms);
             if (f.ranks > 1)
@@ -136,7 +139,8 @@ static int run_all(const char *prog, run_config *cfg, const prec_list *pl, int64
 int bench_step_main(int argc, char **argv) {
     const char *prog = "ampc bench step";
     run_config cfg = {0};
-    prec_list pl = {3, {PREC_FP32, PREC_BF16, PREC_FP16}};
+    prec_list pl;
+    run_prec_list_init(&pl, (const precision[]){PREC_FP32, PREC_BF16, PREC_FP16}, 3);
     int64_t warmup = 2;
     bool json = false;
     cli_opt opts[MAX_OPTS];

@@ -14,6 +14,7 @@ int cmd_formats(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 
 /* Parses a subcommand's options, then checks AMPC_ISA. Returns -1 when the caller should go on;

@@ -14,63 +14,7 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/ampc_cli_test.XXXXXX") || exit 1
 trap 'rm -rf "$TMP"' EXIT INT TERM
 OUT=$TMP/out
 ERR=$TMP/err
-failures=0
-checks=0
-
-fail() {
-    failures=$((failures + 1))
-    printf 'FAIL: %s\n' "$*"
-}
-
-# run [AMPC_X=VALUE] ARGS...: runs ampc, leaving stdout in $OUT, stderr in $ERR and the status in $RC.
-run() {
-    case ${1:-} in
-    AMPC_*=*) var=$1; shift; env "$var" "$AMPC" "$@" >"$OUT" 2>"$ERR"; RC=$? ;;
-    *) "$AMPC" "$@" >"$OUT" 2>"$ERR"; RC=$? ;;
-    esac
-    LAST="ampc $*"
-}
-
-lines() { wc -l <"$1" | tr -d ' '; }
-
-expect_rc() {
-    checks=$((checks + 1))
-    [ "$RC" -eq "$1" ] || fail "$LAST: exit status $RC, expected $1 (stderr: $(head -c 300 "$ERR"))"
-}
-
-expect_lines() {   # FILE N
-    checks=$((checks + 1))
-    n=$(lines "$1")
-    [ "$n" -eq "$2" ] || fail "$LAST: $(basename "$1") has $n lines, expected $2"
-}
-
-expect_has() {     # FILE TEXT (fixed string)
-    checks=$((checks + 1))
-    grep -F -q -e "$2" "$1" || fail "$LAST: $(basename "$1") lacks '$2'"
-}
-
-expect_exact_err() {   # the one stderr line, verbatim
-    checks=$((checks + 1))
-    [ "$(cat "$ERR")" = "$1" ] || fail "$LAST: stderr is '$(cat "$ERR")', expected '$1'"
-}
-
-expect_json() {    # FILE [--lines]
-    checks=$((checks + 1))
-    # shellcheck disable=SC2086 # an absent mode must vanish, not become an empty argument
-    "$JSON_CHECK" ${2:-} --objects <"$1" 2>"$TMP/jerr" || fail "$LAST: invalid JSON: $(cat "$TMP/jerr")"
-}
-
-# usage_error TEXT1 TEXT2 -- ARGS...: status 2, nothing on stdout, one stderr line holding both texts.
-usage_error() {
-    t1=$1 t2=$2
-    shift 3
-    run "$@"
-    expect_rc 2
-    expect_lines "$OUT" 0
-    expect_lines "$ERR" 1
-    expect_has "$ERR" "$t1"
-    expect_has "$ERR" "$t2"
-}
+. "$(dirname "$0")/cli_lib.sh"
 
 [ -x "$AMPC" ] || { echo "cli_test.sh: $AMPC is not an executable"; exit 1; }
 [ -x "$JSON_CHECK" ] || { echo "cli_test.sh: $JSON_CHECK is not an executable"; exit 1; }
@@ -97,7 +41,7 @@ expect_lines "$OUT" 1
 checks=$((checks + 1))
 grep -q -E '^ampc [0-9]+\.[0-9]+\.[0-9]+$' "$OUT" || fail "ampc --version: '$(cat "$OUT")'"
 
-for cmd in train compare info formats inspect bench "bench convert" "bench gemm" "bench step"; do
+for cmd in train compare doctor info formats inspect bench "bench convert" "bench gemm" "bench step"; do
     run $cmd --help
     expect_rc 0
     expect_has "$OUT" "Usage: ampc $cmd"
@@ -108,13 +52,13 @@ done
 # ---- usage errors: status 2, one line naming the offender and the accepted values ----
 run trian
 expect_rc 2
-expect_exact_err "ampc: unknown command 'trian'; expected one of: train, compare, info, formats, inspect, bench"
+expect_exact_err "ampc: unknown command 'trian'; expected one of: train, compare, doctor, info, formats, inspect, bench"
 run info --jsn
 expect_rc 2
 expect_exact_err "ampc info: unknown option '--jsn' (did you mean --json?); accepted: --json, --help"
 
-usage_error "missing command" "train, compare, info, formats, inspect, bench" --
-usage_error "'trian'" "train, compare, info, formats, inspect, bench" -- trian
+usage_error "missing command" "train, compare, doctor, info, formats, inspect, bench" --
+usage_error "'trian'" "train, compare, doctor, info, formats, inspect, bench" -- trian
 usage_error "'--jsn'" "--help, --version" -- --jsn
 usage_error "'--jsn'" "--json, --help" -- info --jsn
 usage_error "--json" "'--json=1'" -- info --json=1
@@ -235,6 +179,10 @@ usage_error "'--precison'" "did you mean --precision?" -- train --precison bf16
 usage_error "'fp8'" "--precision; accepted: fp32, bf16, fp16" -- train --precision fp8
 usage_error "'fp32,bf32'" "fp32, bf16, fp16" -- compare --precisions fp32,bf32
 usage_error "'softmaks'" "softmax" -- train --fp32-ops softmaks
+# per-module precision: the form of the rules is checked while parsing (their globs against the model later)
+usage_error "'a=fp64'" "--module-precision" -- train --module-precision 'a=fp64'
+usage_error "'a b'" "--fp32-modules" -- train --fp32-modules 'a b'
+usage_error "'bf16[x'" "--precisions" -- compare --precisions 'bf16[x'
 usage_error "'rnn'" "gpt, mlp, cnn, simple" -- train --model rnn
 usage_error "'tf32'" "--fp32-matmul; accepted: highest, high, medium" -- train --fp32-matmul tf32
 usage_error "'bogus'" "--shard; accepted: none, optimizer, full" -- train --shard bogus
@@ -418,9 +366,4 @@ for cmd in info "info --json" formats "bench convert --mib 1"; do
     expect_has "$ERR" "ref, avx2, avx512, amx"
 done
 
-if [ "$failures" -ne 0 ]; then
-    printf '%d of %d checks failed\n' "$failures" "$checks"
-    exit 1
-fi
-printf 'all %d checks passed\n' "$checks"
-exit 0
+cli_summary

@@ -44,7 +44,7 @@ static int check_report_dir(const char *prog, const char *dir, const prec_list *
     char path[4200];
     for (int i = 0; !rc && i < 3 + pl->n; i++) {
         if (i < 3) snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        else snprintf(path, sizeof path, "%s/%s.jsonl", dir, precision_names[pl->p[i - 3]]);
+        else snprintf(path, sizeof path, "%s/%s.jsonl", dir, pl->file[i - 3]);
         if (safety_check_writable(prog, "report", path, false)) rc = CLI_EXIT_FAIL;
     }
     return rc;
@@ -78,11 +78,12 @@ static int run_all(const char *prog, run_config *cfg, const prec_list *pl, const
                    run_output *runs) {
     for (int i = 0; i < pl->n; i++) {
         cfg->prec = pl->p[i];
-        cfg->label = precision_names[pl->p[i]];
+        cfg->label = pl->label[i];
+        cfg->run_policy = pl->policy[i];
         FILE *log = NULL;
         char path[4096];
         if (dir) {
-            snprintf(path, sizeof path, "%s/%s.jsonl", dir, cfg->label);
+            snprintf(path, sizeof path, "%s/%s.jsonl", dir, pl->file[i]);
             if (!(log = fopen(path, "w"))) {
                 fprintf(stderr, "%s: --report: cannot write '%s': %s\n", prog, path, strerror(errno));
                 return CLI_EXIT_FAIL;
@@ -111,13 +112,16 @@ int cmd_compare(int argc, char **argv) {
         return CLI_EXIT_USAGE;
     }
     run_config cfg = {0};
-    prec_list pl = {3, {PREC_FP32, PREC_BF16, PREC_FP16}};
+    prec_list pl;
+    run_prec_list_init(&pl, (const precision[]){PREC_FP32, PREC_BF16, PREC_FP16}, 3);
     const char *dir = NULL;
     cli_opt opts[MAX_OPTS];
     int n = run_options(&cfg, opts, MAX_OPTS - 2);
     opts[n++] = CLI_OPT(.name = "precisions", .kind = CLI_CUSTOM, .out = &pl, .parse = run_parse_precisions,
                         .metavar = "LIST", .accepts = "a comma-separated list of fp32, bf16, fp16",
-                        .defval = "fp32,bf16,fp16", .help = "the precisions to run, in order");
+                        .defval = "fp32,bf16,fp16",
+                        .help = "the precisions to run, in order; an entry may be a named policy with module rules, "
+                                "attn32:bf16[blocks.*.attn=fp32]");
     opts[n++] = CLI_OPT(.name = "report", .kind = CLI_STRING, .out = &dir, .metavar = "DIR",
                         .help = "write report.md, loss.svg, scale.svg and <precision>.jsonl there");
     bool seen[MAX_OPTS] = {false};
@@ -130,15 +134,15 @@ int cmd_compare(int argc, char **argv) {
     run_warn_threads(prog, &cfg);
     ampc_dataset *ds = NULL;
     if ((rc = run_open_data(prog, &cfg, &ds))) return rc;
-    run_output runs[PREC_COUNT] = {0};
+    run_output runs[RUN_MAX_PRECS] = {0};
     rc = run_all(prog, &cfg, &pl, dir, ds, runs);
     if (!rc) {
         relate_to_fp32(runs, pl.n);
-        run_result rr[PREC_COUNT];
-        char logs[PREC_COUNT][16];
+        run_result rr[RUN_MAX_PRECS];
+        char logs[RUN_MAX_PRECS][80];
         for (int i = 0; i < pl.n; i++) {
             rr[i] = runs[i].r;
-            snprintf(logs[i], sizeof logs[i], "%s.jsonl", rr[i].label);
+            snprintf(logs[i], sizeof logs[i], "%s.jsonl", pl.file[i]);
             rr[i].log_file = dir ? logs[i] : NULL;
         }
         char model[160], command[2048];

@@ -17,6 +17,7 @@ typedef struct command {
 static const command commands[] = {
     {"train", cmd_train, "train one model in one precision (fp32, bf16 or fp16 autocast)"},
     {"compare", cmd_compare, "the same run in several precisions, side by side, with a report"},
+    {"doctor", cmd_doctor, "FP32 steps with range statistics: what is safe in FP16, BF16, FP8, and the command to use"},
     {"info", cmd_info, "CPU features, AMX permission, kernel level, native/emulated precision support"},
     {"formats", cmd_formats, "FP32, TF32, BF16, FP16, FP8-E4M3, FP8-E5M2: bits, range, precision"},
     {"inspect", cmd_inspect, "a safetensors file or checkpoint: tensors, dtypes, shapes, step, scaler, options"},

@@ -10,24 +10,14 @@
  * Usage: ampc_report_test OUTDIR (created if missing). */
 #include "report.h"
 
+#include "test_files.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fputc('\n', stderr);                                                                                       \
-            failures++;                                                                                                \
-        }                                                                                                              \
-    } while (0)
 
 /* ---- helpers ---- */
 
@@ -40,40 +30,6 @@ static char *str(const char *f, ...) {
     vsnprintf(b, 256, f, ap);
     va_end(ap);
     return b;
-}
-
-static char *read_stream(FILE *f, size_t *len) {
-    rewind(f);
-    size_t cap = 1 << 16, n = 0;
-    char *s = malloc(cap);
-    for (size_t got; s && (got = fread(s + n, 1, cap - n - 1, f)) > 0;) {
-        n += got;
-        if (n + 1 == cap) s = realloc(s, cap *= 2);
-    }
-    if (s) s[n] = '\0';
-    if (len) *len = n;
-    return s;
-}
-
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *s = read_stream(f, len);
-    fclose(f);
-    return s;
-}
-
-static int count(const char *hay, const char *needle) {
-    int n = 0;
-    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
-    return n;
-}
-
-static void make_dir(const char *path) {
-    if (mkdir(path, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "cannot create %s: %s\n", path, strerror(errno));
-        exit(1);
-    }
 }
 
 /* ---- synthetic runs ---- */
@@ -276,7 +232,7 @@ static const char *rel_phrase(const run_result *r, const run_result *ref) {
 /* ---- scenarios ---- */
 
 static bool same_file(const char *a, const char *b) {
-    size_t la, lb;
+    size_t la = 0, lb = 0;
     char *x = read_file(a, &la), *y = read_file(b, &lb);
     bool same = x && y && la == lb && memcmp(x, y, la) == 0;
     free(x);

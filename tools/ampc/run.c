@@ -33,6 +33,37 @@ static int fail(const char *prog, const char *what) {
     return 1;
 }
 
+/* The rules of --precisions' entry, after the command's own: each checked against the model, so an error
+ * names the flag that brought the glob. */
+static int run_policy_rules(const char *prog, const run_config *cfg, ampc_ctx *ctx, const ampc_model *model) {
+    if (!cfg->run_policy) return 0;
+    if (ampc_module_precision_parse(ctx, cfg->run_policy) == AMPC_OK &&
+        ampc_model_check_module_precision(model) == AMPC_OK)
+        return 0;
+    fprintf(stderr, "%s: --precisions: %s\n", prog, ampc_last_error());
+    return CLI_EXIT_USAGE;
+}
+
+int run_module_rules(const char *prog, const run_config *cfg, ampc_ctx *ctx, const ampc_model *model) {
+    if (cfg->module_precision && ampc_module_precision_parse(ctx, cfg->module_precision) != AMPC_OK) {
+        fprintf(stderr, "%s: --module-precision: %s\n", prog, ampc_last_error());
+        return CLI_EXIT_USAGE;
+    }
+    for (const char *p = cfg->fp32_modules; p && *p;) {
+        char glob[128];
+        size_t len = strcspn(p, ",");
+        snprintf(glob, sizeof glob, "%.*s", (int)len, p);
+        if (ampc_module_precision_add(ctx, glob, AMPC_DTYPE_F32) != AMPC_OK) {
+            fprintf(stderr, "%s: --fp32-modules: %s\n", prog, ampc_last_error());
+            return CLI_EXIT_USAGE;
+        }
+        p += len + (p[len] == ',');
+    }
+    if (ampc_model_check_module_precision(model) == AMPC_OK) return run_policy_rules(prog, cfg, ctx, model);
+    fprintf(stderr, "%s: --module-precision / --fp32-modules: %s\n", prog, ampc_last_error());
+    return CLI_EXIT_USAGE;
+}
+
 int run_open_data(const char *prog, const run_config *cfg, ampc_dataset **ds) {
     ampc_dataset_params p = {0};
     if (ampc_dataset_parse(cfg->data_spec, &p) != AMPC_OK) {
@@ -64,6 +95,7 @@ typedef struct run_state {
     ampc_dist *dist;         /* data parallel: NULL for one process */
     int rank, world;         /* 0 and 1 for one process */
     int64_t rows, first_row; /* this rank's rows of each global batch */
+    bool hinted;             /* the doctor hint was printed (after the first skipped step) */
 } run_state;
 
 static void state_free(run_state *s) {
@@ -139,6 +171,7 @@ static int setup(run_state *s, const ampc_dataset *ds) {
     if (ampc_ctx_new(&(ampc_ctx_params){.seed = cfg->seed, .threads = run_threads(s)}, &s->ctx) != AMPC_OK)
         return fail(s->prog, "context");
     ampc_autograd_set_detect_anomaly(s->ctx, cfg->check_finite);
+    if (cfg->stats && ampc_stats_attach(s->ctx, cfg->stats) != AMPC_OK) return fail(s->prog, "statistics");
     ampc_model_config mc = cfg->model;
     if (s->lm) {
         mc.vocab = (int)s->info.num_classes;
@@ -163,6 +196,8 @@ static int setup(run_state *s, const ampc_dataset *ds) {
     for (int i = 0; i < cfg->n_fp32_ops; i++)
         if (ampc_autocast_set_policy(s->ctx, cfg->fp32_ops[i], AMPC_CAST_FP32) != AMPC_OK)
             return fail(s->prog, "--fp32-ops");
+    int rc_rules = run_module_rules(s->prog, cfg, s->ctx, s->model);
+    if (rc_rules) return rc_rules;
     ampc_grad_scaler_params sp = cfg->scaler;
     sp.enabled = scaler_enabled(cfg);
     if (ampc_grad_scaler_new(s->ctx, &sp, &s->scaler) != AMPC_OK) return fail(s->prog, "scaler");
@@ -577,6 +612,13 @@ static void progress(run_state *s, int64_t step, const step_result *r, double el
             snprintf(line + n, sizeof line - (size_t)n, " (loss scale %g -> %g)", r->scale,
                      ampc_grad_scaler_get_scale(s->scaler));
         status_line(s, line, false, false);
+        if (!s->hinted) { /* once a run: where to look next */
+            s->hinted = true;
+            status_line(s,
+                        "  hint: `ampc doctor` with the same options shows which tensors leave the format's range, "
+                        "and the --init-scale / --fp32-modules that avoid it",
+                        false, false);
+        }
     }
     int64_t done = step + 1, every = s->steps >= 10 ? s->steps / 10 : 1;
     bool tty = isatty(STDERR_FILENO);

@@ -41,6 +41,10 @@ typedef struct run_config {
     ampc_grad_scaler_params scaler; /* the knobs (enabled is decided by scaler_mode) */
     const char *fp32_ops[RUN_MAX_FP32_OPS];
     int n_fp32_ops;
+    const char *module_precision; /* --module-precision 'GLOB=DTYPE,...' (checked for form), or NULL */
+    const char *fp32_modules;     /* --fp32-modules 'GLOB,...', or NULL */
+    const char *run_policy;       /* compare: this run's own module rules (--precisions 'bf16[...]'), or NULL */
+    ampc_stats *stats;            /* doctor: range statistics attached to the run's context, or NULL */
     ampc_autocast_table amp_table;
     ampc_fp32_precision fp32_matmul;
     int64_t steps, epochs; /* exactly one > 0 after defaults */
@@ -91,12 +95,19 @@ typedef struct run_config {
     } cli;
 } run_config;
 
-/* A --precisions list ("fp32,bf16,fp16"): compare and bench step. */
+/* A --precisions list ("fp32,bf16,fp16"): compare and bench step. An entry may carry module rules, as a
+ * named policy: "bf16[blocks.*.attn=fp32]" or "attn32:bf16[blocks.*.attn=fp32]" (label attn32). */
+#define RUN_MAX_PRECS 8
 typedef struct prec_list {
     int n;
-    precision p[PREC_COUNT];
+    precision p[RUN_MAX_PRECS];
+    const char *policy[RUN_MAX_PRECS]; /* module rules of entry i, or NULL */
+    char label[RUN_MAX_PRECS][64];     /* "fp32", "bf16[blocks.*.attn=fp32]", "attn32" */
+    char file[RUN_MAX_PRECS][64];      /* the label as a file name ("bf16_blocks._.attn_fp32_") */
 } prec_list;
-/* CLI_CUSTOM parser for a prec_list (distinct names, at least one). */
+/* The plain list of names (no policies). */
+void run_prec_list_init(prec_list *l, const precision *p, int n);
+/* CLI_CUSTOM parser for a prec_list (distinct entries, at least one). */
 bool run_parse_precisions(const char *v, void *out, char *why, size_t why_size);
 
 /* The options train and compare share (defined in run_options.c). Each points into the config. */
@@ -148,6 +159,15 @@ typedef struct run_output {
  * does not stop the run (ckpt_save_or_rescue); 1 at the end when the last one is not at --checkpoint. */
 int run_training(const char *prog, const run_config *cfg, const ampc_dataset *ds, FILE *log, run_output *out);
 void run_output_free(run_output *out);
+
+/* CLI_CUSTOM parsers of --module-precision and --fp32-modules: the form only (globs are checked against
+ * the model's modules when the run starts). */
+bool run_parse_module_precision(const char *v, void *out, char *why, size_t why_size);
+bool run_parse_fp32_modules(const char *v, void *out, char *why, size_t why_size);
+/* Sets the context's module rules from cfg (--module-precision, then --fp32-modules, then the run's own
+ * policy) and checks them against the model: CLI_EXIT_USAGE after a message naming the flag and the
+ * model's modules when a glob matches nothing. */
+int run_module_rules(const char *prog, const run_config *cfg, ampc_ctx *ctx, const ampc_model *model);
 
 /* Opens the data set of cfg->data_spec (1 after printing the error). */
 int run_open_data(const char *prog, const run_config *cfg, ampc_dataset **ds);

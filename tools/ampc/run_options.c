@@ -94,6 +94,12 @@ int run_options(run_config *cfg, cli_opt *o, int max) {
                 .defval = "1", .help = "overflows tolerated before backing off (Megatron)"),
         CLI_OPT(.name = "fp32-ops", .kind = CLI_CUSTOM, .out = cfg, .parse = parse_fp32_ops, .metavar = "LIST",
                 .accepts = "comma-separated op names", .help = "ops forced to FP32 under autocast (e.g. softmax,gelu)"),
+        CLI_OPT(.name = "fp32-modules", .kind = CLI_CUSTOM, .out = &cfg->fp32_modules, .parse = run_parse_fp32_modules,
+                .metavar = "GLOBS", .accepts = "comma-separated module globs",
+                .help = "modules run in FP32 inside autocast (e.g. 'blocks.*.ln*,lm_head')"),
+        CLI_OPT(.name = "module-precision", .kind = CLI_CUSTOM, .out = &cfg->module_precision,
+                .parse = run_parse_module_precision, .metavar = "RULES", .accepts = "GLOB=fp32|bf16|fp16,...",
+                .help = "per-module compute dtype (e.g. 'blocks.*.attn=bf16,lm_head=fp32')"),
         CLI_OPT(.name = "amp-table", .kind = CLI_CHOICE, .out = &cfg->amp_table, .choices = tables,
                 .defval = "tutorial", .help = "autocast op policies"),
         CLI_OPT(.name = "fp32-matmul", .kind = CLI_CHOICE, .out = &cfg->fp32_matmul, .choices = fp32_precisions,
@@ -318,22 +324,108 @@ void run_describe_model(const ampc_model_config *c, char *buf, size_t size) {
     }
 }
 
+void run_prec_list_init(prec_list *l, const precision *p, int n) {
+    memset(l, 0, sizeof *l);
+    for (int i = 0; i < n && i < RUN_MAX_PRECS; i++) {
+        l->p[l->n] = p[i];
+        snprintf(l->label[l->n], sizeof l->label[0], "%s", precision_names[p[i]]);
+        snprintf(l->file[l->n], sizeof l->file[0], "%s", precision_names[p[i]]);
+        l->n++;
+    }
+}
+
+/* One entry "[NAME:]PREC[[RULES]]" of --precisions into slot l->n; false when malformed. */
+static bool parse_prec_entry(prec_list *l, char *tok) {
+    char *name = NULL, *colon = strchr(tok, ':'), *br = strchr(tok, '[');
+    if (colon && (!br || colon < br)) *colon = '\0', name = tok, tok = colon + 1;
+    char *rules = NULL;
+    if ((br = strchr(tok, '['))) {
+        size_t len = strlen(br);
+        if (len < 3 || br[len - 1] != ']') return false;
+        br[len - 1] = '\0', *br = '\0', rules = br + 1;
+        char why[8];
+        if (!run_parse_module_precision(rules, &(const char *){NULL}, why, sizeof why)) return false;
+    }
+    int k = -1;
+    for (int i = 0; i < PREC_COUNT; i++)
+        if (strcmp(tok, precision_names[i]) == 0) k = i;
+    if (k < 0 || (name && !*name)) return false;
+    int i = l->n;
+    l->p[i] = (precision)k, l->policy[i] = rules;
+    size_t need = name ? strlen(name) : strlen(tok) + (rules ? strlen(rules) + 2 : 0);
+    if (need >= sizeof l->label[0]) return false; /* too long to label a run: name it */
+    char *lb = l->label[i];
+    if (name) memcpy(lb, name, need + 1);
+    else if (rules) lb[0] = '\0', strcat(strcat(strcat(strcat(lb, tok), "["), rules), "]");
+    else memcpy(lb, tok, need + 1);
+    for (size_t c = 0; c < sizeof l->file[0] - 1 && l->label[i][c]; c++) {
+        char ch = l->label[i][c];
+        l->file[i][c] = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+                                ch == '-'
+                            ? ch
+                            : '_';
+    }
+    for (int j = 0; j < i; j++)
+        if (!strcmp(l->label[j], l->label[i]) || !strcmp(l->file[j], l->file[i])) return false;
+    l->n++;
+    return true;
+}
+
 bool run_parse_precisions(const char *v, void *out, char *why, size_t why_size) {
     prec_list *l = out;
-    char buf[64];
+    static char buf[2048]; /* the policies point into it; options are parsed once per process */
     snprintf(buf, sizeof buf, "%s", v);
-    l->n = 0;
-    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        int k = -1;
-        for (int i = 0; i < PREC_COUNT; i++)
-            if (strcmp(tok, precision_names[i]) == 0) k = i;
-        bool dup = false;
-        for (int i = 0; i < l->n; i++) dup |= l->p[i] == (precision)k;
-        if (k < 0 || dup) {
-            snprintf(why, why_size, "a comma-separated list of distinct fp32, bf16, fp16");
+    memset(l, 0, sizeof *l);
+    bool ok = true;
+    for (char *p = buf; ok && *p;) {
+        char *end = p;
+        for (int depth = 0; *end && (depth || *end != ','); end++) depth += (*end == '[') - (*end == ']');
+        bool last = !*end;
+        *end = '\0';
+        ok = l->n < RUN_MAX_PRECS && parse_prec_entry(l, p);
+        p = last ? end : end + 1;
+    }
+    if (!ok || l->n == 0)
+        snprintf(why, why_size,
+                 "a comma-separated list of distinct fp32, bf16, fp16, each optionally with module rules and a "
+                 "name: attn32:bf16[blocks.*.attn=fp32] (at most %d)",
+                 RUN_MAX_PRECS);
+    return ok && l->n > 0;
+}
+
+/* A glob as module rules take it: non-empty, no spaces, ',' or '='. */
+static bool glob_ok(const char *g, size_t len) { return len > 0 && strcspn(g, " \t=,") >= len; }
+
+bool run_parse_module_precision(const char *v, void *out, char *why, size_t why_size) {
+    for (const char *p = v;;) {
+        size_t len = strcspn(p, ",");
+        const char *eq = memchr(p, '=', len);
+        char dt[16] = "";
+        if (eq && (size_t)(p + len - eq - 1) < sizeof dt) memcpy(dt, eq + 1, (size_t)(p + len - eq - 1));
+        if (!eq || !glob_ok(p, (size_t)(eq - p)) ||
+            (strcmp(dt, "fp32") && strcmp(dt, "f32") && strcmp(dt, "bf16") && strcmp(dt, "fp16") &&
+             strcmp(dt, "f16"))) {
+            snprintf(why, why_size, "GLOB=DTYPE rules, comma-separated, DTYPE fp32, bf16 or fp16 ('%.*s' is not)",
+                     (int)len, p);
             return false;
         }
-        l->p[l->n++] = (precision)k;
+        if (!p[len]) break;
+        p += len + 1;
     }
-    return l->n > 0;
+    *(const char **)out = v;
+    return true;
+}
+
+bool run_parse_fp32_modules(const char *v, void *out, char *why, size_t why_size) {
+    for (const char *p = v;;) {
+        size_t len = strcspn(p, ",");
+        if (!glob_ok(p, len)) {
+            snprintf(why, why_size, "comma-separated module globs without spaces or '=' ('%.*s' is not)", (int)len, p);
+            return false;
+        }
+        if (!p[len]) break;
+        p += len + 1;
+    }
+    *(const char **)out = v;
+    return true;
 }

@@ -6,6 +6,7 @@
 #include "kernels_ref.h"
 
 #include <math.h>
+#include <string.h>
 
 void ampc_k_sgd_f32__ref(float *w, const float *g, float *buf, int64_t n, const ampci_sgd_args *a) {
     for (int64_t i = 0; i < n; i++) {
@@ -94,3 +95,24 @@ static double sumsq(const void *g, int64_t n, ampc_dtype dt) {
 double ampc_k_sumsq_f32__ref(const void *g, int64_t n) { return sumsq(g, n, AMPC_DTYPE_F32); }
 double ampc_k_sumsq_f16__ref(const void *g, int64_t n) { return sumsq(g, n, AMPC_DTYPE_F16); }
 double ampc_k_sumsq_bf16__ref(const void *g, int64_t n) { return sumsq(g, n, AMPC_DTYPE_BF16); }
+
+/* The doctor's range statistics: one pass, integer counts on |x|'s bit pattern (monotone in |x| for
+ * finite values), so the vector kernels give the same numbers. */
+void ampc_k_range_f32__ref(const float *x /* (n) */, int64_t n, const uint32_t *thr /* (nthr) ascending */, int nthr,
+                           ampci_range_acc *acc) {
+    uint32_t amax = acc->amax_bits, amin = acc->min_bits;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t a;
+        memcpy(&a, &x[i], sizeof a);
+        a &= 0x7fffffffu;
+        acc->hist[a >> 23]++;
+        for (int j = 0; j < nthr; j++) acc->ge[j] += a >= thr[j];
+        if (a == 0) {
+            acc->zeros++;
+        } else if (a < 0x7f800000u) {
+            if (a > amax) amax = a;
+            if (a < amin) amin = a;
+        }
+    }
+    acc->amax_bits = amax, acc->min_bits = amin;
+}

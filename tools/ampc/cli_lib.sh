@@ -1,0 +1,82 @@
+# cli_lib.sh: the checks the CLI test scripts share (cli_test.sh, doctor_test.sh), sourced after they set
+# AMPC, JSON_CHECK, TMP, OUT and ERR. Each expect_* counts one check and reports a failure with the
+# command that ran last; the script ends with cli_summary.
+failures=0
+checks=0
+
+fail() {
+    failures=$((failures + 1))
+    printf 'FAIL: %s\n' "$*"
+}
+
+# run [AMPC_X=VALUE] ARGS...: runs ampc, leaving stdout in $OUT, stderr in $ERR and the status in $RC.
+run() {
+    case ${1:-} in
+    AMPC_*=*) var=$1; shift; env "$var" "$AMPC" "$@" >"$OUT" 2>"$ERR"; RC=$? ;;
+    *) "$AMPC" "$@" >"$OUT" 2>"$ERR"; RC=$? ;;
+    esac
+    LAST="ampc $*"
+}
+
+lines() { wc -l <"$1" | tr -d ' '; }
+
+check() { checks=$((checks + 1)); }   # one more check: the caller tests and calls fail
+
+expect_rc() {
+    checks=$((checks + 1))
+    [ "$RC" -eq "$1" ] || fail "$LAST: exit status $RC, expected $1 (stderr: $(head -c 300 "$ERR"))"
+}
+
+expect_lines() {   # FILE N
+    checks=$((checks + 1))
+    n=$(lines "$1")
+    [ "$n" -eq "$2" ] || fail "$LAST: $(basename "$1") has $n lines, expected $2"
+}
+
+expect_has() {     # FILE TEXT (fixed string)
+    checks=$((checks + 1))
+    grep -F -q -e "$2" "$1" || fail "$LAST: $(basename "$1") lacks '$2'"
+}
+
+expect_match() {   # FILE REGEX (extended)
+    checks=$((checks + 1))
+    grep -E -q -e "$2" "$1" || fail "$LAST: $(basename "$1") has no line matching /$2/"
+}
+
+expect_exact_err() {   # the one stderr line, verbatim
+    checks=$((checks + 1))
+    [ "$(cat "$ERR")" = "$1" ] || fail "$LAST: stderr is '$(cat "$ERR")', expected '$1'"
+}
+
+expect_json() {    # FILE [--lines]
+    checks=$((checks + 1))
+    "$JSON_CHECK" ${2:-} --objects <"$1" 2>"$TMP/jerr" || fail "$LAST: invalid JSON: $(cat "$TMP/jerr")"
+}
+
+expect_file() {    # FILE: exists and is not empty
+    checks=$((checks + 1))
+    [ -s "$1" ] || fail "$LAST: $1 missing or empty"
+}
+
+# usage_error TEXT... -- ARGS...: status 2, nothing on stdout, one stderr line holding every text.
+usage_error() {
+    texts=$TMP/texts
+    : >"$texts"
+    while [ "$1" != "--" ]; do printf '%s\n' "$1" >>"$texts"; shift; done
+    shift
+    run "$@"
+    expect_rc 2
+    expect_lines "$OUT" 0
+    expect_lines "$ERR" 1
+    while IFS= read -r t; do expect_has "$ERR" "$t"; done <"$texts"
+}
+
+# cli_summary: the count; exits 0 when every check passed, 1 otherwise.
+cli_summary() {
+    if [ "$failures" -ne 0 ]; then
+        printf '%d of %d checks failed\n' "$failures" "$checks"
+        exit 1
+    fi
+    printf 'all %d checks passed\n' "$checks"
+    exit 0
+}
