@@ -863,6 +863,12 @@ typedef struct ampc_optim_params {
     double beta1, beta2; /* AdamW; 0 = 0.9, 0.999 */
     double eps;          /* AdamW; 0 = 1e-8 */
     ampc_master_mode master;
+    /* With AMPC_MASTER_NONE: BF16 parameters receive their update rounded stochastically (up with
+     * probability proportional to the distance from the value below, as llm.c does), so updates smaller
+     * than half a BF16 step are kept on average instead of lost. The random bits are Philox draws of
+     * (context seed, parameter index, step, element): deterministic for a seed and the same for any thread
+     * count or sharding. Needs master = NONE; F16 parameters are refused (F32 ones are not rounded). */
+    bool stochastic_rounding;
 } ampc_optim_params;
 
 typedef struct ampc_param_group_params {

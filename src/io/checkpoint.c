@@ -265,10 +265,16 @@ static ampc_status save_entry(void *w, const char *name, ampc_tensor *t, ampc_dt
     return t ? ampc_safetensors_add_tensor(w, name, t) : ampc_safetensors_add(w, name, dt, nd, shape, data);
 }
 
+/* Written only when on, so files without stochastic rounding keep today's metadata. */
+#define SR_KEY "ampc.optim.stochastic_rounding"
+
 static ampc_status add_optim(ampc_safetensors_writer *w, ampc_optim *opt) {
     ampc_status s = ampci_optim_each_state(opt, save_entry, w);
     optim_rec r = optim_record(opt);
-    return s == AMPC_OK ? put_fields(w, optim_fields, NF(optim_fields), &r) : s;
+    if (s == AMPC_OK) s = put_fields(w, optim_fields, NF(optim_fields), &r);
+    if (s == AMPC_OK && ampci_optim_config(opt)->stochastic_rounding)
+        s = ampc_safetensors_set_metadata(w, SR_KEY, "true");
+    return s;
 }
 
 static ampc_status add_scalars(ampc_safetensors_writer *w, const ampc_checkpoint_state *st) {
@@ -503,6 +509,12 @@ static ampc_status check_optim(const plan *pl, const ampc_optim *opt, optim_rec 
         return ampci_fail(AMPC_STATUS_FORMAT, "%s: the optimizer was %s with master mode %d; this run uses %s with %d",
                           ck_name(pl), rec->kind == AMPC_OPTIM_SGD ? "sgd" : "adamw", rec->master,
                           have.kind == AMPC_OPTIM_SGD ? "sgd" : "adamw", have.master);
+    const char *sr = ampc_safetensors_metadata(pl->ck, SR_KEY);
+    bool was_sr = sr && !strcmp(sr, "true"), is_sr = ampci_optim_config(opt)->stochastic_rounding;
+    if (was_sr != is_sr) /* the same run continues only with the same rounding */
+        return ampci_fail(AMPC_STATUS_FORMAT, "%s: the optimizer rounded updates %s; this run rounds them %s",
+                          ck_name(pl), was_sr ? "stochastically" : "to nearest",
+                          is_sr ? "stochastically" : "to nearest");
     if (!(rec->lr >= 0) || rec->steps < 0)
         return ampci_fail(AMPC_STATUS_FORMAT, "%s: metadata ampc.optim.lr %g / ampc.optim.steps %lld out of range",
                           ck_name(pl), rec->lr, (long long)rec->steps);

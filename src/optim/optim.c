@@ -27,7 +27,9 @@ ampc_status ampc_optim_new(ampc_ctx *ctx, const ampc_optim_params *params, ampc_
                       : !(p.beta1 >= 0 && p.beta1 < 1) || !(p.beta2 >= 0 && p.beta2 < 1) ? "betas must be in [0, 1)"
                       : !(p.eps > 0)                                                     ? "eps must be > 0"
                       : (unsigned)p.master > AMPC_MASTER_NONE ? "master is not an ampc_master_mode"
-                                                              : NULL;
+                      : p.stochastic_rounding && p.master != AMPC_MASTER_NONE
+                          ? "stochastic_rounding needs master = AMPC_MASTER_NONE (F32 masters lose no update)"
+                          : NULL;
     if (bad)
         return ampci_fail(AMPC_STATUS_INVALID_ARG,
                           "%s: %s (lr %g, weight_decay %g, momentum %g, dampening %g, betas %g %g, "
@@ -67,7 +69,9 @@ static bool check_param(ampc_optim *opt, const char *fn, const ampc_tensor *t, i
                       : t->dtype != AMPC_DTYPE_F32 && t->dtype != AMPC_DTYPE_F16 && t->dtype != AMPC_DTYPE_BF16
                           ? "is not F32, F16 or BF16"
                       : t->grad_slot ? "already belongs to an optimizer"
-                                     : NULL;
+                      : opt->cfg.stochastic_rounding && t->dtype == AMPC_DTYPE_F16
+                          ? "is F16: stochastic rounding rounds to BF16 (use BF16 parameters)"
+                          : NULL;
     if (!why) return true;
     char name[80] = "";
     if (t && t->name[0]) snprintf(name, sizeof name, " '%s'", t->name);

@@ -96,8 +96,10 @@ static void print_json(const run_config *cfg, const char *label, const step_figu
     json_finish(&w);
 }
 
-static int run_all(const char *prog, run_config *cfg, const prec_list *pl, int64_t warmup, bool json) {
+static int run_all(const char *prog, const run_config *common, const prec_list *pl, int64_t warmup, bool json) {
     ampc_dataset *ds = NULL;
+    run_config one, *cfg = &one;
+    *cfg = *common;
     int rc = run_open_data(prog, cfg, &ds);
     char desc[128];
     run_describe_model(&cfg->model, desc, sizeof desc);
@@ -105,9 +107,7 @@ static int run_all(const char *prog, run_config *cfg, const prec_list *pl, int64
     int w = 9; /* the precision column: as wide as the longest label (a named policy may be long) */
     for (int i = 0; i < pl->n; i++) w = (int)strlen(pl->label[i]) > w ? (int)strlen(pl->label[i]) : w;
     for (int i = 0; i < pl->n && !rc; i++) {
-        cfg->prec = pl->p[i];
-        cfg->label = pl->label[i];
-        cfg->run_policy = pl->policy[i];
+        run_prec_apply(pl, i, common, cfg);
         run_output out;
         if ((rc = run_training(prog, cfg, ds, NULL, &out))) break;
         step_figures f = figures(&out, warmup);
@@ -165,6 +165,7 @@ int bench_step_main(int argc, char **argv) {
         fprintf(stderr, "%s: --epochs is not for benchmarks; give --steps\n", prog);
         return CLI_EXIT_USAGE;
     }
+    if ((rc = run_check_precs(prog, &pl, &cfg))) return rc;
     if (!batch_given && cfg.model.kind == AMPC_MODEL_GPT) cfg.batch = 8;
     cfg.steps = (steps_given ? cfg.steps : 5) + warmup;
     cfg.quiet = cfg.no_eval = true;

@@ -74,12 +74,11 @@ static void join_command(int argc, char **argv, char *buf, size_t size) {
     for (int i = 0; i < argc && len < size; i++) len += (size_t)snprintf(buf + len, size - len, " %s", argv[i]);
 }
 
-static int run_all(const char *prog, run_config *cfg, const prec_list *pl, const char *dir, const ampc_dataset *ds,
-                   run_output *runs) {
+static int run_all(const char *prog, const run_config *base, const prec_list *pl, const char *dir,
+                   const ampc_dataset *ds, run_output *runs) {
     for (int i = 0; i < pl->n; i++) {
-        cfg->prec = pl->p[i];
-        cfg->label = pl->label[i];
-        cfg->run_policy = pl->policy[i];
+        run_config one, *cfg = &one;
+        run_prec_apply(pl, i, base, cfg);
         FILE *log = NULL;
         char path[4096];
         if (dir) {
@@ -129,6 +128,7 @@ int cmd_compare(int argc, char **argv) {
     int rc = cli_parse_or_exit(prog, usage, opts, (size_t)n, argc, argv, 0, NULL, &po);
     if (rc < 0) rc = run_finish_options(prog, &cfg, opts, n, seen);
     if (rc >= 0) return rc;
+    if ((rc = run_check_precs(prog, &pl, &cfg))) return rc;
     if (dir && (rc = check_report_dir(prog, dir, &pl))) return rc;
     safety_install_signals();
     run_warn_threads(prog, &cfg);

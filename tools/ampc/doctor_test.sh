@@ -4,8 +4,9 @@
 # that the command line it recommends runs; --fp32-modules / --module-precision on train, compare, doctor
 # and bench step (a glob that matches no module is one line listing the modules, status 2); the rules a
 # checkpoint records (ampc.module_precision, kept by --resume); compare's named policies and the JSONL
-# files named after them; the hint a skipped FP16 step prints. Tiny models only: the whole script takes
-# seconds. Exit status: 0 when every check passed, 1 otherwise.
+# files named after them; stochastic rounding (--stochastic-rounding needs --param-dtype bf16 --master none,
+# on train and in compare's {...} entry options); the hint a skipped FP16 step prints. Tiny models only: the
+# whole script takes seconds. Exit status: 0 when every check passed, 1 otherwise.
 #
 # usage: doctor_test.sh PATH/TO/ampc [PATH/TO/ampc_json_check]
 # shellcheck disable=SC2086 # $GPT, $SIMPLE and $cmd are lists of words, unquoted on purpose
@@ -265,6 +266,31 @@ usage_error "--precisions" "'a_b:bf16,a?b:fp16'" -- compare --precisions 'a_b:bf
 usage_error "--precisions" "'fp16[a=fp32],fp16_a_fp32_:bf16'" -- compare --precisions 'fp16[a=fp32],fp16_a_fp32_:bf16'
 # a policy's glob that matches no module: one line, status 2
 usage_error "'blocks.*.atn'" "lm_head" -- compare $GPT --steps 1 --precisions 'bf16[blocks.*.atn=fp32]'
+
+# ---- stochastic rounding: BF16 parameters without F32 masters, on train and as compare entries ----
+for storage in "" "--param-dtype bf16" "--master none" "--param-dtype f16 --master none"; do
+    usage_error "--stochastic-rounding" "--param-dtype bf16 --master none" -- \
+        train $GPT --steps 2 $storage --stochastic-rounding
+done
+run train $GPT --steps 2 --quiet --param-dtype bf16 --master none --stochastic-rounding
+expect_rc 0
+expect_has "$OUT" "2 steps"
+run compare $GPT --steps 3 --quiet --precisions 'fp32,sr:bf16{param-dtype=bf16,master=none,stochastic-rounding}' \
+    --report "$TMP/sr"
+expect_rc 0
+expect_match "$OUT" '^sr '
+expect_file "$TMP/sr/sr.jsonl"
+expect_json "$TMP/sr/sr.jsonl" --lines
+check
+tail -n 1 "$TMP/sr/sr.jsonl" | grep -q '"precision":"sr"' ||
+    fail "$LAST: sr.jsonl's final object is not labelled sr: $(tail -n 1 "$TMP/sr/sr.jsonl" | head -c 200)"
+for bad in 'x:bf16{foo}' 'bf16{param-dtype=bf8}' 'bf16{master=some}' 'bf16{param-dtype=bf16' 'bf16{master=none}x'; do
+    usage_error "--precisions" "'$bad'" -- compare $GPT --steps 2 --precisions "$bad"
+done
+usage_error "stochastic rounding" "--param-dtype bf16 --master none" -- \
+    compare $GPT --steps 2 --precisions 'bf16{stochastic-rounding}'
+usage_error "stochastic rounding" "--param-dtype bf16 --master none" -- \
+    compare $GPT --steps 2 --precisions 'bf16{param-dtype=bf16,stochastic-rounding}'
 
 # ---- bench step: policies with rules on the simple model ----
 run bench step $SIMPLE --steps 1 --untimed 0 --precisions 'fp32,bf16[fc1=fp32]'

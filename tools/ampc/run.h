@@ -61,10 +61,11 @@ typedef struct run_config {
     int threads;
     int64_t eval_every, eval_batches;
     bool quiet;
-    bool check_finite;       /* anomaly mode */
-    bool no_eval;            /* skip the final evaluation (benchmarks) */
-    ampc_master_mode master; /* for low-precision parameters */
-    const char *label;       /* printed on progress lines */
+    bool check_finite;        /* anomaly mode */
+    bool no_eval;             /* skip the final evaluation (benchmarks) */
+    ampc_master_mode master;  /* for low-precision parameters */
+    bool stochastic_rounding; /* BF16 parameters without masters: the update rounded stochastically */
+    const char *label;        /* printed on progress lines */
     /* checkpoints (ampc train): */
     const char *checkpoint;         /* saved here at the end, and every checkpoint_every steps */
     int64_t checkpoint_every;       /* 0 = at the end only */
@@ -96,17 +97,28 @@ typedef struct run_config {
 } run_config;
 
 /* A --precisions list ("fp32,bf16,fp16"): compare and bench step. An entry may carry module rules, as a
- * named policy: "bf16[blocks.*.attn=fp32]" or "attn32:bf16[blocks.*.attn=fp32]" (label attn32). */
+ * named policy: "bf16[blocks.*.attn=fp32]" or "attn32:bf16[blocks.*.attn=fp32]" (label attn32), and its
+ * own parameter storage: "sr:bf16{param-dtype=bf16,master=none,stochastic-rounding}". */
 #define RUN_MAX_PRECS 8
 typedef struct prec_list {
     int n;
     precision p[RUN_MAX_PRECS];
     const char *policy[RUN_MAX_PRECS]; /* module rules of entry i, or NULL */
-    char label[RUN_MAX_PRECS][64];     /* "fp32", "bf16[blocks.*.attn=fp32]", "attn32" */
-    char file[RUN_MAX_PRECS][64];      /* the label as a file name ("bf16_blocks._.attn_fp32_") */
+    /* entry i's own parameter storage ("{master=none,sr}"): param_dtype / master < 0: the command's */
+    int param_dtype[RUN_MAX_PRECS], master[RUN_MAX_PRECS];
+    bool sr[RUN_MAX_PRECS];
+    char label[RUN_MAX_PRECS][64]; /* "fp32", "bf16[blocks.*.attn=fp32]", "attn32" */
+    char file[RUN_MAX_PRECS][64];  /* the label as a file name ("bf16_blocks._.attn_fp32_") */
 } prec_list;
 /* The plain list of names (no policies). */
 void run_prec_list_init(prec_list *l, const precision *p, int n);
+/* cfg for entry i of l: its precision, label, module rules and parameter storage over the command's. */
+void run_prec_apply(const prec_list *l, int i, const run_config *base, run_config *cfg);
+/* Every entry's own settings checked before the first run (what can be checked without a model): 0, or
+ * CLI_EXIT_USAGE after a message. */
+int run_check_precs(const char *prog, const prec_list *l, const run_config *base);
+/* --stochastic-rounding needs BF16 parameters without masters: 0, or CLI_EXIT_USAGE after a message. */
+int run_check_sr(const char *prog, const char *what, ampc_dtype param_dtype, ampc_master_mode master, bool sr);
 /* CLI_CUSTOM parser for a prec_list (distinct entries, at least one). */
 bool run_parse_precisions(const char *v, void *out, char *why, size_t why_size);
 

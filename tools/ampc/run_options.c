@@ -158,6 +158,9 @@ int run_options(run_config *cfg, cli_opt *o, int max) {
                 .defval = "f32", .help = "parameter storage (bf16/f16: FP32 masters in the optimizer)"),
         CLI_OPT(.name = "master", .kind = CLI_CHOICE, .out = &cfg->master, .choices = masters, .defval = "auto",
                 .help = "none: update low-precision parameters directly (model.half())"),
+        CLI_OPT(.name = "stochastic-rounding", .kind = CLI_FLAG, .out = &cfg->stochastic_rounding,
+                .help = "with --param-dtype bf16 --master none: round each update up or down at random, in "
+                        "proportion (small updates are kept on average)"),
     };
     for (size_t i = 0; i < sizeof all / sizeof all[0] && n < max; i++) o[n++] = all[i];
     return n;
@@ -283,11 +286,21 @@ int run_finish_options(const char *prog, run_config *cfg, const cli_opt *opts, i
         if (!given(opts, nopts, seen, "lr-schedule")) cfg->lr_schedule = RUN_LR_COSINE;
         if (!given(opts, nopts, seen, "warmup")) cfg->warmup = run_default_warmup(m->kind, span);
     }
+    if (run_check_sr(prog, "--stochastic-rounding", m->param_dtype, cfg->master, cfg->stochastic_rounding))
+        return CLI_EXIT_USAGE;
     if (cfg->momentum > 0 && cfg->optimizer != RUN_OPTIM_SGD) {
         fprintf(stderr, "%s: --momentum applies to --optimizer sgd only\n", prog);
         return CLI_EXIT_USAGE;
     }
     return check_gpt_shape(prog, m, opts, nopts, seen);
+}
+
+int run_check_sr(const char *prog, const char *what, ampc_dtype param_dtype, ampc_master_mode master, bool sr) {
+    if (!sr || (param_dtype == AMPC_DTYPE_BF16 && master == AMPC_MASTER_NONE)) return 0;
+    fprintf(stderr,
+            "%s: %s rounds BF16 parameters that have no F32 master: give it with --param-dtype bf16 --master none\n",
+            prog, what);
+    return CLI_EXIT_USAGE;
 }
 
 int64_t run_default_warmup(ampc_model_kind kind, int64_t span) {
@@ -326,6 +339,7 @@ void run_describe_model(const ampc_model_config *c, char *buf, size_t size) {
 
 void run_prec_list_init(prec_list *l, const precision *p, int n) {
     memset(l, 0, sizeof *l);
+    for (int i = 0; i < RUN_MAX_PRECS; i++) l->param_dtype[i] = l->master[i] = -1;
     for (int i = 0; i < n && i < RUN_MAX_PRECS; i++) {
         l->p[l->n] = p[i];
         snprintf(l->label[l->n], sizeof l->label[0], "%s", precision_names[p[i]]);
@@ -334,8 +348,36 @@ void run_prec_list_init(prec_list *l, const precision *p, int n) {
     }
 }
 
-/* One entry "[NAME:]PREC[[RULES]]" of --precisions into slot l->n; false when malformed. */
+/* The "{...}" options of entry i (param-dtype=f32|bf16|f16, master=auto|none, stochastic-rounding), cut
+ * off tok; false when malformed. */
+static bool parse_entry_options(prec_list *l, int i, char *tok) {
+    char *open = strchr(tok, '{');
+    if (!open) return true;
+    size_t len = strlen(open);
+    if (len < 3 || open[len - 1] != '}') return false; /* "{}" says nothing */
+    open[len - 1] = '\0', *open = '\0';
+    static const char *const dts[] = {"f32", "bf16", "f16"}, *const ms[] = {"auto", "none"};
+    for (char *o = open + 1; *o;) {
+        size_t n = strcspn(o, ",");
+        bool last = !o[n];
+        o[n] = '\0';
+        bool ok = n > 0 && !strcmp(o, "stochastic-rounding") && (l->sr[i] = true);
+        for (int k = 0; k < 3 && !ok; k++)
+            if (!strncmp(o, "param-dtype=", 12) && !strcmp(o + 12, dts[k])) l->param_dtype[i] = k, ok = true;
+        for (int k = 0; k < 2 && !ok; k++)
+            if (!strncmp(o, "master=", 7) && !strcmp(o + 7, ms[k])) l->master[i] = k, ok = true;
+        if (!ok || (!last && !o[n + 1])) return false; /* an unknown option, or a trailing comma */
+        o = last ? o + n : o + n + 1;
+    }
+    return true;
+}
+
+/* One entry "[NAME:]PREC[[RULES]][{OPTIONS}]" of --precisions into slot l->n; false when malformed. */
 static bool parse_prec_entry(prec_list *l, char *tok) {
+    char label_src[128];
+    if (strlen(tok) >= sizeof label_src) return false;
+    memcpy(label_src, tok, strlen(tok) + 1);
+    if (!parse_entry_options(l, l->n, tok)) return false;
     char *name = NULL, *colon = strchr(tok, ':'), *br = strchr(tok, '[');
     if (colon && (!br || colon < br)) *colon = '\0', name = tok, tok = colon + 1;
     char *rules = NULL;
@@ -358,6 +400,10 @@ static bool parse_prec_entry(prec_list *l, char *tok) {
     if (name) memcpy(lb, name, need + 1);
     else if (rules) lb[0] = '\0', strcat(strcat(strcat(strcat(lb, tok), "["), rules), "]");
     else memcpy(lb, tok, need + 1);
+    if (!name && strchr(label_src, '{')) { /* the options name the run too */
+        if (strlen(label_src) >= sizeof l->label[0]) return false;
+        snprintf(lb, sizeof l->label[0], "%s", label_src);
+    }
     for (size_t c = 0; c < sizeof l->file[0] - 1 && l->label[i][c]; c++) {
         char ch = l->label[i][c];
         l->file[i][c] = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
@@ -375,11 +421,12 @@ bool run_parse_precisions(const char *v, void *out, char *why, size_t why_size) 
     prec_list *l = out;
     static char buf[2048]; /* the policies point into it; options are parsed once per process */
     snprintf(buf, sizeof buf, "%s", v);
-    memset(l, 0, sizeof *l);
+    run_prec_list_init(l, NULL, 0);
     bool ok = true;
     for (char *p = buf; ok && *p;) {
         char *end = p;
-        for (int depth = 0; *end && (depth || *end != ','); end++) depth += (*end == '[') - (*end == ']');
+        for (int depth = 0; *end && (depth || *end != ','); end++)
+            depth += (*end == '[' || *end == '{') - (*end == ']' || *end == '}');
         bool last = !*end;
         *end = '\0';
         ok = l->n < RUN_MAX_PRECS && parse_prec_entry(l, p);
@@ -387,8 +434,9 @@ bool run_parse_precisions(const char *v, void *out, char *why, size_t why_size) 
     }
     if (!ok || l->n == 0)
         snprintf(why, why_size,
-                 "a comma-separated list of distinct fp32, bf16, fp16, each optionally with module rules and a "
-                 "name: attn32:bf16[blocks.*.attn=fp32] (at most %d)",
+                 "a comma-separated list of distinct fp32, bf16, fp16, each optionally with a name, module rules "
+                 "and parameter storage: attn32:bf16[blocks.*.attn=fp32], "
+                 "sr:bf16{param-dtype=bf16,master=none,stochastic-rounding} (at most %d)",
                  RUN_MAX_PRECS);
     return ok && l->n > 0;
 }
@@ -428,4 +476,24 @@ bool run_parse_fp32_modules(const char *v, void *out, char *why, size_t why_size
     }
     *(const char **)out = v;
     return true;
+}
+
+void run_prec_apply(const prec_list *l, int i, const run_config *base, run_config *cfg) {
+    static const ampc_dtype dts[] = {AMPC_DTYPE_F32, AMPC_DTYPE_BF16, AMPC_DTYPE_F16};
+    *cfg = *base;
+    cfg->prec = l->p[i], cfg->label = l->label[i], cfg->run_policy = l->policy[i];
+    if (l->param_dtype[i] >= 0) cfg->model.param_dtype = dts[l->param_dtype[i]];
+    if (l->master[i] >= 0) cfg->master = (ampc_master_mode)l->master[i];
+    cfg->stochastic_rounding |= l->sr[i];
+}
+
+int run_check_precs(const char *prog, const prec_list *l, const run_config *base) {
+    for (int i = 0; i < l->n; i++) {
+        run_config c;
+        run_prec_apply(l, i, base, &c);
+        char what[96];
+        snprintf(what, sizeof what, "--precisions entry '%s': stochastic rounding", l->label[i]);
+        if (run_check_sr(prog, what, c.model.param_dtype, c.master, c.stochastic_rounding)) return CLI_EXIT_USAGE;
+    }
+    return 0;
 }
