@@ -1027,6 +1027,31 @@ AMPC_API ampc_tensor *ampc_model_forward(ampc_model *m, const ampc_tensor *input
 AMPC_API ampc_tensor *ampc_model_loss(ampc_model *m, const ampc_tensor *input, const ampc_tensor *target);
 /* Dropout active (training, the default) or not (evaluation). */
 AMPC_API void ampc_model_set_training(ampc_model *m, bool training);
+/* ------------------------------------------------------------------------------------------------
+ * FP8 scaling recipes (TransformerEngine's DelayedScaling and current scaling), as reference functions
+ * on caller-owned state: a tensor's scale maps its values into the FP8 format's range before the
+ * saturating cast, q = cast(x * scale), and the GEMM's result is divided by the scales of its operands.
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef enum ampc_fp8_amax_compute {
+    AMPC_FP8_AMAX_MAX = 0,     /* the largest amax of the whole history (TE's "max", the default) */
+    AMPC_FP8_AMAX_MOST_RECENT, /* the amax of the step just ended (TE's "most_recent") */
+} ampc_fp8_amax_compute;
+
+/* TE's scale rule: 2^(floor(log2(fp8_max / amax)) - margin), a power of two that puts amax at most
+ * fp8_max / 2^margin; `previous` when amax is 0, negative or not finite (nothing to learn from). */
+AMPC_API double ampc_fp8_scale_rule(double amax, double fp8_max, int margin, double previous);
+/* Current (just-in-time) scaling: the rule applied to the tensor's own amax, previous scale 1. */
+AMPC_API double ampc_fp8_current_scale(double amax, double fp8_max, int margin);
+/* One delayed-scaling update at the end of a step, as TE's _default_get_amax_and_update_history and
+ * _default_sf_compute do. history holds len >= 1 amaxes, row 0 the step just ended (the forward passes
+ * raise it to the largest |x| they quantised). The amax is the largest row (MAX) or row 0 (MOST_RECENT);
+ * *scale becomes the rule's scale from it (kept when the amax is 0 or not finite); then the history
+ * rolls as TE rolls it: row i takes row i + 1, the last row takes the old row 0, and row 0 is zeroed for
+ * the next step. *amax_out (may be NULL) receives the amax used. */
+AMPC_API ampc_status ampc_fp8_delayed_update(float *history, int len, ampc_fp8_amax_compute compute, double fp8_max,
+                                             int margin, float *scale, float *amax_out);
+
 /* The model's modules, the paths its forward pushes as scopes ("wte", "blocks.0", "blocks.0.attn",
  * "blocks.0.attn.qkv", ..., "lm_head"), in forward order; NULL past the end. */
 AMPC_API int ampc_model_num_modules(const ampc_model *m);

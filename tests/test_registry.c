@@ -38,7 +38,8 @@ static void expected_op(const ampci_kernel *e, char *buf, size_t size) {
                                                         [AMPCI_SLOT_ATTENTION_BW] = "attention_bw",
                                                         [AMPCI_SLOT_SGD] = "sgd_f32",
                                                         [AMPCI_SLOT_ADAMW] = "adamw_f32",
-                                                        [AMPCI_SLOT_RANGE] = "range_f32"};
+                                                        [AMPCI_SLOT_RANGE] = "range_f32",
+                                                        [AMPCI_SLOT_QUANT8] = "quant8_f32"};
     switch (e->slot) {
     case AMPCI_SLOT_CONVERT: snprintf(buf, size, "ampc_k_cvt_%s%s", dt(e->dtype), dt(e->src)); return;
     case AMPCI_SLOT_GEMM: snprintf(buf, size, "ampc_k_gemm_%sf32", dt(e->dtype)); return;
@@ -134,7 +135,7 @@ static void test_one_ref_per_cell(void **state) {
     for (int op = 0; op < AMPCI_BINARY_COUNT; op++) assert_non_null(k->binary[op]);
     assert_true(k->softmax && k->softmax_bw && k->layernorm && k->layernorm_bw && k->xent && k->xent_bw);
     assert_true(k->embedding_bw && k->col2im && k->maxpool && k->maxpool_bw && k->attention && k->attention_bw);
-    assert_true(k->sgd && k->adamw && k->range && !k->gemm_f32_bf16x1 && !k->gemm_f32_bf16x3);
+    assert_true(k->sgd && k->adamw && k->range && k->quant8 && !k->gemm_f32_bf16x1 && !k->gemm_f32_bf16x3);
 }
 
 /* ---- the dispatch rule's choices ---- */
@@ -191,6 +192,7 @@ static const void *field(const struct ampc_kernels *k, const ampci_kernel *e) {
     case AMPCI_SLOT_UNSCALE: return (const void *)k->unscale[d];
     case AMPCI_SLOT_SUMSQ: return (const void *)k->sumsq[d];
     case AMPCI_SLOT_RANGE: return (const void *)k->range;
+    case AMPCI_SLOT_QUANT8: return (const void *)k->quant8;
     default: FAILF("slot %d", (int)e->slot);
     }
     return NULL;

@@ -212,6 +212,26 @@ typedef struct ampci_range_acc {
 typedef void ampci_range_kernel(const float *x, int64_t n, const uint32_t *thr, int nthr, ampci_range_acc *acc);
 typedef ampci_range_kernel *ampc_k_range_fn;
 
+/* FP8 quantisation (TransformerEngine's saturating cast) of n F32 values: dst[i] = the BF16 bit pattern of
+ * q(x[i] * scale), where q rounds to nearest even into FP8-E4M3 (fmt 0) or FP8-E5M2 (fmt 1), keeping
+ * subnormals, and saturates: a finite product beyond the format's largest finite (448 / 57344), or an
+ * infinite one, becomes that largest finite with its sign and is counted (the return value); NaN stays
+ * NaN (a quiet BF16 NaN, 0x7FC0 with the input's sign). *amax = max(*amax, largest finite |x[i]|) over the
+ * UNSCALED inputs (the delayed-scaling history records it). scale is a power of two in practice but any
+ * finite positive float must work (the product x * scale is rounded to F32 first, then to FP8: exactly
+ * what ampc_fp8_e4m3_from_f32(x * scale) does after saturation).
+ * The count, precisely: a non-NaN product p counts exactly when its RNE rounding to the format's
+ * precision, with an unbounded exponent, exceeds max, i.e. exactly when ampc_fp8_*_from_f32(p) overflows
+ * (to NaN for E4M3, to inf for E5M2). E4M3: |p| > 464 (448 < |p| <= 464 rounds to 448: not counted, 464
+ * is the tie between 448 and 480 and goes to the even 448); E5M2: |p| >= 61440 (57344 < |p| < 61440
+ * rounds to 57344: not counted, 61440 is the tie between 57344 and 65536 and goes to the even 65536);
+ * +-inf counts in both. */
+#define AMPCI_QUANT8_E4M3 0
+#define AMPCI_QUANT8_E5M2 1
+typedef uint64_t ampci_quant8_kernel(uint16_t *dst /* (n) BF16 bits */, const float *x /* (n) */, int64_t n,
+                                     float scale, int fmt, float *amax);
+typedef ampci_quant8_kernel *ampc_k_quant8_fn;
+
 /* ---- the registry ---- */
 
 /* A slot is one kind of kernel (one signature, one field of struct ampc_kernels); a cell is a slot and a
@@ -243,6 +263,7 @@ typedef enum ampci_slot {
     AMPCI_SLOT_UNSCALE,
     AMPCI_SLOT_SUMSQ,
     AMPCI_SLOT_RANGE,
+    AMPCI_SLOT_QUANT8,
     AMPCI_SLOT_COUNT
 } ampci_slot;
 /* Keys run over [0, AMPCI_KEY_COUNT): a conversion's is dst * AMPC_DTYPE_COUNT + src. */
@@ -290,6 +311,7 @@ typedef union ampci_kernel_fn {
     ampc_k_unscale_fn UNSCALE;
     ampc_k_sumsq_fn SUMSQ;
     ampc_k_range_fn RANGE;
+    ampc_k_quant8_fn QUANT8;
 } ampci_kernel_fn;
 
 /* One registered kernel. */
@@ -424,6 +446,8 @@ struct ampc_kernels {
     ampc_k_sumsq_fn sumsq[AMPC_DTYPE_COUNT];
     /* ---- range statistics (src/amp/stats.c) ---- */
     ampc_k_range_fn range;
+    /* ---- FP8 quantisation (E4M3 / E5M2 values as BF16 bits) ---- */
+    ampc_k_quant8_fn quant8;
 };
 
 /* The table for a level (AUTO = the process's chosen level); levels above the CPU's chosen one are

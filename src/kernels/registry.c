@@ -39,6 +39,7 @@ static const char *const g_slot_names[AMPCI_SLOT_COUNT] = {
     [AMPCI_SLOT_UNSCALE] = "unscale",
     [AMPCI_SLOT_SUMSQ] = "sumsq",
     [AMPCI_SLOT_RANGE] = "range",
+    [AMPCI_SLOT_QUANT8] = "quant8",
 };
 #define OP_NAME(OP, op, ISA) #op,
 static const char *const g_unary_names[AMPCI_UNARY_COUNT] = {AMPCI_UNARY_OPS(OP_NAME, _)};

@@ -204,6 +204,11 @@ static void run_rows(work *w, const ampci_kernel *e) {
         k->RANGE(f[0], N_ELEM, thr, 12, &acc);
         break;
     }
+    case AMPCI_SLOT_QUANT8: { /* E4M3 at a power-of-two scale, the BF16 bits into buffer 1 */
+        float amax = 0.0f;
+        k->QUANT8((uint16_t *)w->buf[1], f[0], N_ELEM, 64.0f, AMPCI_QUANT8_E4M3, &amax);
+        break;
+    }
     default: AMPCI_ASSERT(!"tune_work: no workload for this slot");
     }
 }

@@ -57,6 +57,7 @@ const ampci_kernel ampci_kernels_avx512[] = {
     AMPCI_K_DT(SUMSQ, F16, ampc_k_sumsq_f16__avx512),
     AMPCI_K_DT(SUMSQ, BF16, ampc_k_sumsq_bf16__avx512),
     AMPCI_K(RANGE, ampc_k_range_f32__avx512),
+    AMPCI_K(QUANT8, ampc_k_quant8_f32__avx512),
 
     AMPCI_K_DT(IM2COL, F32, ampc_k_im2col_f32__avx512),
     AMPCI_K_DT(IM2COL, F16, ampc_k_im2col_f16__avx512),

@@ -55,4 +55,7 @@ AMPCI_HIDDEN ampci_unscale_kernel ampc_k_unscale_f32__avx512, ampc_k_unscale_f16
 AMPCI_HIDDEN ampci_sumsq_kernel ampc_k_sumsq_f32__avx512, ampc_k_sumsq_f16__avx512, ampc_k_sumsq_bf16__avx512;
 AMPCI_HIDDEN ampci_range_kernel ampc_k_range_f32__avx512; /* the doctor's range statistics, equal to ref's */
 
+/* quant_avx512.c: FP8 quantisation, equal to ref's in every bit, count and amax */
+AMPCI_HIDDEN ampci_quant8_kernel ampc_k_quant8_f32__avx512;
+
 #endif

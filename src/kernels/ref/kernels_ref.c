@@ -51,6 +51,7 @@ const ampci_kernel ampci_kernels_ref[] = {
     AMPCI_K_DT(SUMSQ, F16, ampc_k_sumsq_f16__ref),
     AMPCI_K_DT(SUMSQ, BF16, ampc_k_sumsq_bf16__ref),
     AMPCI_K(RANGE, ampc_k_range_f32__ref),
+    AMPCI_K(QUANT8, ampc_k_quant8_f32__ref),
 };
 /* clang-format on */
 const size_t ampci_kernels_ref_count = sizeof ampci_kernels_ref / sizeof ampci_kernels_ref[0];

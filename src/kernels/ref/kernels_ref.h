@@ -34,6 +34,9 @@ AMPCI_HIDDEN ampci_embedding_bw_kernel ampc_k_embedding_bw_f32__ref;
 /* optim_ref.c: the doctor's range statistics */
 AMPCI_HIDDEN ampci_range_kernel ampc_k_range_f32__ref;
 
+/* quant_ref.c: FP8 quantisation */
+AMPCI_HIDDEN ampci_quant8_kernel ampc_k_quant8_f32__ref;
+
 /* conv_ref.c, attention_ref.c */
 AMPCI_HIDDEN ampci_im2col_kernel ampc_k_im2col_f32__ref, ampc_k_im2col_f16__ref, ampc_k_im2col_bf16__ref;
 AMPCI_HIDDEN ampci_col2im_kernel ampc_k_col2im_f32__ref;
