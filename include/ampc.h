@@ -1052,6 +1052,45 @@ AMPC_API double ampc_fp8_current_scale(double amax, double fp8_max, int margin);
 AMPC_API ampc_status ampc_fp8_delayed_update(float *history, int len, ampc_fp8_amax_compute compute, double fp8_max,
                                              int margin, float *scale, float *amax_out);
 
+/* FP8 training (TransformerEngine's fp8_autocast): inside an FP8 region, ampc_linear and ampc_matmul whose
+ * second operand is a parameter (a leaf that requires grad) quantise their inputs and weights to
+ * FP8-E4M3 and, in the backward, their output gradients to FP8-E5M2 (HYBRID) or E4M3, each with its own
+ * per-tensor scale, by the saturating cast (TE's: beyond the largest finite becomes it, counted). The
+ * GEMMs run on the quantised values, exactly: every FP8 value is a BF16 value, and dividing by a
+ * power-of-two scale is exact, so the BF16 GEMMs (F32 accumulation) compute sum(qx qw) / (sx sw) bit for
+ * bit as an FP8 GEMM with an F32 accumulator would. Outputs and gradients take the inputs' dtype (BF16
+ * under autocast), the bias is added in F32 and its gradient is summed from the unquantised output
+ * gradient (as TE). Everything else runs as it would without the region. Regions nest (a counter). */
+typedef enum ampc_fp8_format {
+    AMPC_FP8_HYBRID = 0, /* E4M3 forward (inputs, weights), E5M2 output gradients: TE's default */
+    AMPC_FP8_E4M3,       /* E4M3 everywhere */
+} ampc_fp8_format;
+typedef enum ampc_fp8_scaling {
+    AMPC_FP8_DELAYED = 0, /* scales from each tensor's amax history, updated at every ampc_ctx_step_end */
+    AMPC_FP8_CURRENT,     /* each tensor's scale from its own amax, just in time */
+} ampc_fp8_scaling;
+typedef struct ampc_fp8_recipe { /* zero: TE's DelayedScaling defaults */
+    ampc_fp8_format format;
+    ampc_fp8_scaling scaling;
+    int amax_history_len; /* 0 = 1024 */
+    ampc_fp8_amax_compute amax_compute;
+    int margin;
+} ampc_fp8_recipe;
+/* Enters an FP8 region (params NULL: the defaults). The recipe is the context's: a second region with
+ * another recipe while the tensors' state exists fails (AMPC_STATUS_STATE). */
+AMPC_API ampc_status ampc_fp8_begin(ampc_ctx *ctx, const ampc_fp8_recipe *recipe);
+AMPC_API ampc_status ampc_fp8_end(ampc_ctx *ctx);
+AMPC_API bool ampc_fp8_enabled(const ampc_ctx *ctx);
+/* What the FP8 ops did since the last step end, and the scales they hold now: tensors (operands with
+ * FP8 state: a weight's input, the weight, its output gradient), the smallest and largest scale, the
+ * values the casts saturated this step. */
+typedef struct ampc_fp8_stats {
+    int tensors;
+    double min_scale, max_scale;
+    uint64_t saturated;
+} ampc_fp8_stats;
+AMPC_API ampc_status ampc_fp8_get_stats(const ampc_ctx *ctx, ampc_fp8_stats *out);
+
 /* The model's modules, the paths its forward pushes as scopes ("wte", "blocks.0", "blocks.0.attn",
  * "blocks.0.attn.qkv", ..., "lm_head"), in forward order; NULL past the end. */
 AMPC_API int ampc_model_num_modules(const ampc_model *m);

@@ -96,6 +96,40 @@ AMPCI_HIDDEN void ampci_stats_carry(ampc_tensor *out, const ampc_tensor *in);
 /* Step end while attached: counts the step. */
 AMPCI_HIDDEN void ampci_stats_step_end(ampc_ctx *ctx);
 
+/* ---- FP8 (fp8.c) ---- */
+/* One parameter's FP8 state: a scale and an amax history per role (0: the op's input, 1: the weight,
+ * 2: the output gradient), found by the parameter. */
+#define AMPCI_FP8_ROLES 3
+typedef struct ampci_fp8_meta {
+    const ampc_tensor *w;
+    char name[64];
+    float scale[AMPCI_FP8_ROLES];
+    float *history; /* AMPCI_FP8_ROLES rows of the recipe's history length, role-major */
+    bool touched;   /* quantised something this step: its delayed scales update at step end */
+} ampci_fp8_meta;
+/* Inside an FP8 region. */
+AMPCI_HIDDEN bool ampci_fp8_active(const ampc_ctx *ctx);
+/* The state of parameter w (made on first use), or NULL (error recorded) on OOM. */
+AMPCI_HIDDEN ampci_fp8_meta *ampci_fp8_meta_for(ampc_ctx *ctx, const ampc_tensor *w);
+/* t (contiguous, F32/F16/BF16) quantised for role by m's scale (current scaling: t's own) into a fresh
+ * arena BF16 tensor of the dequantised values q / scale (exact); the amax goes into the role's history
+ * (forward roles only while grad mode is on: evaluation does not move the scales). NULL on failure. */
+AMPCI_HIDDEN ampc_tensor *ampci_fp8_quantize(ampc_ctx *ctx, ampci_fp8_meta *m, int role, const ampc_tensor *t,
+                                             const char *op);
+/* The checkpoint's view: the recipe, and the states one by one (NULL past the end). */
+AMPCI_HIDDEN const ampc_fp8_recipe *ampci_fp8_recipe(const ampc_ctx *ctx);
+AMPCI_HIDDEN int ampci_fp8_history_len(const ampc_ctx *ctx);
+AMPCI_HIDDEN const ampci_fp8_meta *ampci_fp8_meta_at(const ampc_ctx *ctx, int i);
+/* Restores one parameter's state (scale: 3 values, history: 3 rows of len) under recipe. */
+AMPCI_HIDDEN ampc_status ampci_fp8_restore(ampc_ctx *ctx, const ampc_fp8_recipe *recipe, const ampc_tensor *w,
+                                           const float *scale, const float *history, int len);
+/* "hybrid, delayed scaling, history 1024, amax max, margin 0" */
+AMPCI_HIDDEN void ampci_fp8_describe(const ampc_fp8_recipe *r, char *buf, size_t size);
+/* The context's FP8 state (if any) was made under recipe r (restore's early check). */
+AMPCI_HIDDEN bool ampci_fp8_compatible(const ampc_ctx *ctx, const ampc_fp8_recipe *r);
+AMPCI_HIDDEN void ampci_fp8_step_end(ampc_ctx *ctx);
+AMPCI_HIDDEN void ampci_fp8_release(ampc_ctx *ctx);
+
 /* The context assembly's hooks: step end (cached casts live in the arena) and context end. */
 AMPCI_HIDDEN void ampci_amp_step_end(ampc_ctx *ctx);
 AMPCI_HIDDEN void ampci_amp_release(ampc_ctx *ctx);

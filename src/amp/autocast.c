@@ -112,9 +112,11 @@ static void cache_clear(struct ampci_autocast *ac) { ac->ncache = 0; }
 void ampci_amp_step_end(ampc_ctx *ctx) {
     /* cached casts live in the step arena: they go with it */
     if (ctx->autocast) cache_clear(ctx->autocast);
+    ampci_fp8_step_end(ctx);
 }
 
 void ampci_amp_release(ampc_ctx *ctx) {
+    ampci_fp8_release(ctx);
     if (!ctx->autocast) return;
     free(ctx->autocast->cache);
     free(ctx->autocast);

@@ -95,10 +95,14 @@ static void advise_fp8(const ampc_stats_entry *e, const fmt_facts *f, ampc_stats
     }
     int k0 = e->amax > 0 ? (int)floor(log2(f->max / e->amax)) : 0;
     double at = fraction_at(e->hist, e->zeros, f->esub, k0);
+    bool noise = at <= COVERAGE && mass_below(e->hist, f->esub, k0) < 1 - COVERAGE; /* as for FP16 gradients */
     out->scale_log2 = k0, out->normal_fraction = at;
-    out->verdict = at > COVERAGE ? AMPC_VERDICT_NEEDS_SCALING : AMPC_VERDICT_UNSAFE;
+    out->verdict = at > COVERAGE || noise ? AMPC_VERDICT_NEEDS_SCALING : AMPC_VERDICT_UNSAFE;
     snprintf(out->why, sizeof out->why, "per-tensor scale 2^%d (amax %.3g): %.2f%% representable%s", k0, e->amax,
-             100 * at, at > COVERAGE ? "" : ", range wider than the format's");
+             100 * at,
+             at > COVERAGE ? ""
+             : noise       ? "; the rest is rounding noise (< 0.1% of the magnitude)"
+                           : ", range wider than the format's");
 }
 
 static void advise_forward(const ampc_stats *st, const ampc_stats_entry *e, int i, ampc_format fmt, const fmt_facts *f,

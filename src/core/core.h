@@ -162,6 +162,9 @@ struct ampc_ctx {
     /* ---- amp: autocast regions, policies and the weight-cast cache (NULL until first used) ---- */
     struct ampci_autocast *autocast;
     struct ampc_stats *stats; /* range statistics (src/amp/stats.c), NULL: off */
+    struct ampci_fp8 *fp8;    /* FP8 regions and per-weight scaling state (src/amp/fp8.c), NULL until used */
+    /* called as an owned tensor is freed (FP8 state is keyed by the parameter: it must go with it) */
+    void (*tensor_free_hook)(ampc_ctx *ctx, const ampc_tensor *t);
     /* ---- ops: the frames model code has open (src/ops/frame.c): the op outputs they made, outermost
      * frame first, and how many frames are open ---- */
     struct {

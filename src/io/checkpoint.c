@@ -6,6 +6,7 @@
  * tables write, parse and compare them. The kernels the model's context ran (ampc.kernels) are recorded
  * and, where usable, run again after a restore, so the resumed run computes the same bits. */
 #include "../kernels/kernels.h"
+#include "../amp/amp.h"
 #include "../nn/nn.h"
 #include "../optim/optim.h"
 
@@ -326,6 +327,38 @@ static ampc_status add_module_precision(ampc_safetensors_writer *w, const ampc_m
     return s;
 }
 
+/* ---- FP8 state: fp8.<param>.scale (3) and fp8.<param>.amax_history (3, L) per parameter with state,
+ * under metadata ampc.fp8.recipe ("format scaling history amax_compute margin") ---- */
+#define FP8_KEY "ampc.fp8.recipe"
+
+static const ampci_fp8_meta *fp8_meta_of(const ampc_ctx *ctx, const ampc_tensor *p) {
+    const ampci_fp8_meta *m;
+    for (int i = 0; (m = ampci_fp8_meta_at(ctx, i)); i++)
+        if (m->w == p) return m;
+    return NULL;
+}
+
+static ampc_status add_fp8(ampc_safetensors_writer *w, const ampc_model *model) {
+    const ampc_ctx *ctx = model->ctx;
+    const ampc_fp8_recipe *r = ampci_fp8_recipe(ctx);
+    if (!r || !ampci_fp8_meta_at(ctx, 0)) return AMPC_OK;
+    char v[96], name[128];
+    snprintf(v, sizeof v, "%d %d %d %d %d", (int)r->format, (int)r->scaling, r->amax_history_len, (int)r->amax_compute,
+             r->margin);
+    ampc_status s = ampc_safetensors_set_metadata(w, FP8_KEY, v);
+    int64_t len = r->amax_history_len;
+    for (int i = 0; s == AMPC_OK && i < model->n; i++) {
+        const ampci_fp8_meta *m = fp8_meta_of(ctx, model->params[i]);
+        if (!m) continue;
+        snprintf(name, sizeof name, "fp8.%s.scale", model->params[i]->name);
+        s = ampc_safetensors_add(w, name, AMPC_DTYPE_F32, 1, (int64_t[]){AMPCI_FP8_ROLES}, m->scale);
+        snprintf(name, sizeof name, "fp8.%s.amax_history", model->params[i]->name);
+        if (s == AMPC_OK)
+            s = ampc_safetensors_add(w, name, AMPC_DTYPE_F32, 2, (int64_t[]){AMPCI_FP8_ROLES, len}, m->history);
+    }
+    return s;
+}
+
 static ampc_status add_header(ampc_safetensors_writer *w, const ampc_checkpoint_state *st) {
     static const char fn[] = "ampc_checkpoint_save";
     char v[16];
@@ -364,6 +397,7 @@ ampc_status ampc_checkpoint_save(const char *path, const ampc_checkpoint_state *
     if (s == AMPC_OK) s = add_scalars(w, st);
     if (s == AMPC_OK) s = add_kernels(w, st->model);
     if (s == AMPC_OK) s = add_module_precision(w, st->model);
+    if (s == AMPC_OK) s = add_fp8(w, st->model);
     if (s == AMPC_OK) s = ampc_safetensors_write(w, path);
     ampc_safetensors_writer_free(w);
     return s;
@@ -421,7 +455,9 @@ typedef struct plan {
     const ampc_safetensors *ck;
     copy_op *ops;
     int n, cap;
-    bool *used; /* per file tensor */
+    bool *used;          /* per file tensor */
+    ampc_fp8_recipe fp8; /* the recorded FP8 recipe, when has_fp8 */
+    bool has_fp8;
 } plan;
 
 static const char *ck_name(const plan *pl) { return ampc_safetensors_name(pl->ck); }
@@ -557,6 +593,54 @@ static ampc_status check_scalars(const plan *pl, const ampc_checkpoint_state *st
     return s;
 }
 
+/* The FP8 state of parameter p in the file, checked and marked used: *scale and *hist (NULL when p has
+ * none). */
+static ampc_status plan_fp8_param(plan *pl, const ampc_tensor *p, int len, const ampc_st_tensor **scale,
+                                  const ampc_st_tensor **hist) {
+    char a[128], b[128];
+    snprintf(a, sizeof a, "fp8.%s.scale", p->name), snprintf(b, sizeof b, "fp8.%s.amax_history", p->name);
+    *scale = ampc_safetensors_find(pl->ck, a), *hist = ampc_safetensors_find(pl->ck, b);
+    if (!*scale && !*hist) return AMPC_OK;
+    if (!*scale || !*hist || (*scale)->dtype != AMPC_DTYPE_F32 || (*hist)->dtype != AMPC_DTYPE_F32 ||
+        (*scale)->numel != AMPCI_FP8_ROLES || (*hist)->numel != (int64_t)AMPCI_FP8_ROLES * len)
+        return ampci_fail(AMPC_STATUS_FORMAT, "%s: FP8 state of '%s': expected F32 %s (3) and %s (3, %d)", ck_name(pl),
+                          p->name, a, b, len);
+    pl->used[*scale - ampc_safetensors_tensor(pl->ck, 0)] = pl->used[*hist - ampc_safetensors_tensor(pl->ck, 0)] = true;
+    return AMPC_OK;
+}
+
+/* The recorded FP8 recipe (*has false without one) and every parameter's state checked. */
+static ampc_status plan_fp8(plan *pl, const ampc_model *m, ampc_fp8_recipe *r, bool *has) {
+    const char *v = ampc_safetensors_metadata(pl->ck, FP8_KEY);
+    int f, sc, len, am, margin;
+    *has = v != NULL;
+    if (!v) return AMPC_OK;
+    if (sscanf(v, "%d %d %d %d %d", &f, &sc, &len, &am, &margin) != 5 || len < 1)
+        return ampci_fail(AMPC_STATUS_FORMAT, "%s: metadata %s is \"%s\"", ck_name(pl), FP8_KEY, v);
+    *r = (ampc_fp8_recipe){(ampc_fp8_format)f, (ampc_fp8_scaling)sc, len, (ampc_fp8_amax_compute)am, margin};
+    if (!ampci_fp8_compatible(m->ctx, r)) {
+        char was[96];
+        ampci_fp8_describe(r, was, sizeof was);
+        return ampci_fail(AMPC_STATUS_STATE,
+                          "%s: its FP8 state was made under the recipe %s; this context already holds FP8 state "
+                          "under another",
+                          ck_name(pl), was);
+    }
+    const ampc_st_tensor *a, *b;
+    ampc_status s = AMPC_OK;
+    for (int i = 0; i < m->n && s == AMPC_OK; i++) s = plan_fp8_param(pl, m->params[i], len, &a, &b);
+    return s;
+}
+
+static ampc_status restore_fp8(const plan *pl, const ampc_model *m, const ampc_fp8_recipe *r) {
+    const ampc_st_tensor *a, *b;
+    ampc_status s = AMPC_OK;
+    for (int i = 0; i < m->n && s == AMPC_OK; i++)
+        if ((s = plan_fp8_param((plan *)pl, m->params[i], r->amax_history_len, &a, &b)) == AMPC_OK && a)
+            s = ampci_fp8_restore(m->ctx, r, m->params[i], a->data, b->data, r->amax_history_len);
+    return s;
+}
+
 static ampc_status make_plan(plan *pl, const ampc_checkpoint_state *st, optim_rec *rec) {
     ampc_status s = check_model(pl, st->model);
     for (int i = 0, n = ampc_model_num_params(st->model); i < n && s == AMPC_OK; i++) {
@@ -565,6 +649,7 @@ static ampc_status make_plan(plan *pl, const ampc_checkpoint_state *st, optim_re
     }
     if (s == AMPC_OK && st->optim && (s = check_optim(pl, st->optim, rec)) == AMPC_OK)
         s = ampci_optim_each_state(st->optim, plan_entry, pl);
+    if (s == AMPC_OK) s = plan_fp8(pl, st->model, &pl->fp8, &pl->has_fp8);
     if (s == AMPC_OK) s = check_leftovers(pl, st->optim != NULL);
     return s;
 }
@@ -597,6 +682,7 @@ ampc_status ampc_checkpoint_restore(const ampc_safetensors *ck, ampc_checkpoint_
         s = ampci_fail(AMPC_STATUS_FORMAT, "%s: GradScaler state: %s", ck_name(&pl), ampc_last_error());
     if (s == AMPC_OK) {
         apply(&pl);
+        if (pl.has_fp8) s = restore_fp8(&pl, st->model, &pl.fp8); /* checked in the plan: fails only for memory */
         if (st->optim) ampci_optim_restore_counters(st->optim, rec.lr, rec.steps);
         if (st->rng) *st->rng = (ampc_rng){x.rng_seed, x.rng_stream, x.rng_counter};
         if (st->loader) ampc_loader_set_cursor(st->loader, &(ampc_loader_cursor){x.epoch, x.position});

@@ -4,7 +4,10 @@
  * copied. The GEMM's write-out adds linear's bias and rounds the result to its dtype, so outputs make one
  * trip to memory and need no F32 buffer. The backward is the usual pair of GEMMs, writing a gradient in
  * its input's dtype where that rounding would come next anyway; an operand shared by every batch sums its
- * gradient over the batches in one F32 buffer, in batch order. The bias gradient is a column sum. */
+ * gradient over the batches in one F32 buffer, in batch order. The bias gradient is a column sum.
+ * Inside an FP8 region (src/amp/fp8.c) linear, and matmul with a parameter as its second operand, run on
+ * FP8-quantised operands held as BF16 values q / scale, which the BF16 GEMMs multiply exactly as an FP8
+ * GEMM would; the backward quantises the output gradient the same way and frees the copies. */
 #include "ops.h"
 
 #include <string.h>
@@ -19,6 +22,7 @@ typedef struct mat {
 } mat;
 
 typedef struct matmul_saved {
+    const ampc_tensor *fp8; /* the parameter whose FP8 state quantised the operands, or NULL */
     unsigned flags;
     int64_t M, N, K, nb[2]; /* nb: batch extents of the result (1 where absent) */
     mat a, b;               /* as used by the forward (data of in[0], in[1] or their copies) */
@@ -112,6 +116,38 @@ static bool operand(const char *op, const ampc_tensor *t, bool flag_t, mat *m, c
     return true;
 }
 
+/* ---- FP8 ---- */
+
+/* The FP8 state's parameter for an op whose weight operand was w before autocast: w when an FP8 region is
+ * open and w is a parameter (a leaf that requires grad). */
+static const ampc_tensor *fp8_param(ampc_ctx *ctx, const ampc_tensor *w) {
+    return ampci_fp8_active(ctx) && w && !w->node && w->requires_grad ? w : NULL;
+}
+
+/* The n values of dtype dt at p (an operand's memory, in its own layout) quantised for role: the BF16
+ * copy's data, or NULL (error recorded). */
+static const void *fp8_quantize_raw(ampc_ctx *ctx, const ampc_tensor *param, int role, const void *p, ampc_dtype dt,
+                                    int64_t n, const char *op) {
+    ampci_fp8_meta *m = ampci_fp8_meta_for(ctx, param);
+    ampc_tensor *raw = m ? ampci_tensor_wrap(op, ctx, dt, 1, &n, (void *)p) : NULL;
+    ampc_tensor *q = raw ? ampci_fp8_quantize(ctx, m, role, raw, op) : NULL;
+    return q ? ampci_tensor_ptr(q) : NULL;
+}
+
+/* An operand's quantised copy in place of its data (used: the tensor whose memory m points at). The
+ * weight (role 1) is quantised from the parameter itself where autocast cast it, as TE quantises the
+ * weight from its own dtype (a BF16 copy first would round twice); the layouts agree when both are
+ * contiguous. */
+static bool fp8_operand(ampc_ctx *ctx, const ampc_tensor *param, int role, mat *m, const ampc_tensor *used,
+                        const char *op) {
+    const ampc_tensor *src = role == 1 && used != param && ampc_tensor_is_contiguous(param) &&
+                                     ampc_tensor_is_contiguous(used) && ampci_numel(param) == ampci_numel(used)
+                                 ? param
+                                 : used;
+    const void *p = src == used ? m->p : ampci_tensor_ptr(src);
+    return (m->p = fp8_quantize_raw(ctx, param, role, p, src->dtype, ampci_numel(src), op)) != NULL;
+}
+
 /* Batch dims of a (nda - 2 of them) and b, right-aligned into two slots and broadcast. */
 static bool batch_dims(const char *op, const ampc_tensor *a, const ampc_tensor *b, int64_t nb[2], int *nbd,
                        int64_t abs_[2], int64_t bbs[2]) {
@@ -138,14 +174,14 @@ static bool batch_dims(const char *op, const ampc_tensor *a, const ampc_tensor *
 
 /* Gradient of operand `which` (0: a, 1: b) of a matmul, handed to that input. */
 static ampc_status matmul_operand_grad(ampci_node *n, int which, const void *g) {
-    const matmul_saved *sv = n->saved;
+    const matmul_saved *sv = n->saved; /* FP8: g and the saved operands are BF16 copies */
     ampc_tensor *t = n->in[which];
     bool ta = sv->flags & AMPC_TRANS_A, tb = sv->flags & AMPC_TRANS_B;
     mat G = {g, sv->N, false, {sv->obs[0], sv->obs[1]}}, GT = G;
     GT.t = true;
     mat A = sv->a, B = sv->b, AT = sv->a, BT = sv->b;
     AT.t = !AT.t, BT.t = !BT.t;
-    grad_plan p = {.dt = t->dtype, .nb = sv->nb};
+    grad_plan p = {.dt = sv->fp8 ? AMPC_DTYPE_BF16 : t->dtype, .nb = sv->nb};
     if (which == 0) { /* !ta: G op(B)^T (M,N)(N,K); ta: op(B) G^T (K,N)(N,M) */
         p.x = ta ? &B : &G, p.y = ta ? &GT : &BT;
         p.m = ta ? sv->K : sv->M, p.n = ta ? sv->M : sv->K, p.k = sv->N;
@@ -158,9 +194,17 @@ static ampc_status matmul_operand_grad(ampci_node *n, int which, const void *g) 
 }
 
 static ampc_status matmul_backward(ampci_node *n, const ampc_tensor *gout) {
-    ampc_status s = AMPC_OK;
+    const matmul_saved *sv = n->saved;
+    const void *g = sv->fp8 ? fp8_quantize_raw(n->ctx, sv->fp8, 2, ampci_tensor_ptr(gout), gout->dtype,
+                                               ampci_numel(gout), n->op)
+                            : ampci_tensor_ptr(gout);
+    ampc_status s = g ? AMPC_OK : ampc_last_status();
     for (int w = 0; w < 2 && s == AMPC_OK; w++)
-        if (ampci_input_needs_grad(n, w)) s = matmul_operand_grad(n, w, ampci_tensor_ptr(gout));
+        if (ampci_input_needs_grad(n, w)) s = matmul_operand_grad(n, w, g);
+    if (sv->fp8) { /* the quantised copies are done with */
+        ampci_step_free(n->ctx, (void *)g);
+        ampci_step_free(n->ctx, (void *)sv->a.p), ampci_step_free(n->ctx, (void *)sv->b.p);
+    }
     return s;
 }
 
@@ -181,6 +225,7 @@ static const ampci_op_desc bmm_op = {"ampc_bmm",
 
 static ampc_tensor *matmul(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b, unsigned flags, bool strict_bmm) {
     ampci_op_call c = {.op = strict_bmm ? &bmm_op : &matmul_op, .ctx = ctx, .in = {a, b}};
+    const ampc_tensor *param = fp8_param(ctx, b); /* before autocast's cast */
     if (!ampci_op_begin(&c)) return NULL;
     a = c.in[0], b = c.in[1];
     const char *op = c.op->name;
@@ -207,6 +252,11 @@ static ampc_tensor *matmul(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tenso
     if (!batch_dims(op, a, b, sv.nb, &nbd, sv.a.bs, sv.b.bs)) return NULL;
     const ampc_tensor *ua, *ub;
     if (!operand(op, a, ta, &sv.a, &ua) || !operand(op, b, tb, &sv.b, &ub)) return NULL;
+    sv.fp8 = param;
+    if (param && (!fp8_operand(ctx, param, 0, &sv.a, ua, op) || !fp8_operand(ctx, param, 1, &sv.b, ub, op)))
+        return NULL;
+    if (param) c.saves = 0; /* the backward reads the quantised copies only: the inputs may go early */
+    ampc_dtype gdt = param ? AMPC_DTYPE_BF16 : a->dtype;
     int64_t shape[AMPC_MAX_DIMS];
     for (int i = 0; i < nbd; i++) shape[i] = sv.nb[2 - nbd + i];
     shape[nbd] = M, shape[nbd + 1] = N;
@@ -214,8 +264,11 @@ static ampc_tensor *matmul(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tenso
     ampc_tensor *out = ampci_output(op, ctx, a->dtype, nbd + 2, shape);
     sv.obs[0] = M * N * sv.nb[1], sv.obs[1] = M * N;
     gemm_dst d = {out ? ampci_tensor_ptr(out) : NULL, a->dtype, NULL};
-    if (!out || gemm_batched(ctx, a->dtype, M, N, K, &sv.a, &sv.b, d, sv.obs, sv.nb) != AMPC_OK) return NULL;
-    return ampci_op_end(&c, out, &sv);
+    if (!out || gemm_batched(ctx, gdt, M, N, K, &sv.a, &sv.b, d, sv.obs, sv.nb) != AMPC_OK) return NULL;
+    ampc_tensor *r = ampci_op_end(&c, out, &sv);
+    if (param && (!r || !r->node)) /* no backward will read the copies */
+        ampci_step_free(ctx, (void *)sv.a.p), ampci_step_free(ctx, (void *)sv.b.p);
+    return r;
 }
 
 ampc_tensor *ampc_matmul(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b, unsigned flags) {
@@ -229,6 +282,7 @@ ampc_tensor *ampc_bmm(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tensor *b,
 /* ---- linear: y = x W^T + b ---- */
 
 typedef struct linear_saved {
+    const ampc_tensor *fp8; /* the weight whose FP8 state quantised x and w, or NULL */
     int64_t rows, in, out;
     mat x, w; /* x: (rows, in) row-major; w: op(w) = W^T (in, out) */
 } linear_saved;
@@ -281,9 +335,13 @@ static float *column_sums(ampc_ctx *ctx, const char *op, const ampc_tensor *g, i
 
 static ampc_status linear_backward(ampci_node *n, const ampc_tensor *gout) {
     const linear_saved *sv = n->saved;
-    ampc_dtype dt = n->in[0]->dtype;
+    ampc_dtype dt = sv->fp8 ? AMPC_DTYPE_BF16 : n->in[0]->dtype;
     static const int64_t one[2] = {1, 1};
-    mat G = {ampci_tensor_ptr(gout), sv->out, false, {0, 0}}, GT = G, W = sv->w;
+    const void *g = sv->fp8 ? fp8_quantize_raw(n->ctx, sv->fp8, 2, ampci_tensor_ptr(gout), gout->dtype,
+                                               ampci_numel(gout), n->op)
+                            : ampci_tensor_ptr(gout);
+    if (!g) return ampc_last_status();
+    mat G = {g, sv->out, false, {0, 0}}, GT = G, W = sv->w;
     GT.t = true;
     W.t = !W.t; /* W itself (out, in) */
     ampc_status s = AMPC_OK;
@@ -295,9 +353,13 @@ static ampc_status linear_backward(ampci_node *n, const ampc_tensor *gout) {
         grad_plan p = {dt, sv->out, sv->in, sv->rows, &GT, &sv->x, {0, 0}, one};
         s = grad_via_gemm(n, n->in[1], &p);
     }
-    if (s == AMPC_OK && ampci_input_needs_grad(n, 2)) {
+    if (s == AMPC_OK && ampci_input_needs_grad(n, 2)) { /* from the unquantised gradient, as TE */
         float *gb = column_sums(n->ctx, n->op, gout, sv->rows, sv->out);
         s = gb ? ampci_accumulate_f32(n->op, n->in[2], gb) : ampc_last_status();
+    }
+    if (sv->fp8) { /* the quantised copies are done with */
+        ampci_step_free(n->ctx, (void *)g);
+        ampci_step_free(n->ctx, (void *)sv->x.p), ampci_step_free(n->ctx, (void *)sv->w.p);
     }
     return s;
 }
@@ -328,6 +390,7 @@ static const ampci_op_desc linear_op = {"ampc_linear",
 ampc_tensor *ampc_linear(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor *w, const ampc_tensor *b) {
     const char *op = linear_op.name;
     ampci_op_call c = {.op = &linear_op, .ctx = ctx, .in = {x, w, b}};
+    const ampc_tensor *param = fp8_param(ctx, w); /* before autocast's cast */
     if (!ampci_op_begin(&c)) return NULL;
     x = c.in[0], w = c.in[1], b = c.in[2];
     if (!linear_check(op, x, w, b)) return NULL;
@@ -336,6 +399,10 @@ ampc_tensor *ampc_linear(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor 
     const ampc_tensor *xc = ampc_tensor_is_contiguous(x) ? x : ampci_copy_as(op, x, x->dtype), *uw;
     if (!xc || !operand(op, w, true, &sv.w, &uw)) return NULL;
     sv.x = (mat){ampci_tensor_ptr(xc), sv.in, false, {0, 0}};
+    sv.fp8 = param;
+    if (param && (!fp8_operand(ctx, param, 0, &sv.x, xc, op) || !fp8_operand(ctx, param, 1, &sv.w, uw, op)))
+        return NULL;
+    if (param) c.saves = 0; /* the backward reads the quantised copies only: the inputs may go early */
     int64_t shape[AMPC_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = sv.out;
@@ -345,7 +412,11 @@ ampc_tensor *ampc_linear(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor 
     if (!y || (b && !bf)) return NULL;
     static const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
     gemm_dst d = {ampci_tensor_ptr(y), x->dtype, bf};
-    if (gemm_batched(ctx, x->dtype, sv.rows, sv.out, sv.in, &sv.x, &sv.w, d, zero, one) != AMPC_OK) return NULL;
+    ampc_dtype gdt = param ? AMPC_DTYPE_BF16 : x->dtype;
+    if (gemm_batched(ctx, gdt, sv.rows, sv.out, sv.in, &sv.x, &sv.w, d, zero, one) != AMPC_OK) return NULL;
     if (b) ampci_as_f32_done(b, bf);
-    return ampci_op_end(&c, y, &sv);
+    ampc_tensor *r = ampci_op_end(&c, y, &sv);
+    if (param && (!r || !r->node)) /* no backward will read the copies */
+        ampci_step_free(ctx, (void *)sv.x.p), ampci_step_free(ctx, (void *)sv.w.p);
+    return r;
 }

@@ -145,6 +145,7 @@ static void storage_unref(void *arg) {
 static void free_now(void *arg) {
     ampc_tensor *t = arg;
     ampc_ctx *ctx = t->ctx;
+    if (ctx->tensor_free_hook) ctx->tensor_free_hook(ctx, t);
     if (t->grad != t->grad_slot) ampc_tensor_free(t->grad);
     ampc_tensor_free(t->grad_slot);
     storage_unref(t->storage);

@@ -146,7 +146,7 @@ int bench_step_main(int argc, char **argv) {
     cli_opt opts[MAX_OPTS];
     int n = run_dist_options(&cfg, opts, run_options(&cfg, opts, MAX_OPTS - 7), MAX_OPTS - 3);
     opts[n++] = CLI_OPT(.name = "precisions", .kind = CLI_CUSTOM, .out = &pl, .parse = run_parse_precisions,
-                        .metavar = "LIST", .accepts = "a comma-separated list of fp32, bf16, fp16",
+                        .metavar = "LIST", .accepts = "a comma-separated list of fp32, bf16, fp16, fp8",
                         .defval = "fp32,bf16,fp16", .help = "the precisions to time, in order");
     opts[n++] = CLI_OPT(.name = "untimed", .kind = CLI_INT, .out = &warmup, .imin = 0, .imax = 1000, .defval = "2",
                         .help = "untimed steps first");

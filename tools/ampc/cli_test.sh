@@ -176,7 +176,7 @@ done
 # ---- train and compare: bad flags and bad data are one line; a tiny run logs the README's JSONL ----
 TINY="--layers 1 --d-model 16 --heads 2 --context 8 --batch 4 --steps 6 --threads 1"
 usage_error "'--precison'" "did you mean --precision?" -- train --precison bf16
-usage_error "'fp8'" "--precision; accepted: fp32, bf16, fp16" -- train --precision fp8
+usage_error "'fp9'" "--precision; accepted: fp32, bf16, fp16, fp8" -- train --precision fp9
 usage_error "'fp32,bf32'" "fp32, bf16, fp16" -- compare --precisions fp32,bf32
 usage_error "'softmaks'" "softmax" -- train --fp32-ops softmaks
 # per-module precision: the form of the rules is checked while parsing (their globs against the model later)

@@ -117,7 +117,7 @@ int cmd_compare(int argc, char **argv) {
     cli_opt opts[MAX_OPTS];
     int n = run_options(&cfg, opts, MAX_OPTS - 2);
     opts[n++] = CLI_OPT(.name = "precisions", .kind = CLI_CUSTOM, .out = &pl, .parse = run_parse_precisions,
-                        .metavar = "LIST", .accepts = "a comma-separated list of fp32, bf16, fp16",
+                        .metavar = "LIST", .accepts = "a comma-separated list of fp32, bf16, fp16, fp8",
                         .defval = "fp32,bf16,fp16",
                         .help = "the precisions to run, in order; an entry may be a named policy with module rules, "
                                 "attn32:bf16[blocks.*.attn=fp32]");

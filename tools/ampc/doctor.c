@@ -108,7 +108,7 @@ static void merge_lists(char *out, size_t size, const char *a, const char *b) {
 }
 
 static void recommend(const doctor_cli *d, int argc, char **argv, const ampc_stats *st, char *fp16, char *bf16,
-                      size_t size, ampc_stats_recommendation *rec) {
+                      char *fp8, size_t size, ampc_stats_recommendation *rec) {
     char opts[4096];
     const char *user_ops = NULL, *user_mods = NULL;
     user_options(d, argc, argv, opts, sizeof opts, &user_ops, &user_mods);
@@ -130,6 +130,21 @@ static void recommend(const doctor_cli *d, int argc, char **argv, const ampc_sta
         shell_word(umods, sizeof umods, user_mods);
     }
     snprintf(bf16, size, "ampc train%s --precision bf16%s%s", opts, uops, umods);
+    snprintf(fp8, size, "ampc train%s --precision fp8%s%s", opts, uops, umods);
+}
+
+/* Linear and matmul sites (what --precision fp8 quantises) that FP8 cannot hold even with a per-tensor
+ * scale: outputs and parameter gradients judged in E4M3, output gradients in E5M2 (the hybrid recipe). */
+static int fp8_unsafe_sites(const ampc_stats *st) {
+    int n = 0;
+    for (int i = 0; i < ampc_stats_count(st); i++) {
+        const ampc_stats_entry *e = ampc_stats_get(st, i);
+        if (strcmp(e->op, "linear") && strcmp(e->op, "matmul")) continue;
+        ampc_stats_advice a;
+        ampc_stats_advise(st, i, e->role == AMPC_STATS_GRAD ? AMPC_FORMAT_FP8_E5M2 : AMPC_FORMAT_FP8_E4M3, &a);
+        n += a.verdict == AMPC_VERDICT_UNSAFE;
+    }
+    return n;
 }
 
 /* ---- the verdict table: sites grouped over numbered modules ---- */
@@ -288,6 +303,8 @@ static void print_json(const ampc_stats *st, const doctor_meta *m, const ampc_st
     json_knum(&w, "fp16_normal_fraction", rec->normal_fraction);
     json_kstr(&w, "fp32_modules", rec->fp32_modules), json_kstr(&w, "fp32_ops", rec->fp32_ops);
     json_kstr(&w, "recommended", m->recommended), json_kstr(&w, "bf16_command", m->bf16_command);
+    json_kstr(&w, "fp8_command", m->fp8_command);
+    json_kint(&w, "fp8_unsafe_sites", fp8_unsafe_sites(st));
     json_obj_end(&w);
     json_finish(&w);
 }
@@ -319,9 +336,9 @@ static int make_dir(const char *dir) {
 
 static int finish(const doctor_cli *d, int argc, char **argv, const ampc_stats *st, const run_output *out,
                   const ampc_dataset *ds) {
-    static char fp16[8192], bf16[8192];
+    static char fp16[8192], bf16[8192], fp8[8192];
     ampc_stats_recommendation rec;
-    recommend(d, argc, argv, st, fp16, bf16, sizeof fp16, &rec);
+    recommend(d, argc, argv, st, fp16, bf16, fp8, sizeof fp16, &rec);
     char model[160];
     ampc_dataset_info info;
     ampc_dataset_get_info(ds, &info);
@@ -330,8 +347,8 @@ static int finish(const doctor_cli *d, int argc, char **argv, const ampc_stats *
     for (int64_t i = 0; i < out->r.n; i++) total += out->step_seconds[i];
     int64_t steps = out->r.n > 0 ? out->r.n : 1;
     doctor_meta m = {
-        model, info.name, "ampc doctor", out->r.n, total / (double)steps, ampc_stats_seconds(st) / (double)steps,
-        fp16,  bf16};
+        model, info.name, "ampc doctor", out->r.n, total / (double)steps, ampc_stats_seconds(st) / (double)steps, fp16,
+        bf16,  fp8};
     if (d->json) print_json(st, &m, &rec);
     else {
         printf("ampc doctor: %s on %s, %lld FP32 steps; statistics took %.1f%% of a step\n\n", model, info.name,
@@ -347,6 +364,10 @@ static int finish(const doctor_cli *d, int argc, char **argv, const ampc_stats *
                    "keeps %.2f%%\n",
                    rec.scale_log2, 100 * rec.normal_fraction);
         printf("recommended:\n  %s\nor BF16 (FP32's range, no scaling):\n  %s\n", fp16, bf16);
+        int bad8 = fp8_unsafe_sites(st);
+        printf("or FP8 (linear layers in E4M3, E5M2 gradients, delayed per-tensor scaling): %d linear/matmul site%s "
+               "out of its range%s\n  %s\n",
+               bad8, bad8 == 1 ? "" : "s", bad8 ? ": prefer BF16" : "", fp8);
     }
     char err[512];
     if (d->dir && doctor_write_report(d->dir, &m, st, err, sizeof err) != 0) {

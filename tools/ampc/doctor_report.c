@@ -746,6 +746,12 @@ static void write_markdown(FILE *f, const doctor_meta *m, const ampc_stats *st) 
         md_block(f, m->bf16_command);
         md_why(f, st, AMPC_FORMAT_BF16);
     }
+    if (m->fp8_command && m->fp8_command[0]) {
+        fputs("FP8 (linear and matmul layers in E4M3 with E5M2 gradients, delayed per-tensor scaling; the FP8 "
+              "columns below judge their outputs and gradients):\n\n",
+              f);
+        md_block(f, m->fp8_command);
+    }
     fputs("## Verdicts\n\n", f);
     md_counts(f, st);
     fputs("FP16 verdicts come with their reason; `scale 2^k` means the values need a scale of 2^k to stay in the "

@@ -20,6 +20,7 @@ typedef struct doctor_meta {
     double stats_seconds;     /* of which summarising (ampc_stats_seconds / steps) */
     const char *recommended;  /* the recommended `ampc train ...` command line (FP16) */
     const char *bf16_command; /* the BF16 alternative's command line */
+    const char *fp8_command;  /* the FP8 alternative's (--precision fp8), or NULL */
 } doctor_meta;
 
 /* Writes dir/report.md and dir/heatmap.svg (dir must exist). Returns 0, or -1 with a message in err

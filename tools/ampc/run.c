@@ -447,14 +447,21 @@ static int64_t count_correct(const ampc_tensor *logits, const ampc_tensor *y) {
     return correct;
 }
 
+/* fp8: BF16 autocast with the FP8 region inside it (linear and matmul layers in FP8, as TE's
+ * fp8_autocast inside torch.autocast). */
 static bool autocast_begin(run_state *s) {
     if (s->cfg->prec == PREC_FP32) return true;
-    ampc_dtype dt = s->cfg->prec == PREC_BF16 ? AMPC_DTYPE_BF16 : AMPC_DTYPE_F16;
-    return ampc_autocast_begin(s->ctx, &(ampc_autocast_params){.dtype = dt, .enabled = true, .cache_enabled = true}) ==
-           AMPC_OK;
+    ampc_dtype dt = s->cfg->prec == PREC_FP16 ? AMPC_DTYPE_F16 : AMPC_DTYPE_BF16;
+    if (ampc_autocast_begin(s->ctx, &(ampc_autocast_params){.dtype = dt, .enabled = true, .cache_enabled = true}) !=
+        AMPC_OK)
+        return false;
+    if (s->cfg->prec != PREC_FP8 || ampc_fp8_begin(s->ctx, &s->cfg->fp8) == AMPC_OK) return true;
+    ampc_autocast_end(s->ctx);
+    return false;
 }
 
 static void autocast_end(run_state *s) {
+    if (s->cfg->prec == PREC_FP8) ampc_fp8_end(s->ctx);
     if (s->cfg->prec != PREC_FP32) ampc_autocast_end(s->ctx);
 }
 
@@ -532,6 +539,7 @@ typedef struct step_result {
     double loss, scale, grad_norm, lr;
     bool skipped;
     char inf_tensor[64];
+    ampc_fp8_stats fp8; /* --precision fp8: this step's saturations, the scales for the next */
 } step_result;
 
 static int train_step(run_state *s, int64_t step, step_result *r) {
@@ -572,6 +580,7 @@ static int train_step(run_state *s, int64_t step, step_result *r) {
     }
     r->skipped = !stepped;
     ampc_optim_zero_grad(s->opt);
+    ampc_fp8_get_stats(s->ctx, &r->fp8); /* the scales this step used: step end moves them */
     ampc_ctx_step_end(s->ctx);
     return 0;
 }
@@ -589,6 +598,11 @@ static void log_step(FILE *log, const run_state *s, int64_t step, const step_res
     json_kstr(&w, "inf_tensor", r->skipped ? r->inf_tensor : NULL);
     json_knum(&w, "grad_norm", r->grad_norm);
     json_knum(&w, "lr", r->lr);
+    if (s->cfg->prec == PREC_FP8) { /* the FP8 casts of this step */
+        json_knum(&w, "fp8_min_scale", r->fp8.min_scale);
+        json_knum(&w, "fp8_max_scale", r->fp8.max_scale);
+        json_kint(&w, "fp8_saturated", (int64_t)r->fp8.saturated);
+    }
     json_knum(&w, s->lm ? "tokens_per_s" : "samples_per_s", rate);
     json_kint(&w, "peak_bytes", (int64_t)peak);
     json_obj_end(&w);

@@ -9,8 +9,9 @@
 
 #include "ampc.h"
 
-typedef enum precision { PREC_FP32 = 0, PREC_BF16, PREC_FP16, PREC_COUNT } precision;
-extern const char *const precision_names[PREC_COUNT + 1]; /* "fp32", "bf16", "fp16", NULL */
+/* fp8: BF16 autocast with linear and matmul layers in FP8 (TransformerEngine's recipe, --fp8-*) */
+typedef enum precision { PREC_FP32 = 0, PREC_BF16, PREC_FP16, PREC_FP8, PREC_COUNT } precision;
+extern const char *const precision_names[PREC_COUNT + 1]; /* "fp32", "bf16", "fp16", "fp8", NULL */
 extern const char *const shard_names[];                   /* "none", "optimizer", "full", NULL */
 
 /* The choices of options that have no library enum, in the order of their choice lists (run_options.c):
@@ -47,6 +48,7 @@ typedef struct run_config {
     ampc_stats *stats;            /* doctor: range statistics attached to the run's context, or NULL */
     ampc_autocast_table amp_table;
     ampc_fp32_precision fp32_matmul;
+    ampc_fp8_recipe fp8; /* --precision fp8 */
     int64_t steps, epochs; /* exactly one > 0 after defaults */
     int64_t batch;
     double lr;
@@ -91,7 +93,7 @@ typedef struct run_config {
     struct {
         ampc_model_kind model;
         run_param_dtype param_dtype;
-        int64_t layers, d_model, heads, context, growth_interval, hysteresis, seed, threads;
+        int64_t layers, d_model, heads, context, growth_interval, hysteresis, seed, threads, fp8_history, fp8_margin;
         int64_t hidden[AMPC_MODEL_MAX_HIDDEN];
     } cli;
 } run_config;

@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const precision_names[PREC_COUNT + 1] = {"fp32", "bf16", "fp16", NULL};
+const char *const precision_names[PREC_COUNT + 1] = {"fp32", "bf16", "fp16", "fp8", NULL};
+static const char *const reduce_names[] = {"fp32", "bf16", "fp16", NULL}; /* --reduce-dtype: a precision index */
 
 /* Choice lists, each in the order of the enum its option stores into (CLI_CHOICE stores the index). */
 static const char *const model_names[] = {"gpt", "mlp", "cnn", "simple", NULL};        /* ampc_model_kind */
@@ -20,7 +21,13 @@ static const char *const optimizers[] = {"adamw", "sgd", NULL};                 
 static const char *const schedules[] = {"constant", "cosine", NULL};                   /* run_lr_schedule */
 static const char *const dtypes[] = {"f32", "bf16", "f16", NULL};                      /* run_param_dtype */
 static const char *const masters[] = {"auto", "none", NULL};                           /* ampc_master_mode */
+static const char *const fp8_formats[] = {"hybrid", "e4m3", NULL};                     /* ampc_fp8_format */
+static const char *const fp8_scalings[] = {"delayed", "current", NULL};                /* ampc_fp8_scaling */
+static const char *const fp8_amax[] = {"max", "most-recent", NULL};                    /* ampc_fp8_amax_compute */
 /* A CLI_CHOICE option writes an int; every enum above is int-sized (gcc: unsigned int or int). */
+_Static_assert(sizeof(ampc_fp8_format) == sizeof(int) && sizeof(ampc_fp8_scaling) == sizeof(int) &&
+                   sizeof(ampc_fp8_amax_compute) == sizeof(int),
+               "CLI_CHOICE outputs are ints");
 _Static_assert(sizeof(run_scaler_mode) == sizeof(int) && sizeof(run_optimizer) == sizeof(int) &&
                    sizeof(run_lr_schedule) == sizeof(int) && sizeof(ampc_model_kind) == sizeof(int) &&
                    sizeof(ampc_autocast_table) == sizeof(int) && sizeof(ampc_fp32_precision) == sizeof(int) &&
@@ -158,6 +165,16 @@ int run_options(run_config *cfg, cli_opt *o, int max) {
                 .defval = "f32", .help = "parameter storage (bf16/f16: FP32 masters in the optimizer)"),
         CLI_OPT(.name = "master", .kind = CLI_CHOICE, .out = &cfg->master, .choices = masters, .defval = "auto",
                 .help = "none: update low-precision parameters directly (model.half())"),
+        CLI_OPT(.name = "fp8-format", .kind = CLI_CHOICE, .out = &cfg->fp8.format, .choices = fp8_formats,
+                .defval = "hybrid", .help = "fp8: E4M3 forward + E5M2 gradients (hybrid), or E4M3 everywhere"),
+        CLI_OPT(.name = "fp8-scaling", .kind = CLI_CHOICE, .out = &cfg->fp8.scaling, .choices = fp8_scalings,
+                .defval = "delayed", .help = "fp8: scales from an amax history (delayed) or each tensor's own amax"),
+        CLI_OPT(.name = "fp8-history", .kind = CLI_INT, .out = &cfg->cli.fp8_history, .imin = 1, .imax = 65536,
+                .defval = "1024", .help = "fp8: amax history length (delayed scaling)"),
+        CLI_OPT(.name = "fp8-amax", .kind = CLI_CHOICE, .out = &cfg->fp8.amax_compute, .choices = fp8_amax,
+                .defval = "max", .help = "fp8: the amax a delayed scale follows: the history's largest, or the last"),
+        CLI_OPT(.name = "fp8-margin", .kind = CLI_INT, .out = &cfg->cli.fp8_margin, .imin = -64, .imax = 64,
+                .defval = "0", .help = "fp8: scale = 2^(floor(log2(max / amax)) - margin)"),
         CLI_OPT(.name = "stochastic-rounding", .kind = CLI_FLAG, .out = &cfg->stochastic_rounding,
                 .help = "with --param-dtype bf16 --master none: round each update up or down at random, in "
                         "proportion (small updates are kept on average)"),
@@ -172,7 +189,7 @@ int run_train_options(run_config *c, train_only *t, cli_opt *o, int n, int max) 
     t->prec = PREC_BF16;
     cli_opt rows[] = {
         CLI_OPT(.name = "precision", .kind = CLI_CHOICE, .out = &t->prec, .choices = precision_names, .defval = "bf16",
-                .help = "fp32, or autocast in bf16 / fp16"),
+                .help = "fp32, or autocast in bf16 / fp16; fp8: bf16 with FP8 linear layers"),
         CLI_OPT(.name = "log", .kind = CLI_STRING, .out = &t->log_path, .metavar = "FILE.jsonl",
                 .help = "one JSON object per step (\"step\" 0-based), then a final one (appended to with --resume)"),
         CLI_OPT(.name = "checkpoint", .kind = CLI_STRING, .out = &c->checkpoint, .metavar = "FILE",
@@ -196,7 +213,7 @@ int run_train_options(run_config *c, train_only *t, cli_opt *o, int n, int max) 
 int run_dist_options(run_config *c, cli_opt *o, int n, int max) {
     c->bucket_mb = 25, c->dist_timeout = 300;
     cli_opt rows[] = {
-        CLI_OPT(.name = "reduce-dtype", .kind = CLI_CHOICE, .out = &c->reduce_dtype, .choices = precision_names,
+        CLI_OPT(.name = "reduce-dtype", .kind = CLI_CHOICE, .out = &c->reduce_dtype, .choices = reduce_names,
                 .defval = "fp32", .help = "mpirun: the dtype gradients are averaged in across ranks"),
         CLI_OPT(.name = "shard", .kind = CLI_CHOICE, .out = &c->shard, .choices = shard_names, .defval = "none",
                 .help = "mpirun: optimizer = ZeRO-1 (optimizer state split across ranks), full = FSDP2-style"),
@@ -259,6 +276,7 @@ int run_finish_options(const char *prog, run_config *cfg, const cli_opt *opts, i
     m->seed = cfg->seed;
     cfg->threads = (int)cfg->cli.threads;
     cfg->scaler.growth_interval = cfg->cli.growth_interval;
+    cfg->fp8.amax_history_len = (int)cfg->cli.fp8_history, cfg->fp8.margin = (int)cfg->cli.fp8_margin;
     cfg->scaler.hysteresis = (int)cfg->cli.hysteresis;
     if (!cfg->data_spec) cfg->data_spec = "builtin";
     bool text_model = m->kind == AMPC_MODEL_GPT;
@@ -434,7 +452,7 @@ bool run_parse_precisions(const char *v, void *out, char *why, size_t why_size) 
     }
     if (!ok || l->n == 0)
         snprintf(why, why_size,
-                 "a comma-separated list of distinct fp32, bf16, fp16, each optionally with a name, module rules "
+                 "a comma-separated list of distinct fp32, bf16, fp16, fp8, each optionally with a name, module rules "
                  "and parameter storage: attn32:bf16[blocks.*.attn=fp32], "
                  "sr:bf16{param-dtype=bf16,master=none,stochastic-rounding} (at most %d)",
                  RUN_MAX_PRECS);

@@ -1,0 +1,303 @@
+/* fp8.c: FP8 regions and the per-parameter scaling state of TransformerEngine's recipes. Each parameter an
+ * FP8 op meets gets a scale and an amax history for its op's input, itself and its output gradient;
+ * quantising a tensor casts x * scale to E4M3 or E5M2 through the quant8 kernel (saturating, counted),
+ * raises the history's current row to the tensor's amax and hands back q / scale as BF16, exact because
+ * the scales are powers of two: the GEMMs that follow compute what an FP8 GEMM computes. Delayed scales
+ * update at every step end (ampc_fp8_delayed_update, TE's roll); current scaling takes each tensor's own
+ * amax first. */
+#include "amp.h"
+
+#include "../kernels/kernels.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_HISTORY 1024
+#define E4M3_MAX 448.0
+#define E5M2_MAX 57344.0
+#define QCHUNK 16384 /* values per parallel task */
+
+struct ampci_fp8 {
+    int depth;
+    ampc_fp8_recipe recipe;
+    ampci_fp8_meta *meta;
+    int n, cap;
+    uint64_t saturated; /* this step */
+};
+
+/* A freed parameter's state goes with it: a new one made at the same address starts fresh. */
+static void forget(ampc_ctx *ctx, const ampc_tensor *t) {
+    struct ampci_fp8 *f = ctx->fp8;
+    for (int i = 0; f && i < f->n; i++)
+        if (f->meta[i].w == t) {
+            free(f->meta[i].history);
+            f->meta[i] = f->meta[--f->n]; /* order does not matter: lookups are by parameter */
+            return;
+        }
+}
+
+static struct ampci_fp8 *fp8_state(ampc_ctx *ctx) {
+    if (!ctx->fp8 && !(ctx->fp8 = calloc(1, sizeof *ctx->fp8)))
+        ampci_fail(AMPC_STATUS_OOM, "ampc_fp8_begin: out of memory for the FP8 state");
+    if (ctx->fp8) ctx->tensor_free_hook = forget;
+    return ctx->fp8;
+}
+
+void ampci_fp8_release(ampc_ctx *ctx) {
+    struct ampci_fp8 *f = ctx->fp8;
+    if (!f) return;
+    for (int i = 0; i < f->n; i++) free(f->meta[i].history);
+    free(f->meta);
+    free(f);
+    ctx->fp8 = NULL;
+    ctx->tensor_free_hook = NULL;
+}
+
+/* ---- regions and the recipe ---- */
+
+static ampc_status check_recipe(const char *fn, ampc_fp8_recipe *r) {
+    if (r->amax_history_len == 0) r->amax_history_len = DEFAULT_HISTORY;
+    const char *bad = (unsigned)r->format > AMPC_FP8_E4M3                      ? "format is not an ampc_fp8_format"
+                      : (unsigned)r->scaling > AMPC_FP8_CURRENT                ? "scaling is not an ampc_fp8_scaling"
+                      : (unsigned)r->amax_compute > AMPC_FP8_AMAX_MOST_RECENT  ? "amax_compute is not valid"
+                      : r->amax_history_len < 1 || r->amax_history_len > 65536 ? "amax_history_len must be in 1..65536"
+                      : r->margin < -64 || r->margin > 64                      ? "margin must be in -64..64"
+                                                                               : NULL;
+    return bad ? ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: %s (history %d, margin %d)", fn, bad, r->amax_history_len,
+                            r->margin)
+               : AMPC_OK;
+}
+
+static bool same_recipe(const ampc_fp8_recipe *a, const ampc_fp8_recipe *b);
+
+void ampci_fp8_describe(const ampc_fp8_recipe *r, char *buf, size_t size) {
+    snprintf(buf, size, "%s, %s scaling, history %d, amax %s, margin %d",
+             r->format == AMPC_FP8_HYBRID ? "hybrid" : "e4m3", r->scaling == AMPC_FP8_DELAYED ? "delayed" : "current",
+             r->amax_history_len, r->amax_compute == AMPC_FP8_AMAX_MAX ? "max" : "most-recent", r->margin);
+}
+
+bool ampci_fp8_compatible(const ampc_ctx *ctx, const ampc_fp8_recipe *r) {
+    return !ctx->fp8 || ctx->fp8->n == 0 || same_recipe(&ctx->fp8->recipe, r);
+}
+
+static bool same_recipe(const ampc_fp8_recipe *a, const ampc_fp8_recipe *b) {
+    return a->format == b->format && a->scaling == b->scaling && a->amax_history_len == b->amax_history_len &&
+           a->amax_compute == b->amax_compute && a->margin == b->margin;
+}
+
+/* The recipe becomes the context's; with states made under another one it is refused. */
+static ampc_status adopt(struct ampci_fp8 *f, const ampc_fp8_recipe *r, const char *fn) {
+    if (f->n > 0 && !same_recipe(&f->recipe, r)) {
+        char was[96], now[96];
+        ampci_fp8_describe(&f->recipe, was, sizeof was), ampci_fp8_describe(r, now, sizeof now);
+        return ampci_fail(AMPC_STATUS_STATE,
+                          "%s: the FP8 state of %d parameters was made under the recipe %s; this one is %s (one "
+                          "recipe per context)",
+                          fn, f->n, was, now);
+    }
+    f->recipe = *r;
+    return AMPC_OK;
+}
+
+ampc_status ampc_fp8_begin(ampc_ctx *ctx, const ampc_fp8_recipe *recipe) {
+    static const char fn[] = "ampc_fp8_begin";
+    if (!ctx) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: ctx is NULL", fn);
+    ampc_fp8_recipe r = recipe ? *recipe : (ampc_fp8_recipe){0};
+    ampc_status s = check_recipe(fn, &r);
+    struct ampci_fp8 *f = s == AMPC_OK ? fp8_state(ctx) : NULL;
+    if (!f) return s == AMPC_OK ? AMPC_STATUS_OOM : s;
+    if ((s = adopt(f, &r, fn)) != AMPC_OK) return s;
+    f->depth++;
+    return AMPC_OK;
+}
+
+ampc_status ampc_fp8_end(ampc_ctx *ctx) {
+    if (!ctx || !ctx->fp8 || ctx->fp8->depth == 0)
+        return ampci_fail(AMPC_STATUS_STATE, "ampc_fp8_end: no FP8 region is open");
+    ctx->fp8->depth--;
+    return AMPC_OK;
+}
+
+bool ampc_fp8_enabled(const ampc_ctx *ctx) { return ctx && ctx->fp8 && ctx->fp8->depth > 0; }
+bool ampci_fp8_active(const ampc_ctx *ctx) { return ampc_fp8_enabled(ctx); }
+const ampc_fp8_recipe *ampci_fp8_recipe(const ampc_ctx *ctx) { return ctx->fp8 ? &ctx->fp8->recipe : NULL; }
+int ampci_fp8_history_len(const ampc_ctx *ctx) { return ctx->fp8 ? ctx->fp8->recipe.amax_history_len : 0; }
+const ampci_fp8_meta *ampci_fp8_meta_at(const ampc_ctx *ctx, int i) {
+    return ctx->fp8 && i >= 0 && i < ctx->fp8->n ? &ctx->fp8->meta[i] : NULL;
+}
+
+/* ---- per-parameter state ---- */
+
+static ampci_fp8_meta *meta_new(struct ampci_fp8 *f, const ampc_tensor *w) {
+    if (f->n == f->cap) {
+        int cap = f->cap ? f->cap * 2 : 64;
+        ampci_fp8_meta *m = realloc(f->meta, (size_t)cap * sizeof *m);
+        if (!m) return NULL;
+        f->meta = m, f->cap = cap;
+    }
+    float *h = calloc((size_t)AMPCI_FP8_ROLES * (size_t)f->recipe.amax_history_len, sizeof *h);
+    if (!h) return NULL;
+    ampci_fp8_meta *m = &f->meta[f->n++];
+    *m = (ampci_fp8_meta){.w = w, .scale = {1, 1, 1}, .history = h};
+    snprintf(m->name, sizeof m->name, "%s", w->name);
+    return m;
+}
+
+ampci_fp8_meta *ampci_fp8_meta_for(ampc_ctx *ctx, const ampc_tensor *w) {
+    struct ampci_fp8 *f = ctx->fp8;
+    for (int i = 0; f && i < f->n; i++)
+        if (f->meta[i].w == w) return &f->meta[i];
+    ampci_fp8_meta *m = f ? meta_new(f, w) : NULL;
+    if (!m) ampci_fail(AMPC_STATUS_OOM, "FP8: out of memory for the state of '%s'", w->name);
+    return m;
+}
+
+ampc_status ampci_fp8_restore(ampc_ctx *ctx, const ampc_fp8_recipe *recipe, const ampc_tensor *w, const float *scale,
+                              const float *history, int len) {
+    static const char fn[] = "ampc_checkpoint_restore";
+    ampc_fp8_recipe r = *recipe;
+    ampc_status s = check_recipe(fn, &r);
+    struct ampci_fp8 *f = s == AMPC_OK ? fp8_state(ctx) : NULL;
+    if (!f) return s == AMPC_OK ? AMPC_STATUS_OOM : s;
+    if ((s = adopt(f, &r, fn)) != AMPC_OK) return s;
+    if (len != r.amax_history_len)
+        return ampci_fail(AMPC_STATUS_FORMAT, "%s: FP8 history of '%s' has %d rows; the recipe says %d", fn, w->name,
+                          len, r.amax_history_len);
+    ampci_fp8_meta *m = ampci_fp8_meta_for(ctx, w);
+    if (!m) return ampc_last_status();
+    memcpy(m->scale, scale, sizeof m->scale);
+    memcpy(m->history, history, (size_t)AMPCI_FP8_ROLES * (size_t)len * sizeof *history);
+    return AMPC_OK;
+}
+
+/* ---- quantising ---- */
+
+static bool e5m2_role(const struct ampci_fp8 *f, int role) { return role == 2 && f->recipe.format == AMPC_FP8_HYBRID; }
+
+/* q / scale on BF16 patterns: the exponent lowered by log2(scale) (every FP8 value is a normal BF16 one,
+ * and the result stays in BF16's range); zeros and NaN stay. Branch-free, so it vectorises. */
+static void descale(uint16_t *v, int64_t n, int k) {
+    uint16_t step = (uint16_t)((unsigned)k << 7); /* k < 0 (a scale below 1) wraps to the right add */
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t e = v[i] & 0x7f80u;
+        v[i] = (uint16_t)(v[i] - (uint16_t)(step & -(uint16_t)(e != 0 && e != 0x7f80u)));
+    }
+}
+
+typedef struct quant_job {
+    const struct ampc_kernels *k;
+    const unsigned char *x;
+    ampc_dtype dt;
+    int64_t n;
+    float scale;
+    int fmt;
+    uint16_t *dst;
+    float *amax;    /* per task */
+    uint64_t *sat;  /* per task */
+    bool amax_only; /* current scaling's first pass */
+} quant_job;
+
+static void quant_task(void *arg, int64_t b, int64_t e, int64_t chunk) {
+    const quant_job *j = arg;
+    (void)e;
+    int64_t lo = b * QCHUNK, hi = lo + QCHUNK < j->n ? lo + QCHUNK : j->n;
+    float buf[1024], amax = 0;
+    uint16_t scratch[1024];
+    uint64_t sat = 0;
+    size_t es = ampc_dtype_size(j->dt);
+    for (int64_t i = lo; i < hi; i += 1024) {
+        int64_t m = hi - i < 1024 ? hi - i : 1024;
+        const float *src = (const float *)(j->x + (size_t)i * es);
+        if (j->dt != AMPC_DTYPE_F32)
+            ampci_convert_with(j->k, buf, AMPC_DTYPE_F32, j->x + (size_t)i * es, j->dt, (size_t)m), src = buf;
+        uint16_t *dst = j->amax_only ? scratch : j->dst + i;
+        sat += j->k->quant8(dst, src, m, j->scale, j->fmt, &amax);
+        if (!j->amax_only) descale(dst, m, ilogb(j->scale)); /* while the chunk is in cache */
+    }
+    j->amax[chunk] = amax, j->sat[chunk] = sat;
+}
+
+/* Runs the job over t's values; the largest amax and the saturation count. */
+static void quant_run(ampc_ctx *ctx, quant_job *j, float *amax, uint64_t *sat) {
+    int64_t tasks = (j->n + QCHUNK - 1) / QCHUNK;
+    float am_small[64];
+    uint64_t sat_small[64];
+    j->amax = tasks <= 64 ? am_small : malloc((size_t)tasks * sizeof(float));
+    j->sat = tasks <= 64 ? sat_small : malloc((size_t)tasks * sizeof(uint64_t));
+    *amax = 0, *sat = 0;
+    if (j->amax && j->sat && tasks == 1) quant_task(j, 0, 1, 0); /* small: no hand-off to the threads */
+    else if (j->amax && j->sat && tasks > 1) ampc_parallel_for(ctx, tasks, 1, quant_task, j);
+    if (j->amax && j->sat && tasks > 0) {
+        for (int64_t i = 0; i < tasks; i++) *amax = j->amax[i] > *amax ? j->amax[i] : *amax, *sat += j->sat[i];
+    }
+    if (j->amax != am_small) free(j->amax);
+    if (j->sat != sat_small) free(j->sat);
+}
+
+ampc_tensor *ampci_fp8_quantize(ampc_ctx *ctx, ampci_fp8_meta *m, int role, const ampc_tensor *t, const char *op) {
+    struct ampci_fp8 *f = ctx->fp8;
+    int64_t n = ampci_numel(t);
+    void *data = ampci_step_alloc(ctx, (size_t)(n > 0 ? n : 1) * sizeof(uint16_t), op);
+    ampc_tensor *out = data ? ampci_tensor_wrap(op, ctx, AMPC_DTYPE_BF16, t->ndim, t->shape, data) : NULL;
+    if (!out) return NULL;
+    bool e5 = e5m2_role(f, role);
+    double fmax = e5 ? E5M2_MAX : E4M3_MAX;
+    quant_job j = {.k = ctx->kernels,
+                   .x = ampci_tensor_ptr(t),
+                   .dt = t->dtype,
+                   .n = ampci_numel(t),
+                   .scale = m->scale[role],
+                   .fmt = e5 ? AMPCI_QUANT8_E5M2 : AMPCI_QUANT8_E4M3,
+                   .dst = (uint16_t *)ampci_tensor_ptr(out)};
+    float amax;
+    uint64_t sat;
+    if (f->recipe.scaling == AMPC_FP8_CURRENT) { /* the tensor's own amax first */
+        j.amax_only = true, j.scale = 1;
+        quant_run(ctx, &j, &amax, &sat);
+        j.amax_only = false, j.scale = (float)ampc_fp8_current_scale(amax, fmax, f->recipe.margin);
+        m->scale[role] = j.scale;
+    }
+    quant_run(ctx, &j, &amax, &sat);
+    f->saturated += sat;
+    float *row0 = &m->history[(size_t)role * (size_t)f->recipe.amax_history_len];
+    if (role == 2 || ampc_grad_enabled(ctx)) { /* evaluation leaves the history alone */
+        if (amax > *row0) *row0 = amax;
+        m->touched = true;
+    }
+    return out;
+}
+
+/* ---- step end, statistics ---- */
+
+void ampci_fp8_step_end(ampc_ctx *ctx) {
+    struct ampci_fp8 *f = ctx->fp8;
+    if (!f) return;
+    f->saturated = 0;
+    if (f->recipe.scaling != AMPC_FP8_DELAYED) return;
+    int len = f->recipe.amax_history_len;
+    for (int i = 0; i < f->n; i++) {
+        ampci_fp8_meta *m = &f->meta[i];
+        if (!m->touched) continue;
+        m->touched = false;
+        for (int r = 0; r < AMPCI_FP8_ROLES; r++)
+            ampc_fp8_delayed_update(m->history + (size_t)r * (size_t)len, len, f->recipe.amax_compute,
+                                    e5m2_role(f, r) ? E5M2_MAX : E4M3_MAX, f->recipe.margin, &m->scale[r], NULL);
+    }
+}
+
+ampc_status ampc_fp8_get_stats(const ampc_ctx *ctx, ampc_fp8_stats *out) {
+    if (!ctx || !out) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_fp8_get_stats: ctx and out must not be NULL");
+    const struct ampci_fp8 *f = ctx->fp8;
+    *out = (ampc_fp8_stats){0};
+    for (int i = 0; f && i < f->n; i++)
+        for (int r = 0; r < AMPCI_FP8_ROLES; r++) {
+            double s = f->meta[i].scale[r];
+            out->min_scale = out->tensors == 0 || s < out->min_scale ? s : out->min_scale;
+            out->max_scale = out->tensors == 0 || s > out->max_scale ? s : out->max_scale;
+            out->tensors++;
+        }
+    out->saturated = f ? f->saturated : 0;
+    return AMPC_OK;
+}
