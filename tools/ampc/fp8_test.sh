@@ -274,6 +274,18 @@ expect_lines "$OUT" 1
 expect_has "$OUT" '"precision":"fp8"'
 usage_error "--precisions" "'fp8,fp8'" -- compare $GPT --steps 1 --precisions fp8,fp8
 
+# ---- the GradScaler with FP8: current scaling makes a power-of-two loss scale irrelevant, bit for bit
+# (the loss scale shifts every output gradient's amax, and the per-tensor scale shifts back) ----
+run train $GPT --steps 6 --precision fp8 --fp8-scaling current --quiet --log "$TMP/ns.jsonl"
+expect_rc 0
+run train $GPT --steps 6 --precision fp8 --fp8-scaling current --quiet --scaler on --init-scale 1024 \
+    --growth-interval 100000 --log "$TMP/sc.jsonl"
+expect_rc 0
+expect_has "$TMP/sc.jsonl" '"scale":1024'
+check
+[ "$(grep -o '"loss":[^,]*' "$TMP/ns.jsonl")" = "$(grep -o '"loss":[^,]*' "$TMP/sc.jsonl")" ] ||
+    fail "$LAST: a loss scale changed the losses of an FP8 run with current scaling"
+
 # ---- gradients are reduced in fp32, bf16 or fp16, never fp8 ----
 usage_error "--reduce-dtype" "'fp8'" "fp32, bf16, fp16" -- train $GPT --steps 2 --reduce-dtype fp8
 usage_error "--reduce-dtype" "'fp8'" -- train $GPT --steps 2 --precision fp8 --reduce-dtype fp8
