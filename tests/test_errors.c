@@ -95,12 +95,44 @@ static void test_reductions_and_shape_ops(void **state) {
     ASSERT_ERROR_MENTIONS("dtype 40");
 }
 
+/* The range-statistics and FP8 calls on wrong input: a status and a message naming the call. */
+static void test_stats_and_fp8(void **state) {
+    (void)state;
+    ampc_stats *st;
+    assert_int_equal(ampc_stats_new(NULL), AMPC_STATUS_INVALID_ARG);
+    ASSERT_OK(ampc_stats_new(&st));
+    assert_int_equal(ampc_stats_attach(NULL, st), AMPC_STATUS_INVALID_ARG);
+    ASSERT_ERROR_MENTIONS("ampc_stats_attach", "ctx is NULL");
+    ampc_stats_advice a;
+    assert_int_equal(ampc_stats_advise(st, 0, AMPC_FORMAT_FP16, &a), AMPC_STATUS_INVALID_ARG);
+    ASSERT_ERROR_MENTIONS("ampc_stats_advise", "site 0 of 0");
+    assert_null(ampc_stats_get(st, 0));
+    assert_int_equal(ampc_stats_cast_inputs(st, -1, NULL, 0), 0);
+    int k;
+    assert_int_equal(ampc_stats_loss_scale(st, AMPC_FORMAT_FP32, 0, &k, NULL), AMPC_STATUS_INVALID_ARG);
+    ASSERT_ERROR_MENTIONS("ampc_stats_loss_scale", "FP16");
+    ampc_stats_recommendation r;
+    assert_int_equal(ampc_stats_recommend(st, AMPC_FORMAT_FP8_E4M3, &r), AMPC_STATUS_INVALID_ARG);
+    ASSERT_ERROR_MENTIONS("ampc_stats_recommend", "FP16 or BF16");
+    float x = 1;
+    ampc_stats_range rg;
+    assert_int_equal(ampc_stats_classify(AMPC_FORMAT_FP16, &x, AMPC_DTYPE_I32, 1, &rg), AMPC_STATUS_DTYPE);
+    ASSERT_ERROR_MENTIONS("ampc_stats_classify", "I32");
+    ampc_stats_free(st);
+    ampc_fp8_stats fs;
+    assert_int_equal(ampc_fp8_get_stats(g_ctx, NULL), AMPC_STATUS_INVALID_ARG);
+    ASSERT_ERROR_MENTIONS("ampc_fp8_get_stats");
+    ASSERT_OK(ampc_fp8_get_stats(g_ctx, &fs));
+    assert_int_equal(fs.tensors, 0);
+    assert_int_equal(ampc_fp8_begin(NULL, NULL), AMPC_STATUS_INVALID_ARG);
+    ASSERT_ERROR_MENTIONS("ampc_fp8_begin", "ctx is NULL");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_null_inputs),
-        cmocka_unit_test(test_shapes),
-        cmocka_unit_test(test_dtypes_and_contexts),
-        cmocka_unit_test(test_reductions_and_shape_ops),
+        cmocka_unit_test(test_null_inputs),         cmocka_unit_test(test_shapes),
+        cmocka_unit_test(test_dtypes_and_contexts), cmocka_unit_test(test_reductions_and_shape_ops),
+        cmocka_unit_test(test_stats_and_fp8),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -107,8 +107,6 @@ typedef struct ampci_fp8_meta {
     float *history; /* AMPCI_FP8_ROLES rows of the recipe's history length, role-major */
     bool touched;   /* quantised something this step: its delayed scales update at step end */
 } ampci_fp8_meta;
-/* Inside an FP8 region. */
-AMPCI_HIDDEN bool ampci_fp8_active(const ampc_ctx *ctx);
 /* The state of parameter w (made on first use), or NULL (error recorded) on OOM. */
 AMPCI_HIDDEN ampci_fp8_meta *ampci_fp8_meta_for(ampc_ctx *ctx, const ampc_tensor *w);
 /* t (contiguous, F32/F16/BF16) quantised for role by m's scale (current scaling: t's own) into a fresh

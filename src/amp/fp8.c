@@ -121,7 +121,6 @@ ampc_status ampc_fp8_end(ampc_ctx *ctx) {
 }
 
 bool ampc_fp8_enabled(const ampc_ctx *ctx) { return ctx && ctx->fp8 && ctx->fp8->depth > 0; }
-bool ampci_fp8_active(const ampc_ctx *ctx) { return ampc_fp8_enabled(ctx); }
 const ampc_fp8_recipe *ampci_fp8_recipe(const ampc_ctx *ctx) { return ctx->fp8 ? &ctx->fp8->recipe : NULL; }
 int ampci_fp8_history_len(const ampc_ctx *ctx) { return ctx->fp8 ? ctx->fp8->recipe.amax_history_len : 0; }
 const ampci_fp8_meta *ampci_fp8_meta_at(const ampc_ctx *ctx, int i) {
@@ -186,7 +185,7 @@ static inline uint16_t descale1(uint16_t v, uint16_t step) {
 /* Blocks of 32 with a fixed trip count: gcc -O2's vectoriser takes those (it leaves open-ended loops). */
 static void descale(uint16_t *v, int64_t n, int k) {
     uint16_t step = (uint16_t)((unsigned)k << 7); /* k < 0 (a scale below 1) wraps to the right add */
-    if (step == 0) return;                         /* scale 1 */
+    if (step == 0) return;                        /* scale 1 */
     int64_t i = 0;
     for (; i + 32 <= n; i += 32)
         for (int j = 0; j < 32; j++) v[i + j] = descale1(v[i + j], step);
@@ -258,7 +257,7 @@ ampc_tensor *ampci_fp8_quantize(ampc_ctx *ctx, ampci_fp8_meta *m, int role, cons
     quant_job j = {.k = ctx->kernels,
                    .x = ampci_tensor_ptr(t),
                    .dt = t->dtype,
-                   .n = ampci_numel(t),
+                   .n = n,
                    .scale = m->scale[role],
                    .fmt = e5 ? AMPCI_QUANT8_E5M2 : AMPCI_QUANT8_E4M3,
                    .dst = (uint16_t *)ampci_tensor_ptr(out)};

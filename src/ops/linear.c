@@ -121,7 +121,7 @@ static bool operand(const char *op, const ampc_tensor *t, bool flag_t, mat *m, c
 /* The FP8 state's parameter for an op whose weight operand was w before autocast: w when an FP8 region is
  * open and w is a parameter (a leaf that requires grad). */
 static const ampc_tensor *fp8_param(ampc_ctx *ctx, const ampc_tensor *w) {
-    return ampci_fp8_active(ctx) && w && !w->node && w->requires_grad ? w : NULL;
+    return ampc_fp8_enabled(ctx) && w && !w->node && w->requires_grad ? w : NULL;
 }
 
 /* The n values of dtype dt at p (an operand's memory, in its own layout) quantised for role: the BF16

@@ -1,8 +1,25 @@
-# cli_lib.sh: the checks the CLI test scripts share (cli_test.sh, doctor_test.sh), sourced after they set
-# AMPC, JSON_CHECK, TMP, OUT and ERR. Each expect_* counts one check and reports a failure with the
-# command that ran last; the script ends with cli_summary.
+# shellcheck shell=sh
+# cli_lib.sh: what the CLI test scripts share (cli_test.sh, doctor_test.sh, fp8_test.sh), sourced first
+# thing with the script's arguments (PATH/TO/ampc [PATH/TO/ampc_json_check]): AMPC, JSON_CHECK, a TMP
+# folder removed on exit, OUT and ERR for run's output, AMPC_ISA unset; then the checks. Each expect_*
+# counts one check and reports a failure with the command that ran last; the script ends with
+# cli_summary.
+CLI_NAME=$(basename "$0")
+AMPC=${1:?usage: $CLI_NAME PATH/TO/ampc [PATH/TO/ampc_json_check]}
+JSON_CHECK=${2:-$(dirname "$AMPC")/tools/ampc/ampc_json_check}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/ampc_${CLI_NAME%.sh}.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT INT TERM
+OUT=$TMP/out
+ERR=$TMP/err
+[ -x "$AMPC" ] || { echo "$CLI_NAME: $AMPC is not an executable"; exit 1; }
+[ -x "$JSON_CHECK" ] || { echo "$CLI_NAME: $JSON_CHECK is not an executable"; exit 1; }
+unset AMPC_ISA
 failures=0
 checks=0
+
+# numbers FILE: a JSONL log without its timing, memory and label fields (what a repeated run must repeat)
+numbers() { sed -e 's/"tokens_per_s":[^,}]*//' -e 's/"seconds":[^,}]*//' -e 's/"peak_bytes":[^,}]*//' \
+                -e 's/"precision":"[^"]*"//' "$1"; }
 
 fail() {
     failures=$((failures + 1))
@@ -50,6 +67,7 @@ expect_exact_err() {   # the one stderr line, verbatim
 
 expect_json() {    # FILE [--lines]
     checks=$((checks + 1))
+    # shellcheck disable=SC2086 # an absent mode must vanish, not become an empty argument
     "$JSON_CHECK" ${2:-} --objects <"$1" 2>"$TMP/jerr" || fail "$LAST: invalid JSON: $(cat "$TMP/jerr")"
 }
 

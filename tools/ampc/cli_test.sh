@@ -8,17 +8,8 @@
 # usage: cli_test.sh PATH/TO/ampc [PATH/TO/ampc_json_check]
 set -u
 
-AMPC=${1:?usage: cli_test.sh PATH/TO/ampc [PATH/TO/ampc_json_check]}
-JSON_CHECK=${2:-$(dirname "$AMPC")/tools/ampc/ampc_json_check}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/ampc_cli_test.XXXXXX") || exit 1
-trap 'rm -rf "$TMP"' EXIT INT TERM
-OUT=$TMP/out
-ERR=$TMP/err
-. "$(dirname "$0")/cli_lib.sh"
+. "$(dirname "$0")/cli_lib.sh" # AMPC, JSON_CHECK, TMP, OUT, ERR from the arguments
 
-[ -x "$AMPC" ] || { echo "cli_test.sh: $AMPC is not an executable"; exit 1; }
-[ -x "$JSON_CHECK" ] || { echo "cli_test.sh: $JSON_CHECK is not an executable"; exit 1; }
-unset AMPC_ISA
 
 # ---- the checker itself must be able to say no, or every JSON check below would pass vacuously ----
 checks=$((checks + 1))

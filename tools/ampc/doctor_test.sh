@@ -12,22 +12,13 @@
 # shellcheck disable=SC2086 # $GPT, $SIMPLE and $cmd are lists of words, unquoted on purpose
 set -u
 
-AMPC=${1:?usage: doctor_test.sh PATH/TO/ampc [PATH/TO/ampc_json_check]}
-JSON_CHECK=${2:-$(dirname "$AMPC")/tools/ampc/ampc_json_check}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/ampc_doctor_test.XXXXXX") || exit 1
-trap 'rm -rf "$TMP"' EXIT INT TERM
-OUT=$TMP/out
-ERR=$TMP/err
-. "$(dirname "$0")/cli_lib.sh"
+. "$(dirname "$0")/cli_lib.sh" # AMPC, JSON_CHECK, TMP, OUT, ERR from the arguments
 
 # module_precision_of FILE: the ampc.module_precision metadata of a checkpoint (empty when absent)
 module_precision_of() {
     "$AMPC" inspect "$1" --json 2>/dev/null | sed -n 's/^ *"ampc\.module_precision": "\(.*\)",\{0,1\}$/\1/p'
 }
 
-[ -x "$AMPC" ] || { echo "doctor_test.sh: $AMPC is not an executable"; exit 1; }
-[ -x "$JSON_CHECK" ] || { echo "doctor_test.sh: $JSON_CHECK is not an executable"; exit 1; }
-unset AMPC_ISA
 
 GPT="--layers 1 --d-model 32 --heads 2 --context 16 --batch 4"
 SIMPLE="--model simple"
@@ -183,8 +174,6 @@ run compare $GPT --steps 2 --quiet --precisions 'fp32,bf16,attn32:bf16[blocks.*.
     --report "$TMP/rules"
 expect_rc 0
 # the numbers of a JSONL log: losses, gradient norms, scales, eval loss (not timing, memory or the label)
-numbers() { sed -e 's/"tokens_per_s":[^,}]*//' -e 's/"seconds":[^,}]*//' -e 's/"peak_bytes":[^,}]*//' \
-                -e 's/"precision":"[^"]*"//' "$1"; }
 for other in bf16 fp32; do
     check
     [ "$(numbers "$TMP/rules/attn32.jsonl")" != "$(numbers "$TMP/rules/$other.jsonl")" ] ||

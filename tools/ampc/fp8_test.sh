@@ -11,23 +11,12 @@
 # shellcheck disable=SC2086 # $GPT and $opt are lists of words, unquoted on purpose
 set -u
 
-AMPC=${1:?usage: fp8_test.sh PATH/TO/ampc [PATH/TO/ampc_json_check]}
-JSON_CHECK=${2:-$(dirname "$AMPC")/tools/ampc/ampc_json_check}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/ampc_fp8_test.XXXXXX") || exit 1
-trap 'rm -rf "$TMP"' EXIT INT TERM
-OUT=$TMP/out
-ERR=$TMP/err
-. "$(dirname "$0")/cli_lib.sh"
+. "$(dirname "$0")/cli_lib.sh" # AMPC, JSON_CHECK, TMP, OUT, ERR from the arguments
 
-[ -x "$AMPC" ] || { echo "fp8_test.sh: $AMPC is not an executable"; exit 1; }
-[ -x "$JSON_CHECK" ] || { echo "fp8_test.sh: $JSON_CHECK is not an executable"; exit 1; }
-unset AMPC_ISA
 
 GPT="--layers 1 --d-model 32 --heads 2 --context 16 --batch 4"
 
 # the numbers of a JSONL log: losses, gradient norms, scales, eval loss (not timing, memory or the label)
-numbers() { sed -e 's/"tokens_per_s":[^,}]*//' -e 's/"seconds":[^,}]*//' -e 's/"peak_bytes":[^,}]*//' \
-                -e 's/"precision":"[^"]*"//' "$1"; }
 # steps FILE: the step objects of a JSONL log (not the final summary)
 steps() { grep '^{"step":' "$1"; }
 # losses FILE: the loss of each step, one a line

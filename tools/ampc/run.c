@@ -182,8 +182,6 @@ static int setup(run_state *s, const ampc_dataset *ds) {
         mc.in_features = (int)(s->info.input_shape[0] * s->info.input_shape[1] * s->info.input_shape[2]);
     }
     if (ampc_model_new(s->ctx, &mc, &s->model) != AMPC_OK) return fail(s->prog, "model");
-    if (run_check_sr(s->prog, "stochastic rounding", mc.param_dtype, cfg->master, cfg->stochastic_rounding))
-        return CLI_EXIT_USAGE;
     ampc_optim_params op = {.kind = cfg->optimizer == RUN_OPTIM_SGD ? AMPC_OPTIM_SGD : AMPC_OPTIM_ADAMW,
                             .lr = cfg->lr,
                             .weight_decay = cfg->weight_decay,
