@@ -12,7 +12,8 @@
  *  - Lifecycle, I/O and configuration calls return ampc_status (AMPC_OK = 0, errors negative) and hand
  *    objects back through an out-parameter. Tensor-producing calls return a tensor or NULL.
  *  - After any failure ampc_last_error() (thread-local) names the function, the shapes and dtypes
- *    involved and what was expected. A NULL tensor input gives a NULL output and keeps the message of
+ *    involved and what was expected, on one line (control characters in quoted user text read '?').
+ *    A NULL tensor input gives a NULL output and keeps the message of
  *    the call that failed first, so a chain of calls is checked once at its end.
  *  - Parameter structs are zero-initialisable: a field left at 0 takes the documented default.
  *  - FP16 and BF16 values are stored as uint16_t bit patterns; FP8 values as uint8_t.

@@ -55,6 +55,8 @@ refused "$DIR/nodir/x.st" --checkpoint "$DIR/nodir/x.st" --log "$DIR/pre.jsonl"
 refused "$DIR/afile/x.st" --checkpoint "$DIR/afile/x.st" --log "$DIR/pre.jsonl"
 refused "is a directory" --checkpoint "$DIR" --log "$DIR/pre.jsonl"
 refused "$DIR/nodir/x.jsonl" --log "$DIR/nodir/x.jsonl"
+refused "$DIR/no?dir/x.jsonl" --log "$DIR/no
+dir/x.jsonl"   # a line break in the path: still one line
 mkdir -p "$DIR/rep/report.md"
 t0=$(ms)
 # shellcheck disable=SC2086

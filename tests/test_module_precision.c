@@ -435,13 +435,16 @@ static void test_malformed_specs(void **state) {
                {"a=bf16,,b=fp32", "rule ''"},
                {"a b=fp32", "'a b'"},
                {"a=bf16,b=", "'b='"},
-               {"a=bf16,b=half16", "'b=half16'"}};
+               {"a=bf16,b=half16", "'b=half16'"},
+               {"a\nb=fp32", "'a?b'"}, /* a control character: refused, and the message stays one line */
+               {"a\x7f=bf16", "'a?'"}};
     ASSERT_OK(ampc_module_precision_parse(g_ctx, "keep=fp32"));
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ampc_status s = ampc_module_precision_parse(g_ctx, bad[i].spec);
         if (s != AMPC_STATUS_INVALID_ARG)
             FAILF("parse(\"%s\") -> %s, expected INVALID_ARG", bad[i].spec, ampc_status_str(s));
         ASSERT_ERROR_MENTIONS(bad[i].names);
+        if (strpbrk(ampc_last_error(), "\n\x7f")) FAILF("'%s': message not one line", ampc_last_error());
         assert_int_equal(ampc_module_precision_count(g_ctx), 1); /* all or none */
     }
     assert_int_equal(ampc_module_precision_add(g_ctx, "a", AMPC_DTYPE_F64), AMPC_STATUS_DTYPE);

@@ -63,7 +63,9 @@ ampc_status ampc_module_precision_add(ampc_ctx *ctx, const char *pattern, ampc_d
         return ampci_fail(AMPC_STATUS_DTYPE, "%s: '%s' = %s; a module runs in F32, BF16 or F16", fn, pattern,
                           ampc_dtype_name(dtype));
     size_t len = strlen(pattern);
-    if (len == 0 || strpbrk(pattern, ",= \t\n"))
+    bool blank = false; /* spaces and control characters */
+    for (const char *c = pattern; *c; c++) blank |= (unsigned char)*c <= 0x20 || *c == 0x7f;
+    if (len == 0 || blank || strpbrk(pattern, ",="))
         return ampci_fail(AMPC_STATUS_INVALID_ARG,
                           "%s: module glob '%s' must be non-empty, without spaces, ',' or '=' (e.g. 'blocks.*.attn')",
                           fn, pattern);

@@ -43,6 +43,9 @@ ampc_status ampci_vfail(ampc_status s, const char *fmt, va_list ap) {
     /* Format into a scratch buffer first: fmt's arguments may point into tl_message itself. */
     char buf[sizeof tl_message];
     vsnprintf(buf, sizeof buf, fmt, ap);
+    /* one line whatever user text it quotes (a newline in a file name or glob must not split it) */
+    for (char *c = buf; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
     memcpy(tl_message, buf, sizeof buf);
     tl_status = s;
     return s;

@@ -14,11 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Offending text goes into a one-line message: cut it short and replace control characters (a newline
- * in an argument must not split the line). */
+void cli_one_line(char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
+}
+
+/* Offending text goes into a one-line message cut short; fail() replaces its control characters (a
+ * newline in an argument must not split the line). */
 static void quote(const char *s, char *buf, size_t size) {
     size_t n = 0, limit = size > 4 ? size - 4 : 0;
-    for (; *s && n < limit; s++) buf[n++] = (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s;
+    for (; *s && n < limit; s++) buf[n++] = *s;
     if (*s && size >= 4) memcpy(buf + n, "...", 3), n += 3;
     buf[n] = '\0';
 }
@@ -29,6 +34,7 @@ static cli_result fail(cli_parse_out *out, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(out->error, sizeof out->error, fmt, ap);
     va_end(ap);
+    cli_one_line(out->error); /* a value parser's reason may quote the raw value too */
     return CLI_ERROR;
 }
 

@@ -66,6 +66,9 @@ void cli_print_options(FILE *f, const cli_opt *opts, size_t nopts);
 /* "--json, --threads, --help": the option names of a table, for "accepted: ..." messages. */
 void cli_list_options(const cli_opt *opts, size_t nopts, char *buf, size_t size);
 
+/* Replaces control characters in s by '?', so that a message quoting user text stays one line. */
+void cli_one_line(char *s);
+
 /* "a, b, c" from a NULL-terminated list. */
 void cli_join(const char *const *items, char *buf, size_t size);
 

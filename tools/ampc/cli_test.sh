@@ -173,6 +173,11 @@ usage_error "'softmaks'" "softmax" -- train --fp32-ops softmaks
 # per-module precision: the form of the rules is checked while parsing (their globs against the model later)
 usage_error "'a=fp64'" "--module-precision" -- train --module-precision 'a=fp64'
 usage_error "'a b'" "--fp32-modules" -- train --fp32-modules 'a b'
+# a newline in a value that the value's own parser quotes again still makes one line
+usage_error "--fp32-modules" "'x=?'" -- train --fp32-modules 'x=
+'
+usage_error "--module-precision" "'a=bf16?'" -- train --module-precision 'a=bf16
+'
 usage_error "'bf16[x'" "--precisions" -- compare --precisions 'bf16[x'
 usage_error "'rnn'" "gpt, mlp, cnn, simple" -- train --model rnn
 usage_error "'tf32'" "--fp32-matmul; accepted: highest, high, medium" -- train --fp32-matmul tf32

@@ -459,8 +459,13 @@ bool run_parse_precisions(const char *v, void *out, char *why, size_t why_size) 
     return ok && l->n > 0;
 }
 
-/* A glob as module rules take it: non-empty, no spaces, ',' or '='. */
-static bool glob_ok(const char *g, size_t len) { return len > 0 && strcspn(g, " \t=,") >= len; }
+/* A glob as module rules take it (as ampc_module_precision_add): non-empty, no spaces, control
+ * characters, ',' or '='. */
+static bool glob_ok(const char *g, size_t len) {
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)g[i] <= 0x20 || g[i] == 0x7f || g[i] == ',' || g[i] == '=') return false;
+    return len > 0;
+}
 
 bool run_parse_module_precision(const char *v, void *out, char *why, size_t why_size) {
     for (const char *p = v;;) {

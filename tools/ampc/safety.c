@@ -6,6 +6,8 @@
  * missing permissions alike, before any work is done. */
 #include "safety.h"
 
+#include "args.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -54,7 +56,10 @@ static void dir_of(const char *path, char *dir, size_t size) {
 }
 
 static int refuse(const char *prog, const char *opt, const char *path, const char *why) {
-    fprintf(stderr, "%s: --%s: cannot write '%s': %s\n", prog, opt, path, why);
+    char msg[8600];
+    snprintf(msg, sizeof msg, "%s: --%s: cannot write '%s': %s", prog, opt, path, why);
+    cli_one_line(msg); /* whatever the path holds */
+    fprintf(stderr, "%s\n", msg);
     return 1;
 }
 
