@@ -25,7 +25,9 @@
  *    saved, continued to 2K; a fresh context restored from the file and continued to 2K has bit-identical
  *    parameters; the file holds fp8.<param>.scale (3) / .amax_history (3, 4) and metadata ampc.fp8.recipe;
  *    a restore into a context whose FP8 state has another recipe fails (STATE) leaving every object,
- *    the GradScaler included, untouched. */
+ *    the GradScaler included, untouched; a file with a malformed or out-of-range recipe, a history of
+ *    another length or a missing state tensor fails (FORMAT) before anything is restored. */
+#include "st_edit.h"
 #include "test_dir.h"
 
 #include <stdlib.h>
@@ -782,6 +784,49 @@ static void test_checkpoint_recipe_mismatch(void **state) {
     tu_dir_remove();
 }
 
+/* A file whose FP8 part is damaged (the recipe malformed or out of range, a state tensor missing or of
+ * the wrong shape) is refused with FORMAT and a message naming it, before anything is restored. */
+static void test_checkpoint_bad_fp8(void **state) {
+    (void)state;
+    tu_dir_make("fp8b");
+    char good[512], bad[512];
+    snprintf(good, sizeof good, "%s", tu_path("good.safetensors"));
+    snprintf(bad, sizeof bad, "%s", tu_path("bad.safetensors"));
+    trainer a;
+    trainer_new(&a, 7);
+    trainer_step(&a, 1);
+    ASSERT_OK(ampc_checkpoint_save(good, &(ampc_checkpoint_state){.model = a.model, .optim = a.opt, .step = 1}));
+    trainer_free(&a);
+    static const struct {
+        edit e;
+        const char *needle;
+    } cases[] = {
+        {{.key = "ampc.fp8.recipe", .value = "0 0 4"}, "ampc.fp8.recipe"},
+        {{.key = "ampc.fp8.recipe", .value = "7 0 4 0 0"}, "format"},
+        {{.key = "ampc.fp8.recipe", .value = "0 2 4 0 0"}, "scaling"},
+        {{.key = "ampc.fp8.recipe", .value = "0 0 4 9 0"}, "amax_compute"},
+        {{.key = "ampc.fp8.recipe", .value = "0 0 4 0 100"}, "margin"},
+        {{.key = "ampc.fp8.recipe", .value = "0 0 5 0 0"}, "fp8.wte.weight.amax_history (3, 5)"},
+        {{.drop = "fp8.blocks.0.mlp.fc.weight.scale"}, "fp8.blocks.0.mlp.fc.weight.scale"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rewrite(good, bad, cases[i].e);
+        trainer c, d; /* d: c as it was */
+        trainer_new(&c, 7), trainer_new(&d, 7);
+        ampc_safetensors *ck;
+        ASSERT_OK(ampc_checkpoint_open(bad, &ck));
+        ampc_status s = ampc_checkpoint_restore(ck, &(ampc_checkpoint_state){.model = c.model, .optim = c.opt});
+        if (s != AMPC_STATUS_FORMAT || !strstr(ampc_last_error(), cases[i].needle))
+            FAILF("case %zu: expected FORMAT naming \"%s\", got %s: %s", i, cases[i].needle, ampc_status_str(s),
+                  ampc_last_error());
+        ampc_safetensors_free(ck);
+        assert_int_equal(params_diff(&c, &d), 0);
+        assert_int_equal(ampc_optim_steps(c.opt), 0);
+        trainer_free(&c), trainer_free(&d);
+    }
+    tu_dir_remove();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_linear_exact_f32),
@@ -800,6 +845,7 @@ int main(void) {
         cmocka_unit_test(test_recipe_errors),
         cmocka_unit_test(test_checkpoint_resume),
         cmocka_unit_test(test_checkpoint_recipe_mismatch),
+        cmocka_unit_test(test_checkpoint_bad_fp8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -109,6 +109,8 @@ typedef struct ampci_fp8_meta {
 } ampci_fp8_meta;
 /* The state of parameter w (made on first use), or NULL (error recorded) on OOM. */
 AMPCI_HIDDEN ampci_fp8_meta *ampci_fp8_meta_for(ampc_ctx *ctx, const ampc_tensor *w);
+/* The state of parameter w, or NULL when it has none. */
+AMPCI_HIDDEN const ampci_fp8_meta *ampci_fp8_meta_find(const ampc_ctx *ctx, const ampc_tensor *w);
 /* t (contiguous, F32/F16/BF16) quantised for role by m's scale (current scaling: t's own) into a fresh
  * arena BF16 tensor of the dequantised values q / scale (exact); the amax goes into the role's history
  * (forward roles only while grad mode is on: evaluation does not move the scales). NULL on failure. */
@@ -121,6 +123,8 @@ AMPCI_HIDDEN const ampci_fp8_meta *ampci_fp8_meta_at(const ampc_ctx *ctx, int i)
 /* Restores one parameter's state (scale: 3 values, history: 3 rows of len) under recipe. */
 AMPCI_HIDDEN ampc_status ampci_fp8_restore(ampc_ctx *ctx, const ampc_fp8_recipe *recipe, const ampc_tensor *w,
                                            const float *scale, const float *history, int len);
+/* What is wrong with recipe r (NULL: nothing); a history length of 0 becomes the default first. */
+AMPCI_HIDDEN const char *ampci_fp8_recipe_problem(ampc_fp8_recipe *r);
 /* "hybrid, delayed scaling, history 1024, amax max, margin 0" */
 AMPCI_HIDDEN void ampci_fp8_describe(const ampc_fp8_recipe *r, char *buf, size_t size);
 /* The context's FP8 state (if any) was made under recipe r (restore's early check). */

@@ -27,15 +27,20 @@ struct ampci_fp8 {
     uint64_t saturated; /* this step */
 };
 
+/* The index of parameter w's state in f (NULL: none yet), or -1. */
+static int meta_index(const struct ampci_fp8 *f, const ampc_tensor *w) {
+    for (int i = 0; f && i < f->n; i++)
+        if (f->meta[i].w == w) return i;
+    return -1;
+}
+
 /* A freed parameter's state goes with it: a new one made at the same address starts fresh. */
 static void forget(ampc_ctx *ctx, const ampc_tensor *t) {
     struct ampci_fp8 *f = ctx->fp8;
-    for (int i = 0; f && i < f->n; i++)
-        if (f->meta[i].w == t) {
-            free(f->meta[i].history);
-            f->meta[i] = f->meta[--f->n]; /* order does not matter: lookups are by parameter */
-            return;
-        }
+    int i = meta_index(f, t);
+    if (i < 0) return;
+    free(f->meta[i].history);
+    f->meta[i] = f->meta[--f->n]; /* order does not matter: lookups are by parameter */
 }
 
 static struct ampci_fp8 *fp8_state(ampc_ctx *ctx) {
@@ -57,20 +62,27 @@ void ampci_fp8_release(ampc_ctx *ctx) {
 
 /* ---- regions and the recipe ---- */
 
-static ampc_status check_recipe(const char *fn, ampc_fp8_recipe *r) {
+const char *ampci_fp8_recipe_problem(ampc_fp8_recipe *r) {
     if (r->amax_history_len == 0) r->amax_history_len = DEFAULT_HISTORY;
-    const char *bad = (unsigned)r->format > AMPC_FP8_E4M3                      ? "format is not an ampc_fp8_format"
-                      : (unsigned)r->scaling > AMPC_FP8_CURRENT                ? "scaling is not an ampc_fp8_scaling"
-                      : (unsigned)r->amax_compute > AMPC_FP8_AMAX_MOST_RECENT  ? "amax_compute is not valid"
-                      : r->amax_history_len < 1 || r->amax_history_len > 65536 ? "amax_history_len must be in 1..65536"
-                      : r->margin < -64 || r->margin > 64                      ? "margin must be in -64..64"
-                                                                               : NULL;
+    return (unsigned)r->format > AMPC_FP8_E4M3                      ? "format is not an ampc_fp8_format"
+           : (unsigned)r->scaling > AMPC_FP8_CURRENT                ? "scaling is not an ampc_fp8_scaling"
+           : (unsigned)r->amax_compute > AMPC_FP8_AMAX_MOST_RECENT  ? "amax_compute is not valid"
+           : r->amax_history_len < 1 || r->amax_history_len > 65536 ? "amax_history_len must be in 1..65536"
+           : r->margin < -64 || r->margin > 64                      ? "margin must be in -64..64"
+                                                                    : NULL;
+}
+
+static ampc_status check_recipe(const char *fn, ampc_fp8_recipe *r) {
+    const char *bad = ampci_fp8_recipe_problem(r);
     return bad ? ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: %s (history %d, margin %d)", fn, bad, r->amax_history_len,
                             r->margin)
                : AMPC_OK;
 }
 
-static bool same_recipe(const ampc_fp8_recipe *a, const ampc_fp8_recipe *b);
+static bool same_recipe(const ampc_fp8_recipe *a, const ampc_fp8_recipe *b) {
+    return a->format == b->format && a->scaling == b->scaling && a->amax_history_len == b->amax_history_len &&
+           a->amax_compute == b->amax_compute && a->margin == b->margin;
+}
 
 void ampci_fp8_describe(const ampc_fp8_recipe *r, char *buf, size_t size) {
     snprintf(buf, size, "%s, %s scaling, history %d, amax %s, margin %d",
@@ -80,11 +92,6 @@ void ampci_fp8_describe(const ampc_fp8_recipe *r, char *buf, size_t size) {
 
 bool ampci_fp8_compatible(const ampc_ctx *ctx, const ampc_fp8_recipe *r) {
     return !ctx->fp8 || ctx->fp8->n == 0 || same_recipe(&ctx->fp8->recipe, r);
-}
-
-static bool same_recipe(const ampc_fp8_recipe *a, const ampc_fp8_recipe *b) {
-    return a->format == b->format && a->scaling == b->scaling && a->amax_history_len == b->amax_history_len &&
-           a->amax_compute == b->amax_compute && a->margin == b->margin;
 }
 
 /* The recipe becomes the context's; with states made under another one it is refused. */
@@ -144,10 +151,15 @@ static ampci_fp8_meta *meta_new(struct ampci_fp8 *f, const ampc_tensor *w) {
     return m;
 }
 
+const ampci_fp8_meta *ampci_fp8_meta_find(const ampc_ctx *ctx, const ampc_tensor *w) {
+    int i = meta_index(ctx->fp8, w);
+    return i < 0 ? NULL : &ctx->fp8->meta[i];
+}
+
 ampci_fp8_meta *ampci_fp8_meta_for(ampc_ctx *ctx, const ampc_tensor *w) {
     struct ampci_fp8 *f = ctx->fp8;
-    for (int i = 0; f && i < f->n; i++)
-        if (f->meta[i].w == w) return &f->meta[i];
+    int i = meta_index(f, w);
+    if (i >= 0) return &f->meta[i];
     ampci_fp8_meta *m = f ? meta_new(f, w) : NULL;
     if (!m) ampci_fail(AMPC_STATUS_OOM, "FP8: out of memory for the state of '%s'", w->name);
     return m;

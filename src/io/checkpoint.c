@@ -331,13 +331,6 @@ static ampc_status add_module_precision(ampc_safetensors_writer *w, const ampc_m
  * under metadata ampc.fp8.recipe ("format scaling history amax_compute margin") ---- */
 #define FP8_KEY "ampc.fp8.recipe"
 
-static const ampci_fp8_meta *fp8_meta_of(const ampc_ctx *ctx, const ampc_tensor *p) {
-    const ampci_fp8_meta *m;
-    for (int i = 0; (m = ampci_fp8_meta_at(ctx, i)); i++)
-        if (m->w == p) return m;
-    return NULL;
-}
-
 static ampc_status add_fp8(ampc_safetensors_writer *w, const ampc_model *model) {
     const ampc_ctx *ctx = model->ctx;
     const ampc_fp8_recipe *r = ampci_fp8_recipe(ctx);
@@ -348,7 +341,7 @@ static ampc_status add_fp8(ampc_safetensors_writer *w, const ampc_model *model) 
     ampc_status s = ampc_safetensors_set_metadata(w, FP8_KEY, v);
     int64_t len = r->amax_history_len;
     for (int i = 0; s == AMPC_OK && i < model->n; i++) {
-        const ampci_fp8_meta *m = fp8_meta_of(ctx, model->params[i]);
+        const ampci_fp8_meta *m = ampci_fp8_meta_find(ctx, model->params[i]);
         if (!m) continue;
         snprintf(name, sizeof name, "fp8.%s.scale", model->params[i]->name);
         s = ampc_safetensors_add(w, name, AMPC_DTYPE_F32, 1, (int64_t[]){AMPCI_FP8_ROLES}, m->scale);
@@ -618,6 +611,8 @@ static ampc_status plan_fp8(plan *pl, const ampc_model *m, ampc_fp8_recipe *r, b
     if (sscanf(v, "%d %d %d %d %d", &f, &sc, &len, &am, &margin) != 5 || len < 1)
         return ampci_fail(AMPC_STATUS_FORMAT, "%s: metadata %s is \"%s\"", ck_name(pl), FP8_KEY, v);
     *r = (ampc_fp8_recipe){(ampc_fp8_format)f, (ampc_fp8_scaling)sc, len, (ampc_fp8_amax_compute)am, margin};
+    const char *why = ampci_fp8_recipe_problem(r); /* here, so that restore_fp8 cannot fail on it */
+    if (why) return ampci_fail(AMPC_STATUS_FORMAT, "%s: metadata %s is \"%s\": %s", ck_name(pl), FP8_KEY, v, why);
     if (!ampci_fp8_compatible(m->ctx, r)) {
         char was[96];
         ampci_fp8_describe(r, was, sizeof was);
@@ -632,11 +627,12 @@ static ampc_status plan_fp8(plan *pl, const ampc_model *m, ampc_fp8_recipe *r, b
     return s;
 }
 
-static ampc_status restore_fp8(const plan *pl, const ampc_model *m, const ampc_fp8_recipe *r) {
+/* Each parameter's state, found again (the plan checked it) and handed to the context. */
+static ampc_status restore_fp8(plan *pl, const ampc_model *m, const ampc_fp8_recipe *r) {
     const ampc_st_tensor *a, *b;
     ampc_status s = AMPC_OK;
     for (int i = 0; i < m->n && s == AMPC_OK; i++)
-        if ((s = plan_fp8_param((plan *)pl, m->params[i], r->amax_history_len, &a, &b)) == AMPC_OK && a)
+        if ((s = plan_fp8_param(pl, m->params[i], r->amax_history_len, &a, &b)) == AMPC_OK && a)
             s = ampci_fp8_restore(m->ctx, r, m->params[i], a->data, b->data, r->amax_history_len);
     return s;
 }

@@ -148,6 +148,18 @@ static bool fp8_operand(ampc_ctx *ctx, const ampc_tensor *param, int role, mat *
     return (m->p = fp8_quantize_raw(ctx, param, role, p, src->dtype, ampci_numel(src), op)) != NULL;
 }
 
+/* The output gradient as node n's backward GEMMs read it: gout's data, or under FP8 (param: the state's
+ * parameter) its quantised copy; NULL (error recorded) on failure. */
+static const void *fp8_grad(ampci_node *n, const ampc_tensor *param, const ampc_tensor *gout) {
+    return param ? fp8_quantize_raw(n->ctx, param, 2, ampci_tensor_ptr(gout), gout->dtype, ampci_numel(gout), n->op)
+                 : ampci_tensor_ptr(gout);
+}
+
+/* The quantised copies are done with (g: the output gradient's, NULL in the forward). */
+static void fp8_free(ampc_ctx *ctx, const void *g, const mat *a, const mat *b) {
+    ampci_step_free(ctx, (void *)g), ampci_step_free(ctx, (void *)a->p), ampci_step_free(ctx, (void *)b->p);
+}
+
 /* Batch dims of a (nda - 2 of them) and b, right-aligned into two slots and broadcast. */
 static bool batch_dims(const char *op, const ampc_tensor *a, const ampc_tensor *b, int64_t nb[2], int *nbd,
                        int64_t abs_[2], int64_t bbs[2]) {
@@ -195,16 +207,11 @@ static ampc_status matmul_operand_grad(ampci_node *n, int which, const void *g) 
 
 static ampc_status matmul_backward(ampci_node *n, const ampc_tensor *gout) {
     const matmul_saved *sv = n->saved;
-    const void *g = sv->fp8 ? fp8_quantize_raw(n->ctx, sv->fp8, 2, ampci_tensor_ptr(gout), gout->dtype,
-                                               ampci_numel(gout), n->op)
-                            : ampci_tensor_ptr(gout);
+    const void *g = fp8_grad(n, sv->fp8, gout);
     ampc_status s = g ? AMPC_OK : ampc_last_status();
     for (int w = 0; w < 2 && s == AMPC_OK; w++)
         if (ampci_input_needs_grad(n, w)) s = matmul_operand_grad(n, w, g);
-    if (sv->fp8) { /* the quantised copies are done with */
-        ampci_step_free(n->ctx, (void *)g);
-        ampci_step_free(n->ctx, (void *)sv->a.p), ampci_step_free(n->ctx, (void *)sv->b.p);
-    }
+    if (sv->fp8) fp8_free(n->ctx, g, &sv->a, &sv->b);
     return s;
 }
 
@@ -266,8 +273,7 @@ static ampc_tensor *matmul(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tenso
     gemm_dst d = {out ? ampci_tensor_ptr(out) : NULL, a->dtype, NULL};
     if (!out || gemm_batched(ctx, gdt, M, N, K, &sv.a, &sv.b, d, sv.obs, sv.nb) != AMPC_OK) return NULL;
     ampc_tensor *r = ampci_op_end(&c, out, &sv);
-    if (param && (!r || !r->node)) /* no backward will read the copies */
-        ampci_step_free(ctx, (void *)sv.a.p), ampci_step_free(ctx, (void *)sv.b.p);
+    if (param && (!r || !r->node)) fp8_free(ctx, NULL, &sv.a, &sv.b); /* no backward will read them */
     return r;
 }
 
@@ -337,9 +343,7 @@ static ampc_status linear_backward(ampci_node *n, const ampc_tensor *gout) {
     const linear_saved *sv = n->saved;
     ampc_dtype dt = sv->fp8 ? AMPC_DTYPE_BF16 : n->in[0]->dtype;
     static const int64_t one[2] = {1, 1};
-    const void *g = sv->fp8 ? fp8_quantize_raw(n->ctx, sv->fp8, 2, ampci_tensor_ptr(gout), gout->dtype,
-                                               ampci_numel(gout), n->op)
-                            : ampci_tensor_ptr(gout);
+    const void *g = fp8_grad(n, sv->fp8, gout);
     if (!g) return ampc_last_status();
     mat G = {g, sv->out, false, {0, 0}}, GT = G, W = sv->w;
     GT.t = true;
@@ -357,10 +361,7 @@ static ampc_status linear_backward(ampci_node *n, const ampc_tensor *gout) {
         float *gb = column_sums(n->ctx, n->op, gout, sv->rows, sv->out);
         s = gb ? ampci_accumulate_f32(n->op, n->in[2], gb) : ampc_last_status();
     }
-    if (sv->fp8) { /* the quantised copies are done with */
-        ampci_step_free(n->ctx, (void *)g);
-        ampci_step_free(n->ctx, (void *)sv->x.p), ampci_step_free(n->ctx, (void *)sv->w.p);
-    }
+    if (sv->fp8) fp8_free(n->ctx, g, &sv->x, &sv->w);
     return s;
 }
 
@@ -416,7 +417,6 @@ ampc_tensor *ampc_linear(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor 
     if (gemm_batched(ctx, gdt, sv.rows, sv.out, sv.in, &sv.x, &sv.w, d, zero, one) != AMPC_OK) return NULL;
     if (b) ampci_as_f32_done(b, bf);
     ampc_tensor *r = ampci_op_end(&c, y, &sv);
-    if (param && (!r || !r->node)) /* no backward will read the copies */
-        ampci_step_free(ctx, (void *)sv.x.p), ampci_step_free(ctx, (void *)sv.w.p);
+    if (param && (!r || !r->node)) fp8_free(ctx, NULL, &sv.x, &sv.w); /* no backward will read them */
     return r;
 }
