@@ -294,6 +294,60 @@ typedef struct ampc_kernel_choice {
 AMPC_API bool ampc_kernel_get_choice(int i, ampc_kernel_choice *out);
 
 /* ------------------------------------------------------------------------------------------------
+ * Devices. A context runs on one device and every tensor of a context lives in that device's memory.
+ *   cpu       the host CPU (the default): memory is host memory, ampc_tensor_data is a host pointer
+ *   cuda[:N]  NVIDIA GPU N (when the library is built with CUDA; not yet in this release)
+ *   guard     a test device: the CPU's kernels on host memory the host cannot touch (mprotect'd
+ *             PROT_NONE outside the device's own calls), so any read or write of tensor memory that does
+ *             not go through the device crashes at once. It gives the CPU's bits exactly; it is slow
+ *             (two mprotect calls per device call) and meant for tests.
+ * On a device whose memory is not host memory, ampc_tensor_data returns the device address: read and
+ * write tensors with ampc_tensor_copy_to / ampc_tensor_copy_from (or ampc_tensor_copy between contexts),
+ * as torch's .to(device) does.
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef enum ampc_device_kind {
+    AMPC_DEVICE_CPU = 0,
+    AMPC_DEVICE_CUDA,
+    AMPC_DEVICE_GUARD,
+    AMPC_DEVICE_KIND_COUNT
+} ampc_device_kind;
+
+/* A device: its kind and index among the devices of that kind (0 for cpu and guard). {0} is the CPU. */
+typedef struct ampc_device {
+    ampc_device_kind kind;
+    int index;
+} ampc_device;
+
+/* "cpu", "cuda", "guard". */
+AMPC_API const char *ampc_device_kind_name(ampc_device_kind kind);
+/* Parses "cpu", "guard", "cuda" (= cuda:0) or "cuda:N". INVALID_ARG for text that names no device kind
+ * or a malformed index; UNSUPPORTED for a kind this build lacks or an index past the devices present.
+ * The message names the text and what is accepted. */
+AMPC_API ampc_status ampc_device_parse(const char *text, ampc_device *out);
+/* Devices of a kind present (and built): cpu 1, guard 1, cuda the GPUs the CUDA runtime sees (0 without
+ * CUDA). */
+AMPC_API int ampc_device_count(ampc_device_kind kind);
+typedef struct ampc_device_info {
+    ampc_device device;
+    char name[32];         /* "cpu", "guard", "cuda:0" */
+    char description[128]; /* the CPU's brand string, "NVIDIA H200", ... */
+    bool built;            /* this build has the device kind */
+    bool present;          /* and the device exists on this machine */
+    bool host_memory;      /* the host may read and write its memory directly (the CPU only) */
+    int units;             /* CPU: online CPUs; CUDA: multiprocessors */
+    int capability_major;  /* CUDA compute capability; 0 elsewhere */
+    int capability_minor;
+    size_t total_memory; /* bytes; 0 where unknown */
+    size_t free_memory;  /* bytes; 0 where unknown */
+} ampc_device_info;
+/* INVALID_ARG for a kind out of range or a negative index, UNSUPPORTED when the device is not built or
+ * not present (out is still filled: built and present say which). */
+AMPC_API ampc_status ampc_device_get_info(ampc_device device, ampc_device_info *out);
+/* "cpu", "guard", "cuda:1" into buf (size >= 16); buf. */
+AMPC_API const char *ampc_device_name(ampc_device device, char *buf, size_t size);
+
+/* ------------------------------------------------------------------------------------------------
  * Context: allocator, threads, kernel table, RNG, step arena
  * ---------------------------------------------------------------------------------------------- */
 
@@ -317,6 +371,8 @@ typedef struct ampc_ctx_params {
     const ampc_allocator *allocator; /* NULL = aligned_alloc/free */
     ampc_log_fn log;                 /* NULL = warnings and errors to stderr */
     void *log_user;
+    ampc_device device; /* where tensors live and kernels run; {0} = the CPU. A device that is not built
+                           or not present fails ampc_ctx_new with UNSUPPORTED */
 } ampc_ctx_params;
 
 /* params may be NULL (all defaults). */
@@ -324,6 +380,8 @@ AMPC_API ampc_status ampc_ctx_new(const ampc_ctx_params *params, ampc_ctx **out)
 AMPC_API void ampc_ctx_free(ampc_ctx *ctx);
 /* The kernel level this context runs. */
 AMPC_API ampc_isa ampc_ctx_isa(const ampc_ctx *ctx);
+/* The device the context runs on ({0}, the CPU, for NULL). */
+AMPC_API ampc_device ampc_ctx_device(const ampc_ctx *ctx);
 /* Threads used by parallel work (>= 1). n = 0 selects the number of online CPUs. */
 AMPC_API ampc_status ampc_ctx_set_threads(ampc_ctx *ctx, int n);
 AMPC_API int ampc_ctx_threads(const ampc_ctx *ctx);
@@ -345,10 +403,34 @@ typedef struct ampc_memory_usage {
     size_t heap_used;       /* bytes of it in use now */
     size_t heap_high_water; /* largest heap_used seen */
     uint64_t allocations;   /* allocator calls so far */
+    /* The context's device memory (tensor data, scratch, parameters and optimizer state): on the CPU it
+     * is host memory and these equal live_bytes and peak_bytes; on another device live_bytes and
+     * peak_bytes count host memory only (tensor headers, the tape) and these the device's. */
+    size_t device_live_bytes;
+    size_t device_peak_bytes;
 } ampc_memory_usage;
 
 AMPC_API ampc_status ampc_memory_stats(const ampc_ctx *ctx, ampc_memory_usage *out);
 AMPC_API void ampc_memory_reset_peak(ampc_ctx *ctx);
+
+/* Host synchronisation points: every place where the host waits for a value computed on the device. On
+ * the CPU they cost nothing, but they are counted alike, so `ampc bench step` can say how many times a
+ * step would stop an accelerator, and why. */
+typedef enum ampc_sync_point {
+    AMPC_SYNC_FOUND_INF = 0, /* the GradScaler's overflow flags after unscaling (step or skip) */
+    AMPC_SYNC_CLIP_NORM,     /* the global gradient norm (clipping) */
+    AMPC_SYNC_FP8_AMAX,      /* an FP8 tensor's amax (current scaling, delayed scaling's history) */
+    AMPC_SYNC_ANOMALY,       /* anomaly mode's finiteness check of an op output or a gradient */
+    AMPC_SYNC_STATS,         /* range statistics of one tensor (ampc_stats, the doctor) */
+    AMPC_SYNC_INDEX,         /* ids or class targets checked against their range (embedding, loss) */
+    AMPC_SYNC_READ,          /* a tensor read on the host: ampc_tensor_copy_to (the logged loss), saves */
+    AMPC_SYNC_COMM,          /* gradients or parameters staged in host memory for MPI */
+    AMPC_SYNC_POINT_COUNT
+} ampc_sync_point;
+/* "found_inf", "clip_norm", "fp8_amax", "anomaly", "stats", "index", "read", "comm"; "?" out of range. */
+AMPC_API const char *ampc_sync_point_name(ampc_sync_point point);
+/* The times the context synchronised at each point since it was made: out[AMPC_SYNC_POINT_COUNT]. */
+AMPC_API ampc_status ampc_ctx_sync_counts(const ampc_ctx *ctx, uint64_t *out);
 
 /* ------------------------------------------------------------------------------------------------
  * Parallel for. [0, n) is cut into chunks of `grain` items (the last may be shorter); fn runs once per
@@ -423,10 +505,15 @@ AMPC_API ampc_tensor *ampc_tensor_from_buffer(ampc_ctx *ctx, ampc_dtype dtype, i
 AMPC_API ampc_status ampc_tensor_fill(ampc_tensor *t, double value);
 AMPC_API ampc_status ampc_tensor_fill_uniform(ampc_tensor *t, double lo, double hi);
 AMPC_API ampc_status ampc_tensor_fill_normal(ampc_tensor *t, double mean, double std);
-/* Writes numel row-major elements of src (src_dtype) into t, converting. */
+/* Writes numel row-major elements of host memory src (src_dtype) into t, converting: host to device on a
+ * device context. */
 AMPC_API ampc_status ampc_tensor_copy_from(ampc_tensor *t, const void *src, ampc_dtype src_dtype);
-/* Reads t's elements in row-major order into dst, converted to dst_dtype. */
+/* Reads t's elements in row-major order into host memory dst, converted to dst_dtype: device to host on a
+ * device context (a host synchronisation point, AMPC_SYNC_READ). */
 AMPC_API ampc_status ampc_tensor_copy_to(const ampc_tensor *t, void *dst, ampc_dtype dst_dtype);
+/* dst's elements = src's (row-major order, converted to dst's dtype), for tensors of any contexts and
+ * devices (torch's dst.copy_(src)): the numbers of elements must agree. Bumps dst's version. */
+AMPC_API ampc_status ampc_tensor_copy(ampc_tensor *dst, const ampc_tensor *src);
 
 /* Shape changes, all differentiable (recorded on the tape when an input requires grad). reshape returns a
  * view when the strides allow it and a contiguous copy otherwise; one extent may be -1 (inferred). view
@@ -453,7 +540,9 @@ AMPC_API int ampc_tensor_ndim(const ampc_tensor *t);
 AMPC_API int64_t ampc_tensor_dim(const ampc_tensor *t, int dim);
 AMPC_API int64_t ampc_tensor_stride(const ampc_tensor *t, int dim); /* in elements */
 AMPC_API int64_t ampc_tensor_numel(const ampc_tensor *t);
-AMPC_API void *ampc_tensor_data(const ampc_tensor *t); /* first element */
+/* The address of the first element in the memory of t's device: a host pointer on the CPU, a device
+ * address elsewhere (never dereference it there: use ampc_tensor_copy_to/_from). */
+AMPC_API void *ampc_tensor_data(const ampc_tensor *t);
 AMPC_API bool ampc_tensor_is_contiguous(const ampc_tensor *t);
 AMPC_API bool ampc_tensor_is_owned(const ampc_tensor *t);
 /* Shared by a tensor and all its views; bumped by every in-place write through the API. */

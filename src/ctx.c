@@ -5,7 +5,7 @@
  * and top down on the way out. */
 #include "amp/amp.h"
 #include "autograd/autograd.h"
-#include "kernels/kernels.h"
+#include "kernels/device.h"
 
 ampc_status ampc_ctx_new(const ampc_ctx_params *params, ampc_ctx **out) {
     static const ampc_ctx_params defaults;
@@ -16,6 +16,7 @@ ampc_status ampc_ctx_new(const ampc_ctx_params *params, ampc_ctx **out) {
     if (s != AMPC_OK) return s;
     ctx->kernels = ampci_kernels(params ? params->isa : AMPC_ISA_AUTO);
     ctx->isa = ctx->kernels->isa;
+    ctx->dev = ampci_device_ops_for(ctx->dev_mem.device.kind); /* present: core opened the device */
     *out = ctx; /* autograd and amp start empty (their state is zero, or made on first use) */
     return AMPC_OK;
 }

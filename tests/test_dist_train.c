@@ -11,7 +11,8 @@
 #include "dist_test_util.h"
 #include "test_dir.h"
 
-#include "dist/dist.h" /* internal: launched buckets, owned ranges, the context's grad hook */
+#include "autograd/autograd.h" /* internal: the grad-ready listeners */
+#include "dist/dist.h"         /* internal: launched buckets, owned ranges */
 
 enum { B = 8, STEPS = 3 };
 static float g_x[STEPS][B * IN]; /* the global batch of each step, the same on every rank */
@@ -199,19 +200,16 @@ static void test_bucket_size_changes_nothing(void **state) {
 
 /* ---- 2. reductions overlap the backward; one backward per step ---- */
 
-static struct {
-    void (*orig)(void *, ampc_tensor *);
-    void *arg;
-    int leaves, launched[16]; /* buckets launched when each leaf's gradient was final */
-} g_spy;
+static struct { int leaves, launched[16]; /* buckets launched when each leaf's gradient was final */ } g_spy;
 /* Buckets whose reduction the reducer has launched in this backward. */
 static int launched_buckets(void) {
     int n = 0;
     for (int i = 0; i < g_d->nbuckets; i++) n += g_d->buckets[i].launched;
     return n;
 }
+/* A second grad-ready listener, added after the reducer's, so it runs after it for every leaf. */
 static void spy_hook(void *arg, ampc_tensor *leaf) {
-    g_spy.orig(arg, leaf);
+    (void)arg;
     if (leaf && g_spy.leaves < 16) g_spy.launched[g_spy.leaves++] = launched_buckets();
 }
 
@@ -220,9 +218,9 @@ static void test_reductions_overlap_backward(void **state) {
     if (g_size != 2) skip();
     replica a = rep_new(F32);
     rep_attach(&a, F32, AMPC_DIST_SHARD_NONE, 4096);
-    assert_true(a.ctx->grad_hook != NULL);
-    g_spy.orig = a.ctx->grad_hook, g_spy.arg = a.ctx->grad_hook_arg, g_spy.leaves = 0;
-    a.ctx->grad_hook = spy_hook; /* watches the reducer from inside the backward */
+    assert_int_equal(a.ctx->grad_ready.n, 1); /* the reducer's */
+    g_spy.leaves = 0;
+    ASSERT_OK(ampci_autograd_on_grad_ready(a.ctx, spy_hook, NULL)); /* watches the reducer from inside the backward */
     ampc_dist_stats st;
     ASSERT_OK(ampc_dist_get_stats(g_d, &st));
     assert_true(st.buckets > 1);
@@ -238,6 +236,8 @@ static void test_reductions_overlap_backward(void **state) {
     ASSERT_OK(ampc_dist_get_stats(g_d, &st));
     assert_int_equal(st.steps, 1);
     assert_true(st.comm_seconds > 0 && st.exposed_seconds >= 0);
+    assert_true(ampci_autograd_off_grad_ready(a.ctx, spy_hook, NULL));
+    assert_int_equal(a.ctx->grad_ready.n, 1); /* the reducer's stays */
     ASSERT_OK(ampc_optim_step(a.opt));
     rep_free(&a);
 }

@@ -35,7 +35,8 @@ static int meta_index(const struct ampci_fp8 *f, const ampc_tensor *w) {
 }
 
 /* A freed parameter's state goes with it: a new one made at the same address starts fresh. */
-static void forget(ampc_ctx *ctx, const ampc_tensor *t) {
+static void forget(void *arg, const ampc_tensor *t) {
+    ampc_ctx *ctx = arg;
     struct ampci_fp8 *f = ctx->fp8;
     int i = meta_index(f, t);
     if (i < 0) return;
@@ -44,9 +45,13 @@ static void forget(ampc_ctx *ctx, const ampc_tensor *t) {
 }
 
 static struct ampci_fp8 *fp8_state(ampc_ctx *ctx) {
-    if (!ctx->fp8 && !(ctx->fp8 = calloc(1, sizeof *ctx->fp8)))
+    if (ctx->fp8) return ctx->fp8;
+    if (!(ctx->fp8 = calloc(1, sizeof *ctx->fp8))) {
         ampci_fail(AMPC_STATUS_OOM, "ampc_fp8_begin: out of memory for the FP8 state");
-    if (ctx->fp8) ctx->tensor_free_hook = forget;
+    } else if (ampci_tensor_on_free(ctx, forget, ctx) != AMPC_OK) { /* the state is keyed by parameters */
+        free(ctx->fp8);
+        ctx->fp8 = NULL;
+    }
     return ctx->fp8;
 }
 
@@ -57,7 +62,7 @@ void ampci_fp8_release(ampc_ctx *ctx) {
     free(f->meta);
     free(f);
     ctx->fp8 = NULL;
-    ctx->tensor_free_hook = NULL;
+    ampci_tensor_off_free(ctx, forget, ctx);
 }
 
 /* ---- regions and the recipe ---- */
@@ -267,12 +272,12 @@ ampc_tensor *ampci_fp8_quantize(ampc_ctx *ctx, ampci_fp8_meta *m, int role, cons
     bool e5 = e5m2_role(f, role);
     double fmax = e5 ? E5M2_MAX : E4M3_MAX;
     quant_job j = {.k = ctx->kernels,
-                   .x = ampci_tensor_ptr(t),
+                   .x = ampci_dev_ptr(t),
                    .dt = t->dtype,
                    .n = n,
                    .scale = m->scale[role],
                    .fmt = e5 ? AMPCI_QUANT8_E5M2 : AMPCI_QUANT8_E4M3,
-                   .dst = (uint16_t *)ampci_tensor_ptr(out)};
+                   .dst = (uint16_t *)ampci_dev_ptr(out)};
     float amax;
     uint64_t sat;
     if (f->recipe.scaling == AMPC_FP8_CURRENT) { /* the tensor's own amax first */

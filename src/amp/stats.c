@@ -92,15 +92,16 @@ void ampc_stats_free(ampc_stats *st) {
     free(st);
 }
 
-static void grad_hook(ampc_ctx *ctx, const ampci_node *n, const ampc_tensor *t, const ampc_tensor *g);
+static void grad_hook(void *arg, const ampci_node *n, const ampc_tensor *t, const ampc_tensor *g);
 
 ampc_status ampc_stats_attach(ampc_ctx *ctx, ampc_stats *st) {
     if (!ctx) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_stats_attach: ctx is NULL");
     if (st && st->ctx && st->ctx != ctx)
         return ampci_fail(AMPC_STATUS_STATE, "ampc_stats_attach: the statistics are attached to another context");
+    if (st && !ctx->stats && ampci_autograd_on_grad_seen(ctx, grad_hook, ctx) != AMPC_OK) return ampc_last_status();
+    if (!st) ampci_autograd_off_grad_seen(ctx, grad_hook, ctx);
     if (ctx->stats) ctx->stats->ctx = NULL;
     ctx->stats = st;
-    ctx->grad_stats = st ? grad_hook : NULL;
     if (st) st->ctx = ctx;
     return AMPC_OK;
 }
@@ -233,7 +234,7 @@ static void summarise(ampc_ctx *ctx, ampci_site *s, const ampc_tensor *t) {
     ampci_range_acc stack_acc[4], *acc = tasks <= 4 ? stack_acc : calloc((size_t)tasks, sizeof *acc);
     if (!acc) return;
     for (int64_t i = 0; i < tasks; i++) acc[i] = (ampci_range_acc){.min_bits = 0x7f800000u};
-    sum_job job = {ctx->kernels, ampci_tensor_ptr(t), t->dtype, n, tasks ? (n + tasks - 1) / tasks : 0, st->thr, acc};
+    sum_job job = {ctx->kernels, ampci_dev_ptr(t), t->dtype, n, tasks ? (n + tasks - 1) / tasks : 0, st->thr, acc};
     if (tasks == 1) sum_task(&job, 0, 1, 0);
     else if (tasks > 1) ampc_parallel_for(ctx, tasks, 1, sum_task, &job);
     ampc_stats_entry *e = &s->e;
@@ -317,7 +318,8 @@ void ampci_stats_carry(ampc_tensor *out, const ampc_tensor *in) {
     out->stats_low = out->dtype == AMPC_DTYPE_F32 ? in->stats_low && in->dtype == AMPC_DTYPE_F32 : true;
 }
 
-static void grad_hook(ampc_ctx *ctx, const ampci_node *n, const ampc_tensor *t, const ampc_tensor *g) {
+static void grad_hook(void *arg, const ampci_node *n, const ampc_tensor *t, const ampc_tensor *g) {
+    ampc_ctx *ctx = arg;
     ampc_stats *st = ctx->stats;
     int site = n->stats_site < 0 ? -n->stats_site : n->stats_site; /* negative: a weight cast (above) */
     if (!st || site == 0 || site > st->n || (n->stats_site < 0 && t == n->out)) return;

@@ -6,10 +6,13 @@
 #include <stdio.h>
 #include <string.h>
 
-/* "nan" or "inf" for element i of contiguous t. */
+/* "nan" or "inf" for element i of contiguous t (read to the host: part of the anomaly check's sync). */
 static const char *what_at(const ampc_tensor *t, int64_t i) {
+    size_t es = ampc_dtype_size(t->dtype);
+    unsigned char bits[8];
     double v;
-    ampc_convert(&v, AMPC_DTYPE_F64, ampci_tensor_ptr(t) + (size_t)i * ampc_dtype_size(t->dtype), t->dtype, 1);
+    ampci_dev_copy_out(t->ctx, bits, ampci_dev_ptr(t) + (size_t)i * es, es);
+    ampc_convert(&v, AMPC_DTYPE_F64, bits, t->dtype, 1);
     return v != v ? "nan" : v > 0 ? "+inf" : "-inf";
 }
 
@@ -23,7 +26,7 @@ static void name_tensor(const ampc_tensor *t, char *buf, size_t size) {
 
 bool ampci_check_output(ampc_ctx *ctx, const ampc_tensor *t) {
     if (!ctx->check_finite || !t) return true;
-    int64_t bad = ampci_tensor_first_nonfinite(t);
+    int64_t bad = ampci_tensor_first_nonfinite(t, AMPC_SYNC_ANOMALY);
     if (bad < 0) return true;
     char out[192], ins[640] = "";
     name_tensor(t, out, sizeof out);
@@ -44,7 +47,7 @@ bool ampci_check_output(ampc_ctx *ctx, const ampc_tensor *t) {
 
 bool ampci_check_grad(ampc_ctx *ctx, const char *op, const ampc_tensor *input, const ampc_tensor *g) {
     if (!ctx->check_finite) return true;
-    int64_t bad = ampci_tensor_first_nonfinite(g);
+    int64_t bad = ampci_tensor_first_nonfinite(g, AMPC_SYNC_ANOMALY);
     if (bad < 0) return true;
     char in[192];
     name_tensor(input, in, sizeof in);

@@ -48,11 +48,21 @@ AMPCI_HIDDEN ampc_status ampci_grad_accumulate(ampc_tensor *t, const ampc_tensor
  * and in anomaly mode, which checks the F32 values. */
 AMPCI_HIDDEN ampc_dtype ampci_grad_dtype(const ampc_tensor *t);
 
-/* The grad-ready hook (NULL: none), as DDP's reducer uses it: during ampc_backward, fn(arg, leaf) runs for
- * every leaf that requires grad as soon as the last node reading it has run its backward (its gradient
- * is then final for this walk; it may be absent when no gradient reached it), and fn(arg, NULL) after
- * every node. Leaves no node of the walk reads are not reported. One hook per context. */
-AMPCI_HIDDEN void ampci_autograd_set_grad_hook(ampc_ctx *ctx, void (*fn)(void *arg, ampc_tensor *leaf), void *arg);
+/* ---- the backward walk's events, each with its listener list (several subscribers, run in the order
+ * they were added) ----
+ * grad_ready (DDP's reducer): during ampc_backward, fn(arg, leaf) runs for every leaf that requires grad as
+ * soon as the last node reading it has run its backward (its gradient is then final for this walk; it
+ * may be absent when no gradient reached it), and fn(arg, NULL) after every node. Leaves no node of the
+ * walk reads are not reported.
+ * grad_seen (the doctor's range statistics): fn(arg, n, t, g) with the gradient g of node n's output
+ * (t == n->out) before n's backward runs, for nodes with a statistics site, and with each contribution g
+ * that n's backward hands to a leaf t that requires grad. */
+typedef void ampci_grad_ready_fn(void *arg, ampc_tensor *leaf);
+typedef void ampci_grad_seen_fn(void *arg, const ampci_node *n, const ampc_tensor *t, const ampc_tensor *g);
+AMPCI_HIDDEN ampc_status ampci_autograd_on_grad_ready(ampc_ctx *ctx, ampci_grad_ready_fn *fn, void *arg);
+AMPCI_HIDDEN bool ampci_autograd_off_grad_ready(ampc_ctx *ctx, ampci_grad_ready_fn *fn, void *arg);
+AMPCI_HIDDEN ampc_status ampci_autograd_on_grad_seen(ampc_ctx *ctx, ampci_grad_seen_fn *fn, void *arg);
+AMPCI_HIDDEN bool ampci_autograd_off_grad_seen(ampc_ctx *ctx, ampci_grad_seen_fn *fn, void *arg);
 
 /* Step end (the context assembly calls it): the tape lives in the arena, so it is simply forgotten. */
 AMPCI_HIDDEN void ampci_autograd_step_end(ampc_ctx *ctx);

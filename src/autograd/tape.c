@@ -13,8 +13,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define ADD_CHUNK 4096
-
 void ampci_autograd_step_end(ampc_ctx *ctx) {
     ctx->tape = NULL;
     ctx->cur_op = NULL;
@@ -62,20 +60,33 @@ ampci_node *ampci_record(ampc_ctx *ctx, const char *op, ampc_tensor *out, const 
 
 bool ampci_input_needs_grad(const ampci_node *n, int i) { return i < n->nin && n->in[i] && n->in[i]->requires_grad; }
 
-/* dst (contiguous) += src (contiguous, same numel), in F32, rounded once to dst's dtype. */
-static void add_into(ampc_tensor *dst, const ampc_tensor *src) {
-    int64_t n = ampci_numel(dst);
-    size_t ds = ampc_dtype_size(dst->dtype), ss = ampc_dtype_size(src->dtype);
-    unsigned char *d = ampci_tensor_ptr(dst);
-    const unsigned char *s = ampci_tensor_ptr(src);
-    float a[ADD_CHUNK], b[ADD_CHUNK];
-    for (int64_t i = 0; i < n; i += ADD_CHUNK) {
-        size_t m = (size_t)(n - i < ADD_CHUNK ? n - i : ADD_CHUNK);
-        ampc_convert(a, AMPC_DTYPE_F32, d + (size_t)i * ds, dst->dtype, m);
-        ampc_convert(b, AMPC_DTYPE_F32, s + (size_t)i * ss, src->dtype, m);
-        for (size_t k = 0; k < m; k++) a[k] += b[k];
-        ampc_convert(d + (size_t)i * ds, dst->dtype, a, AMPC_DTYPE_F32, m);
-    }
+/* dst (contiguous) += src (contiguous, same numel), in F32, rounded once to dst's dtype (on the device). */
+static ampc_status add_into(ampc_tensor *dst, const ampc_tensor *src) {
+    return AMPCI_DEV(dst->ctx, accumulate, .dst = ampci_dev_ptr(dst), .dst_dt = dst->dtype, .src = ampci_dev_ptr(src),
+                     .src_dt = src->dtype, .n = ampci_numel(dst));
+}
+
+/* The listeners of an event, called with the event's arguments. */
+static void grad_seen(ampc_ctx *ctx, const ampci_node *n, const ampc_tensor *t, const ampc_tensor *g) {
+    for (int i = 0; i < ctx->grad_seen.n; i++)
+        ((ampci_grad_seen_fn *)ctx->grad_seen.at[i].fn)(ctx->grad_seen.at[i].arg, n, t, g);
+}
+static void grad_ready(ampc_ctx *ctx, ampc_tensor *leaf) {
+    for (int i = 0; i < ctx->grad_ready.n; i++)
+        ((ampci_grad_ready_fn *)ctx->grad_ready.at[i].fn)(ctx->grad_ready.at[i].arg, leaf);
+}
+
+ampc_status ampci_autograd_on_grad_ready(ampc_ctx *ctx, ampci_grad_ready_fn *fn, void *arg) {
+    return ampci_listeners_add(&ctx->grad_ready, "grad-ready listener", (void (*)(void))fn, arg);
+}
+bool ampci_autograd_off_grad_ready(ampc_ctx *ctx, ampci_grad_ready_fn *fn, void *arg) {
+    return ampci_listeners_remove(&ctx->grad_ready, (void (*)(void))fn, arg);
+}
+ampc_status ampci_autograd_on_grad_seen(ampc_ctx *ctx, ampci_grad_seen_fn *fn, void *arg) {
+    return ampci_listeners_add(&ctx->grad_seen, "gradient listener", (void (*)(void))fn, arg);
+}
+bool ampci_autograd_off_grad_seen(ampc_ctx *ctx, ampci_grad_seen_fn *fn, void *arg) {
+    return ampci_listeners_remove(&ctx->grad_seen, (void (*)(void))fn, arg);
 }
 
 /* References on the step buffer behind a gradient (arena and heap storage only; owned storage has its
@@ -89,9 +100,8 @@ static void grad_unref(ampc_tensor *g) {
 
 static ampc_status accumulate_leaf(ampc_tensor *t, const ampc_tensor *g) {
     if (t->grad) {
-        add_into(t->grad, g);
         t->grad->storage->version++;
-        return AMPC_OK;
+        return add_into(t->grad, g);
     }
     static const char fn[] = "ampc_backward";
     ampc_tensor *gr = t->grad_slot ? t->grad_slot
@@ -99,10 +109,10 @@ static ampc_status accumulate_leaf(ampc_tensor *t, const ampc_tensor *g) {
                                    : ampci_tensor_arena(fn, t->ctx, t->dtype, t->ndim, t->shape);
     if (!gr) return ampc_last_status();
     if (!t->owned) grad_ref(gr); /* an arena leaf's gradient lives until step end: never unreferenced */
-    ampc_convert(ampci_tensor_ptr(gr), t->dtype, ampci_tensor_ptr(g), g->dtype, (size_t)ampci_numel(t));
     gr->storage->version++;
     t->grad = gr;
-    return AMPC_OK;
+    return AMPCI_DEV(t->ctx, convert, .dst = ampci_dev_ptr(gr), .dst_dt = t->dtype, .src = ampci_dev_ptr(g),
+                     .src_dt = g->dtype, .n = ampci_numel(t));
 }
 
 ampc_status ampci_grad_accumulate(ampc_tensor *t, const ampc_tensor *g) {
@@ -111,7 +121,7 @@ ampc_status ampci_grad_accumulate(ampc_tensor *t, const ampc_tensor *g) {
     if (!ampci_check_grad(ctx, ctx->cur_backward ? ctx->cur_backward : "ampc_backward", t, g)) return AMPC_STATUS_STATE;
     if (!t->node) {
         if (!t->requires_grad) return AMPC_OK;
-        if (ctx->grad_stats && ctx->cur_node) ctx->grad_stats(ctx, ctx->cur_node, t, g);
+        if (ctx->grad_seen.n && ctx->cur_node) grad_seen(ctx, ctx->cur_node, t, g);
         return accumulate_leaf(t, g);
     }
     static const char fn[] = "ampc_backward";
@@ -121,11 +131,10 @@ ampc_status ampci_grad_accumulate(ampc_tensor *t, const ampc_tensor *g) {
         sum = g->dtype == t->dtype ? (ampc_tensor *)g : ampci_copy_as(fn, g, t->dtype);
     } else if (n->grad->storage->arena && ampc_tensor_is_contiguous(n->grad) && n->grad->offset == 0 &&
                ampci_step_exclusive(ctx, n->grad->storage->data)) {
-        add_into(n->grad, g); /* the sum rounds once to t's dtype either way: the same bits */
-        return AMPC_OK;
+        return add_into(n->grad, g); /* the sum rounds once to t's dtype either way: the same bits */
     } else {
         sum = ampci_copy_as(fn, n->grad, t->dtype);
-        if (sum) add_into(sum, g);
+        if (sum && add_into(sum, g) != AMPC_OK) return ampc_last_status();
     }
     if (!sum) return ampc_last_status();
     grad_ref(sum);
@@ -142,13 +151,12 @@ ampc_dtype ampci_grad_dtype(const ampc_tensor *t) {
 
 /* ---- the walk ---- */
 
-/* Saved inputs whose storage is absent (sharded parameters between uses) are gathered first. */
+/* Saved inputs whose storage is absent (sharded parameters between uses) are made present first. */
 static ampc_status gather_saved(const ampci_node *n) {
-    ampc_ctx *ctx = n->ctx;
-    for (int i = 0; ctx->param_hook && i < n->nin; i++) {
+    for (int i = 0; i < n->nin; i++) {
         ampc_tensor *t = n->in[i];
         if (t && (n->saved_mask >> i & 1) && t->storage->absent) {
-            ampc_status s = ctx->param_hook(ctx->param_hook_arg, t->storage);
+            ampc_status s = ampci_tensor_present(t);
             if (s != AMPC_OK) return s;
         }
     }
@@ -194,23 +202,18 @@ static ampc_status mark(ampc_ctx *ctx, ampci_node *root) {
     return AMPC_OK;
 }
 
-void ampci_autograd_set_grad_hook(ampc_ctx *ctx, void (*fn)(void *arg, ampc_tensor *leaf), void *arg) {
-    ctx->grad_hook = fn;
-    ctx->grad_hook_arg = fn ? arg : NULL;
-}
-
 /* After node n's backward (or its skip, when no gradient reached it): the leaves it was the last reader
  * of have their final gradients, and the hook hears of them, then of the node's end. */
 static void leaves_final(ampc_ctx *ctx, const ampci_node *n) {
-    if (!ctx->grad_hook) return;
+    if (!ctx->grad_ready.n) return;
     for (int i = 0; i < n->nin; i++) {
         ampc_tensor *t = n->in[i];
         if (t && !t->node && t->requires_grad && t->last_use == n) {
             t->last_use = NULL; /* a leaf read twice by one node is reported once */
-            ctx->grad_hook(ctx->grad_hook_arg, t);
+            grad_ready(ctx, t);
         }
     }
-    ctx->grad_hook(ctx->grad_hook_arg, NULL);
+    grad_ready(ctx, NULL);
 }
 
 static void unmark(ampc_ctx *ctx) {
@@ -238,7 +241,7 @@ static ampc_status walk(ampc_ctx *ctx) {
         ampc_status s = gather_saved(n);
         if (s == AMPC_OK) s = check_versions(n);
         ctx->cur_backward = n->op, ctx->cur_node = n;
-        if (s == AMPC_OK && ctx->grad_stats && n->stats_site) ctx->grad_stats(ctx, n, n->out, g);
+        if (s == AMPC_OK && ctx->grad_seen.n && n->stats_site) grad_seen(ctx, n, n->out, g);
         ampci_step_gen_begin(ctx);
         if (s == AMPC_OK) s = n->backward(n, g);
         if (s == AMPC_OK) unsave(n);
@@ -286,10 +289,8 @@ ampc_status ampc_backward(ampc_ctx *ctx, ampc_tensor *loss) {
                           "give its gradient",
                           ampc_tensor_describe(loss, b, sizeof b));
     }
-    float one = 1.0f;
     ampc_tensor *seed = ampci_tensor_arena("ampc_backward", ctx, loss->dtype, loss->ndim, loss->shape);
-    if (!seed) return ampc_last_status();
-    ampc_convert(ampci_tensor_ptr(seed), loss->dtype, &one, AMPC_DTYPE_F32, 1);
+    if (!seed || ampc_tensor_fill(seed, 1.0) != AMPC_OK) return ampc_last_status();
     return backward_from(ctx, loss, seed);
 }
 

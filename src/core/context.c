@@ -52,7 +52,8 @@ ampc_status ampci_ctx_core_new(const ampc_ctx_params *p, ampc_ctx **out) {
     const ampc_cpu_info *cpu = ampc_cpu();
     if (!cpu->isa_env_valid)
         ampci_log(ctx, AMPC_LOG_WARN, "AMPC_ISA='%s' ignored: expected ref, avx2, avx512 or amx", cpu->isa_env);
-    ampc_status s = ampci_pool_new(p->threads ? p->threads : ampci_online_cpus(), &ctx->pool);
+    ampc_status s = ampci_devmem_open(ctx, p->device);
+    if (s == AMPC_OK) s = ampci_pool_new(p->threads ? p->threads : ampci_online_cpus(), &ctx->pool);
     if (s != AMPC_OK) {
         free(ctx);
         return s;
@@ -64,6 +65,7 @@ ampc_status ampci_ctx_core_new(const ampc_ctx_params *p, ampc_ctx **out) {
 void ampci_ctx_core_free(ampc_ctx *ctx) {
     ampci_arena_release(ctx);
     ampci_heap_release(ctx);
+    if (ctx->dev_mem.buft->release) ctx->dev_mem.buft->release(ctx);
     ampci_pool_free(ctx->pool);
     free(ctx);
 }

@@ -62,6 +62,8 @@ typedef struct ampci_heap {
     uint64_t gen_id;
     bool gen_open;
     size_t reserved, used, high_water; /* bytes incl. headers */
+    struct ampci_heap_block **map;     /* a device's blocks by data address (step_heap.c) */
+    size_t map_cap, map_n;
 } ampci_heap;
 
 /* ---- thread pool ---- */
@@ -106,6 +108,77 @@ AMPCI_HIDDEN void ampci_parallel_rows(ampc_ctx *ctx, int64_t rows, int64_t cols,
 
 #define AMPCI_FRAME_MAX_MADE 256 /* a tensor made when the list is full is simply not released early */
 
+/* ---- devices (device.c, device_guard.c): where a context's tensor memory lives ----
+ * A buffer type is what a device's memory can do, in the spirit of ggml-backend's buffer types: the host
+ * reaches device memory only through these calls (and through the device's kernels, src/kernels). Sizes
+ * are bytes; pointers named dev are device addresses, host pointers are host memory. */
+typedef struct ampci_buft {
+    const char *name;
+    bool is_host; /* device addresses are host pointers the host may dereference (the CPU) */
+    void *(*alloc)(ampc_ctx *ctx, size_t bytes);
+    void (*free)(ampc_ctx *ctx, void *dev, size_t bytes);
+    void (*memset)(ampc_ctx *ctx, void *dev, int value, size_t bytes);
+    void (*copy_in)(ampc_ctx *ctx, void *dev, const void *host, size_t bytes);
+    void (*copy_out)(ampc_ctx *ctx, void *host, const void *dev, size_t bytes);
+    void (*copy)(ampc_ctx *ctx, void *dev_dst, const void *dev_src, size_t bytes);
+    /* gives the whole pages of [dev, dev + bytes) back for a while, keeping the addresses (their contents
+     * read as zeros afterwards) */
+    void (*discard)(ampc_ctx *ctx, void *dev, size_t bytes);
+    /* the device's own code is about to touch its memory from the host's threads, and is done with it
+     * (the guard device lifts and restores its protection; NULL: nothing to do). Calls nest. */
+    void (*enter)(ampc_ctx *ctx);
+    void (*leave)(ampc_ctx *ctx);
+    void (*release)(ampc_ctx *ctx); /* the context ends: everything the device holds for it goes */
+} ampci_buft;
+
+/* The context's device memory: its buffer type, per-device state and byte counts. */
+typedef struct ampci_devmem {
+    ampc_device device;
+    const ampci_buft *buft;
+    void *state; /* the buffer type's own (the guard's region), NULL for the CPU */
+    atomic_size_t live, peak;
+} ampci_devmem;
+
+/* Opens the device of `d` for a new context (its buffer type and state): UNSUPPORTED with a message
+ * naming the device when it is not built or not present. */
+AMPCI_HIDDEN ampc_status ampci_devmem_open(ampc_ctx *ctx, ampc_device d);
+/* Accounted device memory (64-byte aligned), NULL with the error recorded (naming `what` and the bytes)
+ * on failure; and its release. On the CPU these are ampci_alloc / ampci_free. */
+AMPCI_HIDDEN void *ampci_dev_alloc(ampc_ctx *ctx, size_t bytes, const char *what);
+AMPCI_HIDDEN void ampci_dev_free(ampc_ctx *ctx, void *dev, size_t bytes);
+/* Whether the context's device memory is host memory (the CPU). */
+static inline bool ampci_dev_is_host(const ampc_ctx *ctx);
+/* Host <-> device copies and fills of raw device memory through the buffer type. */
+AMPCI_HIDDEN void ampci_dev_memset(ampc_ctx *ctx, void *dev, int value, size_t bytes);
+AMPCI_HIDDEN void ampci_dev_copy_in(ampc_ctx *ctx, void *dev, const void *host, size_t bytes);
+AMPCI_HIDDEN void ampci_dev_copy_out(ampc_ctx *ctx, void *host, const void *dev, size_t bytes);
+AMPCI_HIDDEN void ampci_dev_copy(ampc_ctx *ctx, void *dev_dst, const void *dev_src, size_t bytes);
+/* The guard device's test buffer type and its region allocator (device_guard.c). */
+extern AMPCI_HIDDEN const ampci_buft ampci_guard_buft;
+/* A host synchronisation point: bytes of device memory dev read into host memory, counted under
+ * `point` (include/ampc.h, ampc_sync_point). Every value a step needs on the host comes through here. */
+AMPCI_HIDDEN void ampci_sync_read(ampc_ctx *ctx, ampc_sync_point point, void *host, const void *dev, size_t bytes);
+/* Counts a synchronisation point whose read happens inside another call (ampci_host_map's). */
+AMPCI_HIDDEN void ampci_sync_count(ampc_ctx *ctx, ampc_sync_point point);
+
+/* ---- listener lists: how a lower floor lets higher ones act on its events ----
+ * The floor that fires an event owns a list of (fn, arg) subscribers with add and remove calls; it calls
+ * them in the order they were added. The function type is the event's; it is stored as a plain pointer
+ * and called back through the event's own typed wrapper in the firing floor. */
+#define AMPCI_LISTENERS_MAX 8
+typedef struct ampci_listeners {
+    struct {
+        void (*fn)(void);
+        void *arg;
+    } at[AMPCI_LISTENERS_MAX];
+    int n;
+} ampci_listeners;
+/* Adds (fn, arg): INVALID_ARG for a NULL fn or a pair already there, STATE when the list is full
+ * (`what` names the event in the message). */
+AMPCI_HIDDEN ampc_status ampci_listeners_add(ampci_listeners *l, const char *what, void (*fn)(void), void *arg);
+/* Removes (fn, arg); false when it was not there. */
+AMPCI_HIDDEN bool ampci_listeners_remove(ampci_listeners *l, void (*fn)(void), void *arg);
+
 struct ampc_kernels;
 struct ampci_node;
 struct ampci_autocast;
@@ -129,11 +202,14 @@ struct ampc_ctx {
     uint64_t step_id; /* counts ampc_ctx_step_end calls, from 1 */
     char scope[256];  /* the module path ampc_scope_push builds: "blocks.3.attn" */
     int scope_len[16], scope_depth;
+    ampci_devmem dev_mem;                  /* the device: its memory */
+    uint64_t syncs[AMPC_SYNC_POINT_COUNT]; /* host synchronisation points so far */
     /* ---- kernels: the table this context runs (its level's, or own_kernels: its level's with the
      * choices a restored checkpoint recorded) and the FP32 matmul precision (the global setting in [0],
      * then scoped overrides) ---- */
     ampc_isa isa;
     const struct ampc_kernels *kernels;
+    const struct ampci_device_ops *dev; /* the device's operations (kernels/device.h) */
     struct ampc_kernels *own_kernels;
     int fp32_prec[9];
     int fp32_depth;
@@ -147,24 +223,18 @@ struct ampc_ctx {
     const ampc_tensor *cur_in[4];
     int cur_nin;
     const struct ampci_node *cur_node; /* the node whose backward runs (NULL outside the walk) */
-    /* the gradient statistics hook (src/amp/stats.c, while statistics are attached): the gradient g of
-     * node n's output (t == n->out) before its backward runs, and each contribution g that n's backward
-     * hands to a leaf t that requires grad */
-    void (*grad_stats)(ampc_ctx *ctx, const struct ampci_node *n, const ampc_tensor *t, const ampc_tensor *g);
-    /* the grad-ready hook (ampci_autograd_set_grad_hook): called with each leaf whose gradient became
-     * final during a backward walk, and with NULL after every node (a chance to progress communication) */
-    void (*grad_hook)(void *arg, ampc_tensor *leaf);
-    void *grad_hook_arg;
-    /* the absent-parameter hook (src/dist, shard FULL): called before an op or a backward reads a tensor
-     * whose storage is absent (a sharded parameter between uses), to gather it */
-    ampc_status (*param_hook)(void *arg, struct ampci_storage *st);
-    void *param_hook_arg;
+    /* the backward walk's events (autograd.h: ampci_autograd_on_grad_seen / _on_grad_ready): a gradient
+     * before a node's backward consumes it or as it reaches a leaf (the doctor's statistics), and a
+     * leaf's gradient final (DDP's reducer) */
+    ampci_listeners grad_seen, grad_ready;
+    /* ---- tensor: its events (tensor.h: ampci_tensor_on_absent / _on_free): a storage that is absent (a
+     * sharded parameter between uses) must be made present before it is read, and an owned tensor is
+     * being freed ---- */
+    ampci_listeners storage_absent, tensor_freed;
     /* ---- amp: autocast regions, policies and the weight-cast cache (NULL until first used) ---- */
     struct ampci_autocast *autocast;
     struct ampc_stats *stats; /* range statistics (src/amp/stats.c), NULL: off */
     struct ampci_fp8 *fp8;    /* FP8 regions and per-weight scaling state (src/amp/fp8.c), NULL until used */
-    /* called as an owned tensor is freed (FP8 state is keyed by the parameter: it must go with it) */
-    void (*tensor_free_hook)(ampc_ctx *ctx, const ampc_tensor *t);
     /* ---- ops: the frames model code has open (src/ops/frame.c): the op outputs they made, outermost
      * frame first, and how many frames are open ---- */
     struct {
@@ -172,6 +242,8 @@ struct ampc_ctx {
         int n, depth;
     } frames;
 };
+
+static inline bool ampci_dev_is_host(const ampc_ctx *ctx) { return ctx->dev_mem.buft->is_host; }
 
 /* The module path: appends ".name" (fails past 16 levels or 255 characters), and drops the last name. */
 AMPCI_HIDDEN ampc_status ampci_scope_push(ampc_ctx *ctx, const char *name);

@@ -63,11 +63,16 @@ ampc_status ampc_memory_stats(const ampc_ctx *ctx, ampc_memory_usage *out) {
     out->heap_reserved = ctx->heap.reserved;
     out->heap_used = ctx->heap.used;
     out->heap_high_water = ctx->heap.high_water;
+    bool host = ampci_dev_is_host(ctx);
+    out->device_live_bytes = host ? out->live_bytes : atomic_load(&c->dev_mem.live);
+    out->device_peak_bytes = host ? out->peak_bytes : atomic_load(&c->dev_mem.peak);
     return AMPC_OK;
 }
 
 void ampc_memory_reset_peak(ampc_ctx *ctx) {
-    if (ctx) atomic_store(&ctx->peak, atomic_load(&ctx->live));
+    if (!ctx) return;
+    atomic_store(&ctx->peak, atomic_load(&ctx->live));
+    atomic_store(&ctx->dev_mem.peak, atomic_load(&ctx->dev_mem.live));
 }
 
 /* ---- arena ---- */

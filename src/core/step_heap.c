@@ -5,7 +5,10 @@
  * survive the step, so steady-state steps allocate nothing from the system. A buffer is released early
  * either explicitly (an op's dead F32 scratch) or by a sweep: buffers allocated while a sweep generation
  * is open are "transient" and die at the sweep unless referenced (the autograd walk references each
- * node's gradient until the node has run). Buffers made outside a generation live until step end. */
+ * node's gradient until the node has run). Buffers made outside a generation live until step end.
+ * On the CPU a block's header sits just before its data (one allocation); on a device whose memory the
+ * host may not touch the header lives in host memory and a hash table finds it from the data address, and
+ * every step allocation, however small, comes from here (the host arena keeps only host metadata). */
 #include "core.h"
 
 #include <string.h>
@@ -14,7 +17,6 @@
 
 typedef struct ampci_heap_block {
     uint64_t magic;
-    struct ampci_heap_block *self;     /* == this block: with magic, tells heap memory from arena memory */
     struct ampci_heap_block *next_all; /* every block the heap holds */
     struct ampci_heap_block *next;     /* the free list, or the open generation's list */
     size_t bytes;                      /* usable bytes after the header */
@@ -22,12 +24,56 @@ typedef struct ampci_heap_block {
     int cls;
     int refs;
     bool live, transient;
+    unsigned char *data; /* the buffer: just after the header on the CPU (with magic, this tells heap memory
+                            from arena memory), device memory elsewhere */
 } ampci_heap_block;
 
 #define HEADER_BYTES ((sizeof(ampci_heap_block) + AMPCI_ALIGN - 1) / AMPCI_ALIGN * AMPCI_ALIGN)
 
 static ampci_heap_block *header_of(void *p) { return (ampci_heap_block *)((unsigned char *)p - HEADER_BYTES); }
-static void *data_of(ampci_heap_block *b) { return (unsigned char *)b + HEADER_BYTES; }
+static void *data_of(ampci_heap_block *b) { return b->data; }
+/* Bytes a block holds in the memory the heap counts: header and data on the CPU, the data on a device. */
+static size_t footprint(const ampc_ctx *ctx, const ampci_heap_block *b) {
+    return (ampci_dev_is_host(ctx) ? HEADER_BYTES : 0) + b->bytes;
+}
+
+/* ---- device blocks: data address -> header (open addressing, linear probing; blocks are never removed
+ * before the heap is released, so there are no deletions) ---- */
+static size_t slot_of(const void *p, size_t cap) {
+    return (size_t)(((uintptr_t)p >> 6) * 0x9E3779B97F4A7C15ull) & (cap - 1);
+}
+
+static ampci_heap_block *map_find(const ampc_ctx *ctx, const void *p) {
+    const ampci_heap *h = &ctx->heap;
+    if (!h->map_cap) return NULL;
+    for (size_t i = slot_of(p, h->map_cap);; i = (i + 1) & (h->map_cap - 1)) {
+        ampci_heap_block *b = h->map[i];
+        if (!b || b->data == p) return b;
+    }
+}
+
+static bool map_put(ampc_ctx *ctx, ampci_heap_block *b) {
+    ampci_heap *h = &ctx->heap;
+    if (2 * (h->map_n + 1) > h->map_cap) { /* keep the table at most half full */
+        size_t cap = h->map_cap ? 2 * h->map_cap : 256;
+        ampci_heap_block **m = ampci_alloc(ctx, cap * sizeof *m, "step heap table");
+        if (!m) return false;
+        memset(m, 0, cap * sizeof *m);
+        for (size_t i = 0; i < h->map_cap; i++)
+            if (h->map[i]) {
+                size_t j = slot_of(h->map[i]->data, cap);
+                while (m[j]) j = (j + 1) & (cap - 1);
+                m[j] = h->map[i];
+            }
+        ampci_free(ctx, h->map, h->map_cap * sizeof *m);
+        h->map = m, h->map_cap = cap;
+    }
+    size_t j = slot_of(b->data, h->map_cap);
+    while (h->map[j]) j = (j + 1) & (h->map_cap - 1);
+    h->map[j] = b;
+    h->map_n++;
+    return true;
+}
 
 /* The class of a request: 8 classes per power of two from AMPCI_HEAP_MIN up. *bytes is rounded up. */
 static int size_class(size_t *bytes) {
@@ -39,17 +85,24 @@ static int size_class(size_t *bytes) {
 }
 
 static ampci_heap_block *block_new(ampc_ctx *ctx, size_t bytes, int cls, const char *what) {
-    ampci_heap_block *b = ampci_alloc(ctx, HEADER_BYTES + bytes, what);
+    bool host = ampci_dev_is_host(ctx);
+    ampci_heap_block *b = ampci_alloc(ctx, host ? HEADER_BYTES + bytes : sizeof *b, what);
     if (!b) return NULL;
-    *b = (ampci_heap_block){.magic = HEAP_MAGIC, .self = b, .next_all = ctx->heap.all, .bytes = bytes, .cls = cls};
+    *b = (ampci_heap_block){.magic = HEAP_MAGIC, .next_all = ctx->heap.all, .bytes = bytes, .cls = cls};
+    b->data = host ? (unsigned char *)b + HEADER_BYTES : ampci_dev_alloc(ctx, bytes, what);
+    if (!host && (!b->data || !map_put(ctx, b))) {
+        ampci_dev_free(ctx, b->data, bytes);
+        ampci_free(ctx, b, sizeof *b);
+        return NULL;
+    }
     ctx->heap.all = b;
-    ctx->heap.reserved += HEADER_BYTES + bytes;
+    ctx->heap.reserved += footprint(ctx, b);
     return b;
 }
 
 void *ampci_step_alloc(ampc_ctx *ctx, size_t size, const char *what) {
-    if (size < AMPCI_HEAP_MIN) return ampci_arena_alloc(ctx, size, what);
-    size_t bytes = size;
+    if (size < AMPCI_HEAP_MIN && ampci_dev_is_host(ctx)) return ampci_arena_alloc(ctx, size, what);
+    size_t bytes = size < AMPCI_ALIGN ? AMPCI_ALIGN : size;
     int cls = size_class(&bytes);
     if (cls >= AMPCI_HEAP_CLASSES || bytes < size)
         return ampci_fail_null(AMPC_STATUS_OOM, "%s: %zu bytes is too large", what, size);
@@ -65,24 +118,24 @@ void *ampci_step_alloc(ampc_ctx *ctx, size_t size, const char *what) {
     b->next = NULL;
     b->gen_id = 0;
     if (b->transient) b->next = ctx->heap.gen, ctx->heap.gen = b, b->gen_id = ctx->heap.gen_id;
-    ctx->heap.used += HEADER_BYTES + b->bytes;
+    ctx->heap.used += footprint(ctx, b);
     if (ctx->heap.used > ctx->heap.high_water) ctx->heap.high_water = ctx->heap.used;
     return data_of(b);
 }
 
 /* The heap block holding p (p = its data start), or NULL for arena and owned memory. */
 static ampci_heap_block *block_of(const ampc_ctx *ctx, void *p) {
-    (void)ctx;
     if (!p || ((uintptr_t)p % AMPCI_ALIGN) != 0) return NULL;
+    if (!ampci_dev_is_host(ctx)) return map_find(ctx, p);
     ampci_heap_block *b = header_of(p);
-    return b->magic == HEAP_MAGIC && b->self == b ? b : NULL;
+    return b->magic == HEAP_MAGIC && b->data == (unsigned char *)p ? b : NULL;
 }
 
 static void release(ampc_ctx *ctx, ampci_heap_block *b) {
     b->live = false;
     b->next = ctx->heap.free[b->cls];
     ctx->heap.free[b->cls] = b;
-    ctx->heap.used -= HEADER_BYTES + b->bytes;
+    ctx->heap.used -= footprint(ctx, b);
 }
 
 /* A block nobody needs any more: released now, or, inside an open generation, by its sweep (which owns
@@ -151,11 +204,14 @@ void ampci_heap_reset(ampc_ctx *ctx) {
 }
 
 void ampci_heap_release(ampc_ctx *ctx) {
+    bool host = ampci_dev_is_host(ctx);
     ampci_heap_block *b = ctx->heap.all;
     while (b) {
         ampci_heap_block *next = b->next_all;
-        ampci_free(ctx, b, HEADER_BYTES + b->bytes);
+        if (!host) ampci_dev_free(ctx, b->data, b->bytes);
+        ampci_free(ctx, b, host ? HEADER_BYTES + b->bytes : sizeof *b);
         b = next;
     }
+    ampci_free(ctx, ctx->heap.map, ctx->heap.map_cap * sizeof *ctx->heap.map);
     memset(&ctx->heap, 0, sizeof ctx->heap);
 }

@@ -206,7 +206,7 @@ ampc_status ampc_loader_next(ampc_loader *ld, ampc_tensor **x, ampc_tensor **y, 
     ampc_status s = alloc_batch(fn, ld, rows, x, y);
     if (s != AMPC_OK) return s;
     for (int64_t b = 0; b < rows; b++) idx[b] = sample_at(ld, ld->cur.position + lo + b);
-    batch_rows job = {ld, idx, ampci_tensor_ptr(*x), (int64_t *)ampci_tensor_ptr(*y)};
+    batch_rows job = {ld, idx, ampci_dev_ptr(*x), (int64_t *)ampci_dev_ptr(*y)};
     bool text = ld->ds->task == AMPC_TASK_CHAR_LM;
     ampc_parallel_for(ld->ctx, rows, text ? 64 : 16, text ? fill_text : fill_images, &job);
     ld->cur.position += B; /* the cursor counts whole global batches: the same on every shard */

@@ -289,7 +289,7 @@ void ampci_dist_detach(ampc_dist *d) {
     if (!d || !d->opt) return;
     ampci_dist_full_detach(d);
     ampci_optim_set_dist(d->opt, NULL);
-    ampci_autograd_set_grad_hook(d->opt->ctx, NULL, NULL);
+    ampci_autograd_off_grad_ready(d->opt->ctx, grad_ready, d);
     free_buckets(d);
     d->opt = NULL;
 }
@@ -507,8 +507,7 @@ ampc_status ampc_dist_attach(ampc_dist *d, ampc_optim *opt, const ampc_dist_trai
                                                   .after_step = tp.shard ? after_step_cb : NULL,
                                                   .detach = detach_cb,
                                                   .sharded = tp.shard != AMPC_DIST_SHARD_NONE});
-    ampci_autograd_set_grad_hook(opt->ctx, grad_ready, d);
-    return AMPC_OK;
+    return ampci_autograd_on_grad_ready(opt->ctx, grad_ready, d);
 }
 
 ampc_status ampc_dist_set_grad_weight(ampc_dist *d, double w) {

@@ -154,8 +154,7 @@ ampc_status ampci_dist_full_attach(ampc_dist *d) {
     }
     for (int u = 0; u < d->nbuckets; u++)
         if (!d->units[u].root) release(d, u);
-    ctx->param_hook = param_hook, ctx->param_hook_arg = d;
-    return AMPC_OK;
+    return ampci_tensor_on_absent(ctx, param_hook, d);
 }
 
 ampc_status ampci_dist_full_after_step(ampc_dist *d) {
@@ -191,7 +190,7 @@ void ampci_dist_full_detach(ampc_dist *d) {
     ampc_ctx *ctx = ctx_of(d);
     if (ampci_dist_full_gather_all(d) != AMPC_OK) /* the parameters cannot be made whole: say so, once */
         ampci_log(ctx, AMPC_LOG_WARN, "ampc_dist: detaching a fully sharded optimizer: %s", ampc_last_error());
-    ctx->param_hook = NULL, ctx->param_hook_arg = NULL;
+    ampci_tensor_off_absent(ctx, param_hook, d);
     free(d->units);
     d->units = NULL;
 }

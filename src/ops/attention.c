@@ -22,7 +22,7 @@ static ampc_status attention_backward(ampci_node *n, const ampc_tensor *gout) {
     for (int i = 0; i < 3; i++)
         if (ampci_input_needs_grad(n, i) && !(g[i] = ampci_scratch(ctx, n->op, ampci_numel(n->in[i]))))
             return ampc_last_status();
-    ampc_status s = ctx->kernels->attention_bw(ctx, &sv->a, sv->stats, ampci_tensor_ptr(go), g[0], g[1], g[2]);
+    ampc_status s = ctx->kernels->attention_bw(ctx, &sv->a, sv->stats, ampci_dev_ptr(go), g[0], g[1], g[2]);
     for (int i = 0; i < 3 && s == AMPC_OK; i++)
         if (g[i]) s = ampci_accumulate_f32(n->op, n->in[i], g[i]);
     return s;
@@ -51,9 +51,9 @@ static bool check(const char *op, const ampc_tensor *q, const ampc_tensor *k, co
 }
 
 static const void *contiguous_data(const char *op, const ampc_tensor *t) {
-    if (ampc_tensor_is_contiguous(t)) return ampci_tensor_ptr(t);
+    if (ampc_tensor_is_contiguous(t)) return ampci_dev_ptr(t);
     ampc_tensor *c = ampci_copy_as(op, t, t->dtype);
-    return c ? ampci_tensor_ptr(c) : NULL;
+    return c ? ampci_dev_ptr(c) : NULL;
 }
 
 static const ampci_op_desc attention_op = {"ampc_attention",
@@ -87,7 +87,7 @@ ampc_tensor *ampc_attention(ampc_ctx *ctx, const ampc_tensor *q, const ampc_tens
     /* the backward reads an input only where the kernel ran on its own data (not on a contiguous copy) */
     const void *used[3] = {sv.a.q, sv.a.k, sv.a.v};
     c.saves = 0;
-    for (int i = 0; i < 3; i++) c.saves |= (unsigned)(used[i] == ampci_tensor_ptr(c.in[i])) << i;
+    for (int i = 0; i < 3; i++) c.saves |= (unsigned)(used[i] == ampci_dev_ptr(c.in[i])) << i;
     int64_t shape[4] = {q->shape[0], q->shape[1], sv.a.Tq, sv.a.Dv};
     return ampci_op_end(&c, ampci_result(op, ctx, q->dtype, 4, shape, o), &sv);
 }

@@ -20,9 +20,8 @@ static const ampc_tensor *autocast_cast(ampc_ctx *ctx, const ampc_tensor *t, amp
  * casts as autocast's plan says. False (error recorded) when the op is banned or a cast fails. NULL entries
  * stay NULL (the checks report them). */
 static bool enter(ampc_ctx *ctx, ampci_op op, const ampc_tensor **in, int n) {
-    for (int i = 0; ctx->param_hook && i < n; i++) /* a sharded parameter is gathered before its use */
-        if (in[i] && in[i]->storage->absent && ctx->param_hook(ctx->param_hook_arg, in[i]->storage) != AMPC_OK)
-            return false;
+    for (int i = 0; i < n; i++) /* a sharded parameter is gathered before its use */
+        if (in[i] && in[i]->storage->absent && ampci_tensor_present(in[i]) != AMPC_OK) return false;
     ampci_anomaly_op(ctx, ampci_op_name(op), in, n);
     ampc_dtype to_small[AMPCI_OP_MAX_IN], *to = to_small;
     bool cache_small[AMPCI_OP_MAX_IN], *cache = cache_small;
@@ -155,14 +154,13 @@ bool ampci_same_dtype(const char *op, const ampc_tensor *a, const char *an, cons
 }
 
 const float *ampci_as_f32(const char *op, const ampc_tensor *t) {
-    if (t->dtype == AMPC_DTYPE_F32 && ampc_tensor_is_contiguous(t)) return (const float *)ampci_tensor_ptr(t);
+    if (t->dtype == AMPC_DTYPE_F32 && ampc_tensor_is_contiguous(t)) return (const float *)ampci_dev_ptr(t);
     float *buf = ampci_scratch(t->ctx, op, ampci_numel(t));
-    if (buf) ampci_tensor_gather(t, buf, AMPC_DTYPE_F32);
-    return buf;
+    return buf && ampci_tensor_gather(t, buf, AMPC_DTYPE_F32) == AMPC_OK ? buf : NULL;
 }
 
 void ampci_as_f32_done(const ampc_tensor *t, const float *f) {
-    if (f && f != (const float *)ampci_tensor_ptr(t)) ampci_step_free(t->ctx, (void *)f);
+    if (f && f != (const float *)ampci_dev_ptr(t)) ampci_step_free(t->ctx, (void *)f);
 }
 
 float *ampci_scratch(ampc_ctx *ctx, const char *op, int64_t n) {
@@ -171,7 +169,7 @@ float *ampci_scratch(ampc_ctx *ctx, const char *op, int64_t n) {
 
 float *ampci_zeros(ampc_ctx *ctx, const char *op, int64_t n) {
     float *p = ampci_scratch(ctx, op, n);
-    if (p) memset(p, 0, (size_t)(n > 0 ? n : 1) * sizeof(float));
+    if (p) ampci_dev_memset(ctx, p, 0, (size_t)(n > 0 ? n : 1) * sizeof(float));
     return p;
 }
 
@@ -188,8 +186,9 @@ ampc_tensor *ampci_result(const char *op, ampc_ctx *ctx, ampc_dtype dtype, int n
         t = ampci_tensor_wrap(op, ctx, dtype, ndim, shape, buf);
     } else {
         t = ampci_output(op, ctx, dtype, ndim, shape);
-        if (t)
-            ampci_convert_with(ctx->kernels, ampci_tensor_ptr(t), dtype, buf, AMPC_DTYPE_F32, (size_t)ampci_numel(t));
+        if (t && AMPCI_DEV(ctx, convert, .dst = ampci_dev_ptr(t), .dst_dt = dtype, .src = buf, .src_dt = AMPC_DTYPE_F32,
+                           .n = ampci_numel(t)) != AMPC_OK)
+            t = NULL;
         ampci_step_free(ctx, buf); /* the F32 values are dead once rounded */
     }
     return t;
@@ -231,24 +230,14 @@ bool ampci_broadcast(const char *op, const ampc_tensor *a, const ampc_tensor *b,
 
 bool ampci_sum_to_operand(const char *op, ampc_ctx *ctx, const ampci_bcast *bc, int which, const float *g, float *dst,
                           int64_t dst_n) {
-    const int64_t *s = which ? bc->sb : bc->sa;
-    double *sum = ampci_arena_alloc(ctx, (size_t)(dst_n > 0 ? dst_n : 1) * sizeof *sum, op);
-    if (!sum) return false;
-    memset(sum, 0, (size_t)dst_n * sizeof *sum);
-    int64_t k = 0;
-    for (int64_t i0 = 0; i0 < bc->dims[0]; i0++)
-        for (int64_t i1 = 0; i1 < bc->dims[1]; i1++)
-            for (int64_t i2 = 0; i2 < bc->dims[2]; i2++)
-                for (int64_t i3 = 0; i3 < bc->dims[3]; i3++, k++)
-                    sum[i0 * s[0] + i1 * s[1] + i2 * s[2] + i3 * s[3]] += g[k];
-    for (int64_t i = 0; i < dst_n; i++) dst[i] = (float)sum[i];
-    return true;
+    (void)op;
+    return AMPCI_DEV(ctx, sum_to, .bc = *bc, .which = which, .g = g, .dst = dst, .n = dst_n) == AMPC_OK;
 }
 
 const void *ampci_matrix_data(const ampc_tensor *t, bool *transposed) {
     if (ampc_tensor_is_contiguous(t)) {
         *transposed = false;
-        return ampci_tensor_ptr(t);
+        return ampci_dev_ptr(t);
     }
     /* A transposed view: the last two dims swapped on an otherwise row-major layout, i.e. the data read
      * row-major is (..., cols, rows). Extent-1 dims may have any stride. */
@@ -262,5 +251,5 @@ const void *ampci_matrix_data(const ampc_tensor *t, bool *transposed) {
         expect *= t->shape[i];
     }
     *transposed = true;
-    return ampci_tensor_ptr(t);
+    return ampci_dev_ptr(t);
 }

@@ -38,9 +38,9 @@ static bool check_nchw(const char *op, const ampc_tensor *x) {
 }
 
 static const void *contiguous_data(const char *op, const ampc_tensor *t) {
-    if (ampc_tensor_is_contiguous(t)) return ampci_tensor_ptr(t);
+    if (ampc_tensor_is_contiguous(t)) return ampci_dev_ptr(t);
     ampc_tensor *c = ampci_copy_as(op, t, t->dtype);
-    return c ? ampci_tensor_ptr(c) : NULL;
+    return c ? ampci_dev_ptr(c) : NULL;
 }
 
 /* ---- im2row and col2im over the kernel table's range kernels ---- */
@@ -254,7 +254,7 @@ static ampc_status conv_backward(ampci_node *n, const ampc_tensor *gout) {
     const ampc_tensor *go = gout->dtype == dt && ampc_tensor_is_contiguous(gout) ? gout
                                                                                  : ampci_copy_as(n->op, gout, dt);
     if (!go) return ampc_last_status();
-    const void *gy = ampci_tensor_ptr(go);
+    const void *gy = ampci_dev_ptr(go);
     ampc_status s = AMPC_OK;
     if (ampci_input_needs_grad(n, 0)) s = conv_grad_x(n, sv, gy, dt);
     if (s == AMPC_OK && ampci_input_needs_grad(n, 1)) s = conv_grad_w(n, sv, gy, dt);
@@ -349,7 +349,7 @@ ampc_tensor *ampc_conv2d(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor 
     const float *bf = b && sv.x && sv.w ? ampci_as_f32(op, b) : NULL;
     int64_t shape[4] = {g->N, sv.O, g->OH, g->OW};
     ampc_tensor *out = sv.x && sv.w && (bf || !b) ? ampci_output(op, ctx, dt, 4, shape) : NULL;
-    if (!out || conv_forward(ctx, op, &sv, dt, bf, ampci_tensor_ptr(out)) != AMPC_OK) return NULL;
+    if (!out || conv_forward(ctx, op, &sv, dt, bf, ampci_dev_ptr(out)) != AMPC_OK) return NULL;
     return ampci_op_end(&c, out, &sv);
 }
 
@@ -423,7 +423,7 @@ static ampc_status pool_backward(ampci_node *n, const ampc_tensor *gout) {
         stage_planes(g) > 0 && g->sh >= g->KH && g->sw >= g->KW) {
         ampc_tensor *gx = ampci_output(n->op, n->ctx, x->dtype, x->ndim, x->shape);
         if (!gx) return ampc_last_status();
-        pool_planes_run(n->ctx, g, ampci_tensor_ptr(gx), sv->arg, ampci_tensor_ptr(gout), x->dtype, true);
+        pool_planes_run(n->ctx, g, ampci_dev_ptr(gx), sv->arg, ampci_dev_ptr(gout), x->dtype, true);
         return ampci_grad_accumulate(x, gx);
     }
     const float *gy = ampci_as_f32(n->op, gout);
@@ -484,7 +484,7 @@ ampc_tensor *ampc_max_pool2d(ampc_ctx *ctx, const ampc_tensor *x, const ampc_poo
     ampc_tensor *out;
     if (x->dtype != AMPC_DTYPE_F32 && stage_planes(g) > 0 && ampc_tensor_is_contiguous(x)) { /* staged */
         out = ampci_output(op, ctx, x->dtype, 4, shape);
-        if (out) pool_planes_run(ctx, g, ampci_tensor_ptr(out), sv.arg, ampci_tensor_ptr(x), x->dtype, false);
+        if (out) pool_planes_run(ctx, g, ampci_dev_ptr(out), sv.arg, ampci_dev_ptr(x), x->dtype, false);
     } else {
         const float *xf = ampci_as_f32(op, x);
         float *y = xf ? ampci_scratch(ctx, op, nout) : NULL;

@@ -1,7 +1,7 @@
 /* elementwise.c: unary ops (neg, exp, log, sqrt, tanh, sigmoid, relu, gelu), binary ops with
- * broadcasting (add, sub, mul, div) and their scalar variants. All compute in F32 through the kernel
- * table and round once to the output dtype; backward reduces a broadcast gradient over the broadcast
- * dims (in double) before handing it to the operand. */
+ * broadcasting (add, sub, mul, div) and their scalar variants. All compute in F32 on the device
+ * (kernels/dev_elementwise.h) and round once to the output dtype; backward reduces a broadcast gradient
+ * over the broadcast dims (in double) before handing it to the operand. */
 #include "ops.h"
 
 #include <string.h>
@@ -12,74 +12,27 @@ typedef struct unary_saved {
     ampci_unary kind;
 } unary_saved;
 
-/* Elements [b, e) of the forward (fwd) or backward (bwd) through the kernel table, F32 buffers. */
-typedef struct unary_map {
-    ampc_k_unary_fn fwd;
-    ampc_k_unary_bw_fn bwd;
-    float *out;
-    const float *x, *y, *g;
-} unary_map;
-
-AMPCI_ROW_BODY(unary_run, unary_map, j, b, e, chunk) {
-    if (j->fwd) j->fwd(j->out + b, j->x + b, e - b);
-    else j->bwd(j->out + b, j->g + b, j->x + b, j->y + b, e - b);
-}
-
-/* The staged path for contiguous tensors of any dtype: each chunk converts a few thousand elements to
- * F32 on the stack, runs the kernel and rounds straight into the output's dtype, so no full-size F32
- * copy of x, y, the gradient or the result is ever made (a BF16 GELU backward over (B, T, 4D) would
- * otherwise hold four F32 copies of its input at once). F32 tensors are read and written in place. */
-#define STAGE 1024
-
-typedef struct staged_map {
-    const struct ampc_kernels *k;
-    ampci_unary kind;
-    const ampc_tensor *x, *y, *g; /* y, g: backward only */
-    ampc_tensor *out;             /* y (forward) or gx (backward), contiguous */
-} staged_map;
-
-/* Elements [i, i + m) of t as F32: t's own when it is F32, else converted into buf. */
-static const float *stage_in(const ampc_tensor *t, int64_t i, int64_t m, float *buf, const struct ampc_kernels *k) {
-    const unsigned char *src = ampci_tensor_ptr(t) + (size_t)i * ampc_dtype_size(t->dtype);
-    if (t->dtype == AMPC_DTYPE_F32) return (const float *)src;
-    ampci_convert_with(k, buf, AMPC_DTYPE_F32, src, t->dtype, (size_t)m);
-    return buf;
-}
-
-AMPCI_ROW_BODY(staged_run, staged_map, j, b, e, chunk) {
-    float xs[STAGE], ys[STAGE], gs[STAGE], os[STAGE];
-    bool direct = j->out->dtype == AMPC_DTYPE_F32;
-    for (int64_t i = b; i < e; i += STAGE) {
-        int64_t m = e - i < STAGE ? e - i : STAGE;
-        void *dst = ampci_tensor_ptr(j->out) + (size_t)i * ampc_dtype_size(j->out->dtype);
-        float *o = direct ? dst : os;
-        const float *x = stage_in(j->x, i, m, xs, j->k);
-        if (j->g) j->k->unary_bw[j->kind](o, stage_in(j->g, i, m, gs, j->k), x, stage_in(j->y, i, m, ys, j->k), m);
-        else j->k->unary[j->kind](o, x, m);
-        if (!direct) ampci_convert_with(j->k, dst, j->out->dtype, os, AMPC_DTYPE_F32, (size_t)m);
-    }
-}
-
-static bool stageable(const ampc_tensor *a, const ampc_tensor *b, const ampc_tensor *c) {
-    return ampc_tensor_is_contiguous(a) && (!b || ampc_tensor_is_contiguous(b)) && (!c || ampc_tensor_is_contiguous(c));
+/* t itself when contiguous, else a contiguous copy in its own dtype (exact): the device's unary maps take
+ * contiguous operands. */
+static const ampc_tensor *contiguous(const char *op, const ampc_tensor *t) {
+    return ampc_tensor_is_contiguous(t) ? t : ampci_copy_as(op, t, t->dtype);
 }
 
 static ampc_status unary_backward(ampci_node *n, const ampc_tensor *gout) {
     ampc_tensor *x = n->in[0];
     const unary_saved *sv = n->saved;
-    if (stageable(x, n->out, gout)) {
-        ampc_tensor *gx = ampci_output(n->op, n->ctx, x->dtype, x->ndim, x->shape);
-        if (!gx) return ampc_last_status();
-        ampci_parallel_rows(n->ctx, ampci_numel(x), 1, staged_run,
-                            &(staged_map){n->ctx->kernels, sv->kind, x, n->out, gout, gx});
-        return ampci_grad_accumulate(x, gx);
-    }
-    const float *g = ampci_as_f32(n->op, gout), *xf = ampci_as_f32(n->op, x), *yf = ampci_as_f32(n->op, n->out);
-    float *gx = ampci_scratch(n->ctx, n->op, ampci_numel(x));
-    if (!g || !xf || !yf || !gx) return ampc_last_status();
-    ampci_parallel_rows(n->ctx, ampci_numel(x), 1, unary_run,
-                        &(unary_map){NULL, n->ctx->kernels->unary_bw[sv->kind], gx, xf, yf, g});
-    return ampci_accumulate_f32(n->op, x, gx);
+    bool staged = ampc_tensor_is_contiguous(x) && ampc_tensor_is_contiguous(n->out) && ampc_tensor_is_contiguous(gout);
+    const ampc_tensor *xc = contiguous(n->op, x), *yc = contiguous(n->op, n->out), *gc = contiguous(n->op, gout);
+    if (!xc || !yc || !gc) return ampc_last_status();
+    /* contiguous operands: the gradient in x's dtype straight from the map; a strided one gives an F32
+     * gradient, which ampci_grad_accumulate rounds (or sums) as any F32 contribution */
+    ampc_dtype gdt = staged ? x->dtype : AMPC_DTYPE_F32;
+    ampc_tensor *gx = ampci_output(n->op, n->ctx, gdt, x->ndim, x->shape);
+    if (!gx || AMPCI_DEV(n->ctx, unary_bw, .kind = sv->kind, .gx = ampci_dev_ptr(gx), .gx_dt = gdt,
+                         .g = ampci_dev_ptr(gc), .x = ampci_dev_ptr(xc), .y = ampci_dev_ptr(yc), .g_dt = gout->dtype,
+                         .x_dt = x->dtype, .y_dt = n->out->dtype, .n = ampci_numel(x)) != AMPC_OK)
+        return ampc_last_status();
+    return ampci_grad_accumulate(x, gx);
 }
 
 /* The unary ops' descriptors, by kernel: one input, whose value and output the backward reads. */
@@ -105,19 +58,11 @@ static ampc_tensor *unary(ampc_ctx *ctx, const ampc_tensor *x, ampci_unary kind)
     if (!ampci_op_begin(&c)) return NULL;
     x = c.in[0];
     const char *op = c.op->name;
-    int64_t n = ampci_numel(x);
-    ampc_tensor *out;
-    if (stageable(x, NULL, NULL)) {
-        out = ampci_output(op, ctx, x->dtype, x->ndim, x->shape);
-        if (out) ampci_parallel_rows(ctx, n, 1, staged_run, &(staged_map){ctx->kernels, kind, x, NULL, NULL, out});
-    } else {
-        const float *xf = ampci_as_f32(op, x);
-        float *y = xf ? ampci_scratch(ctx, op, n) : NULL;
-        if (!y) return NULL;
-        ampci_parallel_rows(ctx, n, 1, unary_run, &(unary_map){ctx->kernels->unary[kind], NULL, y, xf, NULL, NULL});
-        ampci_as_f32_done(x, xf);
-        out = ampci_result(op, ctx, x->dtype, x->ndim, x->shape, y);
-    }
+    const ampc_tensor *xc = contiguous(op, x);
+    ampc_tensor *out = xc ? ampci_output(op, ctx, x->dtype, x->ndim, x->shape) : NULL;
+    if (out && AMPCI_DEV(ctx, unary, .kind = kind, .y = ampci_dev_ptr(out), .y_dt = x->dtype, .x = ampci_dev_ptr(xc),
+                         .x_dt = x->dtype, .n = ampci_numel(x)) != AMPC_OK)
+        out = NULL;
     return ampci_op_end(&c, out, &(unary_saved){kind});
 }
 
@@ -143,27 +88,6 @@ typedef struct scalar_saved {
     float s;
 } scalar_saved;
 
-/* Elements [b, e) of out = x op s. */
-typedef struct scalar_map {
-    ampci_binary kind;
-    float s;
-    float *out;
-    const float *x;
-} scalar_map;
-
-AMPCI_ROW_BODY(scalar_run, scalar_map, j, b, e, chunk) {
-    for (int64_t i = b; i < e; i++) {
-        float v = j->x[i];
-        switch (j->kind) {
-        case AMPCI_BINARY_ADD: v = v + j->s; break;
-        case AMPCI_BINARY_SUB: v = v - j->s; break;
-        case AMPCI_BINARY_MUL: v = v * j->s; break;
-        default: v = v / j->s; break;
-        }
-        j->out[i] = v;
-    }
-}
-
 static ampc_status scalar_backward(ampci_node *n, const ampc_tensor *gout) {
     const scalar_saved *sv = n->saved;
     float *g = (float *)ampci_as_f32(n->op, gout); /* read only: node gradients are never modified */
@@ -172,8 +96,8 @@ static ampc_status scalar_backward(ampci_node *n, const ampc_tensor *gout) {
     /* d(x s)/dx = s; d(x / s)/dx = 1/s, applied as a division like the forward */
     int64_t cnt = ampci_numel(gout);
     float *gx = ampci_scratch(n->ctx, n->op, cnt);
-    if (!gx) return ampc_last_status();
-    ampci_parallel_rows(n->ctx, cnt, 1, scalar_run, &(scalar_map){sv->kind, sv->s, gx, g});
+    if (!gx || AMPCI_DEV(n->ctx, scalar, .kind = sv->kind, .s = sv->s, .y = gx, .x = g, .n = cnt) != AMPC_OK)
+        return ampc_last_status();
     return ampci_accumulate_f32(n->op, n->in[0], gx);
 }
 
@@ -194,8 +118,7 @@ static ampc_tensor *scalar_op(ampc_ctx *ctx, const ampc_tensor *x, double s, amp
     int64_t n = ampci_numel(x);
     const float *xf = ampci_as_f32(op, x);
     float *y = xf ? ampci_scratch(ctx, op, n) : NULL;
-    if (!y) return NULL;
-    ampci_parallel_rows(ctx, n, 1, scalar_run, &(scalar_map){kind, (float)s, y, xf});
+    if (!y || AMPCI_DEV(ctx, scalar, .kind = kind, .s = (float)s, .y = y, .x = xf, .n = n) != AMPC_OK) return NULL;
     ampci_as_f32_done(x, xf);
     ampc_tensor *out = ampci_result(op, ctx, x->dtype, x->ndim, x->shape, y);
     return ampci_op_end(&c, out, &(scalar_saved){kind, (float)s});
@@ -221,45 +144,16 @@ typedef struct binary_saved {
     ampci_bcast bc;
 } binary_saved;
 
-/* Elements [b, e) of z = x op y through the kernel table (no broadcasting). */
-typedef struct binary_map {
-    ampc_k_binary_fn fn;
-    float *z;
-    const float *x, *y;
-} binary_map;
-
-AMPCI_ROW_BODY(binary_run, binary_map, j, b, e, chunk) { j->fn(j->z + b, j->x + b, j->y + b, e - b); }
-
-/* z = a op b over the broadcast shape (a, b row-major in their own shapes). */
-static void binary_bcast(ampc_ctx *ctx, ampci_binary kind, const ampci_bcast *bc, const float *a, const float *b,
+/* z = a op b over the broadcast shape (a, b row-major in their own shapes, F32), on the device. */
+static bool binary_bcast(ampc_ctx *ctx, ampci_binary kind, const ampci_bcast *bc, const float *a, const float *b,
                          float *z, int64_t na, int64_t nb) {
-    ampc_k_binary_fn fn = ctx->kernels->binary[kind];
-    if (na == bc->n && nb == bc->n) {
-        ampci_parallel_rows(ctx, bc->n, 1, binary_run, &(binary_map){fn, z, a, b});
-        return;
-    }
-    /* innermost runs: a row of the last dim at a time, each operand either contiguous or a repeated value */
-    int64_t len = bc->dims[3], k = 0;
-    float ra[256], rb[256];
-    for (int64_t i0 = 0; i0 < bc->dims[0]; i0++)
-        for (int64_t i1 = 0; i1 < bc->dims[1]; i1++)
-            for (int64_t i2 = 0; i2 < bc->dims[2]; i2++, k += len) {
-                int64_t oa = i0 * bc->sa[0] + i1 * bc->sa[1] + i2 * bc->sa[2];
-                int64_t ob = i0 * bc->sb[0] + i1 * bc->sb[1] + i2 * bc->sb[2];
-                for (int64_t c = 0; c < len; c += 256) {
-                    int64_t m = len - c < 256 ? len - c : 256;
-                    const float *pa = a + oa + c, *pb = b + ob + c;
-                    if (!bc->sa[3]) {
-                        for (int64_t q = 0; q < m; q++) ra[q] = a[oa];
-                        pa = ra;
-                    }
-                    if (!bc->sb[3]) {
-                        for (int64_t q = 0; q < m; q++) rb[q] = b[ob];
-                        pb = rb;
-                    }
-                    fn(z + k + c, pa, pb, m);
-                }
-            }
+    return AMPCI_DEV(ctx, binary, .kind = kind, .bc = *bc, .z = z, .a = a, .b = b, .na = na, .nb = nb) == AMPC_OK;
+}
+
+/* y (n, F32) = -x (n, F32); y may be x. */
+static bool negate(ampc_ctx *ctx, float *y, const float *x, int64_t n) {
+    return AMPCI_DEV(ctx, unary, .kind = AMPCI_UNARY_NEG, .y = y, .y_dt = AMPC_DTYPE_F32, .x = x,
+                     .x_dt = AMPC_DTYPE_F32, .n = n) == AMPC_OK;
 }
 
 static ampc_status binary_operand_grad(ampci_node *n, int which, float *g_full) {
@@ -298,28 +192,27 @@ static ampc_status binary_backward(ampci_node *n, const ampc_tensor *gout) {
         float *ga = g;
         if (muldiv) { /* g * b, g / b */
             ga = ampci_scratch(ctx, n->op, cnt);
-            if (!ga) return ampc_last_status();
-            binary_bcast(ctx, sv->kind, &g_b, g, bf, ga, cnt, nb);
+            if (!ga || !binary_bcast(ctx, sv->kind, &g_b, g, bf, ga, cnt, nb)) return ampc_last_status();
         }
         s = binary_operand_grad(n, 0, ga);
     }
     if (s == AMPC_OK && ampci_input_needs_grad(n, 1)) {
         float *gb = ampci_scratch(ctx, n->op, cnt);
         if (!gb) return ampc_last_status();
+        bool ok = true;
         if (sv->kind == AMPCI_BINARY_ADD) {
-            memcpy(gb, g, (size_t)cnt * sizeof *gb);
+            ampci_dev_copy(ctx, gb, g, (size_t)cnt * sizeof *gb);
         } else if (sv->kind == AMPCI_BINARY_SUB) {
-            for (int64_t i = 0; i < cnt; i++) gb[i] = -g[i];
+            ok = negate(ctx, gb, g, cnt);
         } else { /* mul: g * a; div: -(g * a / b) / b */
-            binary_bcast(ctx, AMPCI_BINARY_MUL, &g_a, g, af, gb, cnt, na);
-            if (sv->kind == AMPCI_BINARY_DIV) {
+            ok = binary_bcast(ctx, AMPCI_BINARY_MUL, &g_a, g, af, gb, cnt, na);
+            if (ok && sv->kind == AMPCI_BINARY_DIV) {
                 float *tmp = ampci_scratch(ctx, n->op, cnt);
-                if (!tmp) return ampc_last_status();
-                binary_bcast(ctx, AMPCI_BINARY_DIV, &g_b, gb, bf, tmp, cnt, nb);
-                binary_bcast(ctx, AMPCI_BINARY_DIV, &g_b, tmp, bf, gb, cnt, nb);
-                for (int64_t i = 0; i < cnt; i++) gb[i] = -gb[i];
+                ok = tmp && binary_bcast(ctx, AMPCI_BINARY_DIV, &g_b, gb, bf, tmp, cnt, nb) &&
+                     binary_bcast(ctx, AMPCI_BINARY_DIV, &g_b, tmp, bf, gb, cnt, nb) && negate(ctx, gb, gb, cnt);
             }
         }
+        if (!ok) return ampc_last_status();
         s = binary_operand_grad(n, 1, gb);
     }
     return s;
@@ -345,8 +238,7 @@ static ampc_tensor *binary(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tenso
     if (!ampci_broadcast(op, a, b, &bc)) return NULL;
     const float *af = ampci_as_f32(op, a), *bf = af ? ampci_as_f32(op, b) : NULL;
     float *z = bf ? ampci_scratch(ctx, op, bc.n) : NULL;
-    if (!z) return NULL;
-    binary_bcast(ctx, kind, &bc, af, bf, z, ampci_numel(a), ampci_numel(b));
+    if (!z || !binary_bcast(ctx, kind, &bc, af, bf, z, ampci_numel(a), ampci_numel(b))) return NULL;
     ampci_as_f32_done(a, af);
     ampci_as_f32_done(b, bf);
     ampc_tensor *out = ampci_result(op, ctx, ampci_promote(a->dtype, b->dtype), bc.ndim, bc.shape, z);

@@ -105,7 +105,7 @@ ampc_tensor *ampc_embedding(ampc_ctx *ctx, const ampc_tensor *weight, const ampc
     ampc_tensor *out = wc ? ampci_tensor_arena(op, ctx, weight->dtype, ids->ndim + 1, shape) : NULL;
     if (!out) return NULL;
     ampci_parallel_rows(ctx, sv.n, D, gather_run,
-                        &(gather_rows){ampci_tensor_ptr(out), ampci_tensor_ptr(wc), sv.ids,
+                        &(gather_rows){ampci_dev_ptr(out), ampci_dev_ptr(wc), sv.ids,
                                        (size_t)D * ampc_dtype_size(weight->dtype)});
     return ampci_op_end(&c, out, &sv);
 }

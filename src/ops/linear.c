@@ -93,7 +93,7 @@ static ampc_status grad_via_gemm(ampci_node *n, ampc_tensor *t, const grad_plan 
     }
     ampc_tensor *g = ampci_output(n->op, n->ctx, gdt, t->ndim, t->shape);
     ampc_status s = g ? gemm_batched(n->ctx, p->dt, p->m, p->n, p->k, p->x, p->y,
-                                     (gemm_dst){ampci_tensor_ptr(g), gdt, NULL}, p->bs, p->nb)
+                                     (gemm_dst){ampci_dev_ptr(g), gdt, NULL}, p->bs, p->nb)
                       : ampc_last_status();
     return s == AMPC_OK ? ampci_grad_accumulate(t, g) : s;
 }
@@ -107,7 +107,7 @@ static bool operand(const char *op, const ampc_tensor *t, bool flag_t, mat *m, c
     if (!p) {
         ampc_tensor *c = ampci_copy_as(op, t, t->dtype);
         if (!c) return false;
-        p = ampci_tensor_ptr(c), tr = false, *used = c;
+        p = ampci_dev_ptr(c), tr = false, *used = c;
     }
     int64_t r = t->shape[t->ndim - 2], cdim = t->shape[t->ndim - 1];
     m->p = p;
@@ -131,7 +131,7 @@ static const void *fp8_quantize_raw(ampc_ctx *ctx, const ampc_tensor *param, int
     ampci_fp8_meta *m = ampci_fp8_meta_for(ctx, param);
     ampc_tensor *raw = m ? ampci_tensor_wrap(op, ctx, dt, 1, &n, (void *)p) : NULL;
     ampc_tensor *q = raw ? ampci_fp8_quantize(ctx, m, role, raw, op) : NULL;
-    return q ? ampci_tensor_ptr(q) : NULL;
+    return q ? ampci_dev_ptr(q) : NULL;
 }
 
 /* An operand's quantised copy in place of its data (used: the tensor whose memory m points at). The
@@ -144,15 +144,15 @@ static bool fp8_operand(ampc_ctx *ctx, const ampc_tensor *param, int role, mat *
                                      ampc_tensor_is_contiguous(used) && ampci_numel(param) == ampci_numel(used)
                                  ? param
                                  : used;
-    const void *p = src == used ? m->p : ampci_tensor_ptr(src);
+    const void *p = src == used ? m->p : ampci_dev_ptr(src);
     return (m->p = fp8_quantize_raw(ctx, param, role, p, src->dtype, ampci_numel(src), op)) != NULL;
 }
 
 /* The output gradient as node n's backward GEMMs read it: gout's data, or under FP8 (param: the state's
  * parameter) its quantised copy; NULL (error recorded) on failure. */
 static const void *fp8_grad(ampci_node *n, const ampc_tensor *param, const ampc_tensor *gout) {
-    return param ? fp8_quantize_raw(n->ctx, param, 2, ampci_tensor_ptr(gout), gout->dtype, ampci_numel(gout), n->op)
-                 : ampci_tensor_ptr(gout);
+    return param ? fp8_quantize_raw(n->ctx, param, 2, ampci_dev_ptr(gout), gout->dtype, ampci_numel(gout), n->op)
+                 : ampci_dev_ptr(gout);
 }
 
 /* The quantised copies are done with (g: the output gradient's, NULL in the forward). */
@@ -270,7 +270,7 @@ static ampc_tensor *matmul(ampc_ctx *ctx, const ampc_tensor *a, const ampc_tenso
     /* the output in its dtype, rounded by the GEMM's write-out */
     ampc_tensor *out = ampci_output(op, ctx, a->dtype, nbd + 2, shape);
     sv.obs[0] = M * N * sv.nb[1], sv.obs[1] = M * N;
-    gemm_dst d = {out ? ampci_tensor_ptr(out) : NULL, a->dtype, NULL};
+    gemm_dst d = {out ? ampci_dev_ptr(out) : NULL, a->dtype, NULL};
     if (!out || gemm_batched(ctx, gdt, M, N, K, &sv.a, &sv.b, d, sv.obs, sv.nb) != AMPC_OK) return NULL;
     ampc_tensor *r = ampci_op_end(&c, out, &sv);
     if (param && (!r || !r->node)) fp8_free(ctx, NULL, &sv.a, &sv.b); /* no backward will read them */
@@ -333,7 +333,7 @@ AMPCI_ROW_BODY(colsum_run, colsum_job, j, b0, b1, chunk) {
 static float *column_sums(ampc_ctx *ctx, const char *op, const ampc_tensor *g, int64_t rows, int64_t cols) {
     float *out = ampci_scratch(ctx, op, cols);
     if (!out) return NULL;
-    colsum_job j = {ctx->kernels, ampci_tensor_ptr(g), g->dtype, rows, cols, out};
+    colsum_job j = {ctx->kernels, ampci_dev_ptr(g), g->dtype, rows, cols, out};
     int64_t blocks = (cols + COLSUM_BLOCK - 1) / COLSUM_BLOCK;
     ampci_parallel_rows(ctx, blocks, rows * COLSUM_BLOCK, colsum_run, &j); /* a block per chunk */
     return out;
@@ -399,7 +399,7 @@ ampc_tensor *ampc_linear(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor 
     sv.rows = sv.in ? ampci_numel(x) / sv.in : 0;
     const ampc_tensor *xc = ampc_tensor_is_contiguous(x) ? x : ampci_copy_as(op, x, x->dtype), *uw;
     if (!xc || !operand(op, w, true, &sv.w, &uw)) return NULL;
-    sv.x = (mat){ampci_tensor_ptr(xc), sv.in, false, {0, 0}};
+    sv.x = (mat){ampci_dev_ptr(xc), sv.in, false, {0, 0}};
     sv.fp8 = param;
     if (param && (!fp8_operand(ctx, param, 0, &sv.x, xc, op) || !fp8_operand(ctx, param, 1, &sv.w, uw, op)))
         return NULL;
@@ -412,7 +412,7 @@ ampc_tensor *ampc_linear(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor 
     const float *bf = b && y ? ampci_as_f32(op, b) : NULL;
     if (!y || (b && !bf)) return NULL;
     static const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
-    gemm_dst d = {ampci_tensor_ptr(y), x->dtype, bf};
+    gemm_dst d = {ampci_dev_ptr(y), x->dtype, bf};
     ampc_dtype gdt = param ? AMPC_DTYPE_BF16 : x->dtype;
     if (gemm_batched(ctx, gdt, sv.rows, sv.out, sv.in, &sv.x, &sv.w, d, zero, one) != AMPC_OK) return NULL;
     if (b) ampci_as_f32_done(b, bf);

@@ -1,14 +1,15 @@
 /* ops.h: what the op files share. A public op opens with ampci_op_begin (anomaly record, autocast's
  * casts, input checks, all from the op's descriptor), stages its inputs as contiguous F32 (ampci_as_f32),
- * runs kernels from the context's table into F32 scratch over rows (ampci_parallel_rows), wraps the
- * result in its output dtype (ampci_result) and closes with ampci_op_end, which records a node whose
- * backward does the same in reverse and hands F32 gradients to ampci_accumulate_f32. */
+ * runs the device's operations (AMPCI_DEV, kernels/device.h) into F32 scratch, wraps the result in its
+ * output dtype (ampci_result) and closes with ampci_op_end, which records a node whose backward does the
+ * same in reverse and hands F32 gradients to ampci_accumulate_f32. An op body computes shapes and
+ * addresses; it never reads or writes tensor memory itself: every pointer here is a device address. */
 #ifndef AMPC_OPS_H
 #define AMPC_OPS_H
 
 #include "../amp/amp.h"
 #include "../autograd/autograd.h"
-#include "../kernels/kernels.h"
+#include "../kernels/device.h"
 #include "frame.h"
 
 /* ---- the plumbing every public op shares: ampci_op_begin ... ampci_op_end ----
@@ -97,18 +98,10 @@ AMPCI_HIDDEN ampc_tensor *ampci_result(const char *op, ampc_ctx *ctx, ampc_dtype
 /* Hands an F32 gradient (t's shape, row-major, arena memory) to t. */
 AMPCI_HIDDEN ampc_status ampci_accumulate_f32(const char *op, ampc_tensor *t, float *g);
 
-/* Broadcasting of two shapes (NumPy rules, right-aligned, up to 4 dims). Strides index the row-major
- * data of each operand, 0 along broadcast dims; shapes are padded on the left to 4 dims. */
-typedef struct ampci_bcast {
-    int ndim;                     /* of the result */
-    int64_t shape[AMPC_MAX_DIMS]; /* result shape (ndim entries) */
-    int64_t dims[4];              /* result shape padded to 4 */
-    int64_t sa[4], sb[4];
-    int64_t n; /* result elements */
-} ampci_bcast;
+/* Broadcasting of two shapes (ampci_bcast, kernels/dev_elementwise.h), or false with the error recorded. */
 AMPCI_HIDDEN bool ampci_broadcast(const char *op, const ampc_tensor *a, const ampc_tensor *b, ampci_bcast *bc);
 /* dst (the operand's numel) = sum of g (the result's numel) over the broadcast dims of operand `which`
- * (0: a, 1: b), accumulated in double. false on OOM. */
+ * (0: a, 1: b), accumulated in double, on the device. false on OOM. */
 AMPCI_HIDDEN bool ampci_sum_to_operand(const char *op, ampc_ctx *ctx, const ampci_bcast *bc, int which, const float *g,
                                        float *dst, int64_t dst_n);
 

@@ -1,15 +1,13 @@
-/* reduce.c: sum and mean over a set of dims (all dims when none are given), with keepdim. Sums run in
- * double in row-major order of the input, so the result is independent of threads; the output keeps
- * the input's dtype. The backward broadcasts the gradient back over the reduced dims. */
+/* reduce.c: sum and mean over a set of dims (all dims when none are given), with keepdim. Sums run on
+ * the device in double in row-major order of the input, so the result is independent of threads; the
+ * output keeps the input's dtype. The backward broadcasts the gradient back over the reduced dims. */
 #include "ops.h"
 
 #include <string.h>
 
 typedef struct reduce_plan {
-    int64_t dims[4];    /* input shape padded to 4 */
-    int64_t ostride[4]; /* output element stride along each padded input dim, 0 for reduced dims */
-    int64_t out_n, count;
-    int ndim;
+    ampci_reduce_plan k; /* what the device reduces (kernels/dev_elementwise.h) */
+    int ndim;            /* the output's shape */
     int64_t shape[AMPC_MAX_DIMS];
 } reduce_plan;
 
@@ -38,17 +36,18 @@ static bool plan_reduce(const char *op, const ampc_tensor *x, const int *dims, i
         red[d] = true;
     }
     memset(p, 0, sizeof *p);
-    p->count = 1;
+    ampci_reduce_plan *k = &p->k;
+    k->count = 1;
     int64_t st = 1;
     for (int i = 3; i >= 0; i--) {
         int d = x->ndim - (4 - i);
         bool r = d >= 0 && (ndims == 0 || red[d]);
-        p->dims[i] = d >= 0 ? x->shape[d] : 1;
-        p->ostride[i] = r ? 0 : st;
-        if (r) p->count *= p->dims[i];
-        else st *= p->dims[i];
+        k->dims[i] = d >= 0 ? x->shape[d] : 1;
+        k->ostride[i] = r ? 0 : st;
+        if (r) k->count *= k->dims[i];
+        else st *= k->dims[i];
     }
-    p->out_n = st;
+    k->out_n = st;
     for (int d = 0; d < x->ndim; d++) {
         bool r = ndims == 0 || red[d];
         if (!r) p->shape[p->ndim++] = x->shape[d];
@@ -57,21 +56,12 @@ static bool plan_reduce(const char *op, const ampc_tensor *x, const int *dims, i
     return true;
 }
 
-#define FOR_EACH_INPUT(p, k, o)                                                                                        \
-    for (int64_t i0 = 0, k = 0; i0 < (p)->dims[0]; i0++)                                                               \
-        for (int64_t i1 = 0; i1 < (p)->dims[1]; i1++)                                                                  \
-            for (int64_t i2 = 0; i2 < (p)->dims[2]; i2++)                                                              \
-                for (int64_t i3 = 0, o = i0 * (p)->ostride[0] + i1 * (p)->ostride[1] + i2 * (p)->ostride[2];           \
-                     i3 < (p)->dims[3]; i3++, k++, o += (p)->ostride[3])
-
 static ampc_status reduce_backward(ampci_node *n, const ampc_tensor *gout) {
     const reduce_saved *sv = n->saved;
-    const reduce_plan *p = &sv->plan;
     const float *g = ampci_as_f32(n->op, gout);
     float *gx = g ? ampci_scratch(n->ctx, n->op, ampci_numel(n->in[0])) : NULL;
-    if (!gx) return ampc_last_status();
-    float scale = sv->mean ? (float)(1.0 / (double)p->count) : 1.0f;
-    FOR_EACH_INPUT(p, k, o) gx[k] = sv->mean ? g[o] * scale : g[o];
+    if (!gx || AMPCI_DEV(n->ctx, reduce_bw, .plan = sv->plan.k, .mean = sv->mean, .g = g, .gx = gx) != AMPC_OK)
+        return ampc_last_status();
     return ampci_accumulate_f32(n->op, n->in[0], gx);
 }
 
@@ -89,12 +79,8 @@ static ampc_tensor *reduce(ampc_ctx *ctx, const ampc_tensor *x, const int *dims,
     if (!plan_reduce(op, x, dims, ndims, keepdim, &sv.plan)) return NULL;
     const reduce_plan *p = &sv.plan;
     const float *xf = ampci_as_f32(op, x);
-    double *acc = xf ? ampci_arena_alloc(ctx, (size_t)(p->out_n ? p->out_n : 1) * sizeof *acc, op) : NULL;
-    float *y = acc ? ampci_scratch(ctx, op, p->out_n) : NULL;
-    if (!y) return NULL;
-    memset(acc, 0, (size_t)p->out_n * sizeof *acc);
-    FOR_EACH_INPUT(p, k, o) acc[o] += xf[k];
-    for (int64_t i = 0; i < p->out_n; i++) y[i] = (float)(mean ? acc[i] / (double)p->count : acc[i]);
+    float *y = xf ? ampci_scratch(ctx, op, p->k.out_n) : NULL;
+    if (!y || AMPCI_DEV(ctx, reduce, .plan = p->k, .mean = mean, .x = xf, .y = y) != AMPC_OK) return NULL;
     return ampci_op_end(&c, ampci_result(op, ctx, x->dtype, p->ndim, p->shape, y), &sv);
 }
 

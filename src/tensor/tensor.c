@@ -70,8 +70,14 @@ static int64_t storage_bytes(const char *fn, const ampc_ctx *ctx, ampc_dtype dty
 /* Fills in a zeroed contiguous tensor t on storage s holding `data`. */
 static ampc_tensor *init_tensor(ampc_tensor *t, ampci_storage *s, ampc_ctx *ctx, unsigned char *data, size_t bytes,
                                 bool owned, ampc_dtype dtype, int ndim, const int64_t *shape) {
-    memset(data, 0, bytes);
-    *s = (ampci_storage){.ctx = ctx, .data = data, .bytes = bytes, .refs = owned, .arena = !owned, .version = 0};
+    ampci_dev_memset(ctx, data, 0, bytes);
+    *s = (ampci_storage){.ctx = ctx,
+                         .buft = ctx->dev_mem.buft,
+                         .data = data,
+                         .bytes = bytes,
+                         .refs = owned,
+                         .arena = !owned,
+                         .version = 0};
     *t = (ampc_tensor){.ctx = ctx, .storage = s, .owned = owned};
     set_shape(t, dtype, ndim, shape);
     return t;
@@ -93,7 +99,13 @@ ampc_tensor *ampci_tensor_wrap(const char *fn, ampc_ctx *ctx, ampc_dtype dtype, 
     ampc_tensor *t = ampci_arena_alloc(ctx, sizeof *t, fn);
     ampci_storage *s = t ? ampci_arena_alloc(ctx, sizeof *s, fn) : NULL;
     if (!s) return NULL;
-    *s = (ampci_storage){.ctx = ctx, .data = data, .bytes = (size_t)bytes, .refs = 0, .arena = true, .version = 0};
+    *s = (ampci_storage){.ctx = ctx,
+                         .buft = ctx->dev_mem.buft,
+                         .data = data,
+                         .bytes = (size_t)bytes,
+                         .refs = 0,
+                         .arena = true,
+                         .version = 0};
     *t = (ampc_tensor){.ctx = ctx, .storage = s, .owned = false};
     set_shape(t, dtype, ndim, shape);
     return t;
@@ -125,7 +137,7 @@ ampc_tensor *ampc_tensor_new(ampc_ctx *ctx, ampc_dtype dtype, int ndim, const in
     if (bytes < 0) return NULL;
     ampc_tensor *t = ampci_alloc(ctx, sizeof *t, fn);
     ampci_storage *s = t ? ampci_alloc(ctx, sizeof *s, fn) : NULL;
-    unsigned char *data = s ? ampci_alloc(ctx, (size_t)bytes, fn) : NULL;
+    unsigned char *data = s ? ampci_dev_alloc(ctx, (size_t)bytes, fn) : NULL;
     if (!data) {
         ampci_free(ctx, s, sizeof *s);
         ampci_free(ctx, t, sizeof *t);
@@ -138,14 +150,15 @@ static void storage_unref(void *arg) {
     ampci_storage *s = arg;
     if (--s->refs > 0) return;
     ampc_ctx *ctx = s->ctx;
-    ampci_free(ctx, s->data, s->bytes);
+    ampci_dev_free(ctx, s->data, s->bytes);
     ampci_free(ctx, s, sizeof *s);
 }
 
 static void free_now(void *arg) {
     ampc_tensor *t = arg;
     ampc_ctx *ctx = t->ctx;
-    if (ctx->tensor_free_hook) ctx->tensor_free_hook(ctx, t);
+    for (int i = 0; i < ctx->tensor_freed.n; i++)
+        ((ampci_freed_fn *)ctx->tensor_freed.at[i].fn)(ctx->tensor_freed.at[i].arg, t);
     if (t->grad != t->grad_slot) ampc_tensor_free(t->grad);
     ampc_tensor_free(t->grad_slot);
     storage_unref(t->storage);
@@ -195,7 +208,7 @@ int ampci_wrap_dim(const char *fn, const ampc_tensor *t, int dim) {
 ampc_dtype ampc_tensor_dtype(const ampc_tensor *t) { return t ? t->dtype : AMPC_DTYPE_F32; }
 int ampc_tensor_ndim(const ampc_tensor *t) { return t ? t->ndim : 0; }
 int64_t ampc_tensor_numel(const ampc_tensor *t) { return t ? ampci_numel(t) : 0; }
-void *ampc_tensor_data(const ampc_tensor *t) { return t ? ampci_tensor_ptr(t) : NULL; }
+void *ampc_tensor_data(const ampc_tensor *t) { return t ? ampci_dev_ptr(t) : NULL; }
 bool ampc_tensor_is_owned(const ampc_tensor *t) { return t && t->owned; }
 uint64_t ampc_tensor_version(const ampc_tensor *t) { return t ? t->storage->version : 0; }
 ampc_ctx *ampc_tensor_ctx(const ampc_tensor *t) { return t ? t->ctx : NULL; }
@@ -264,13 +277,74 @@ ampc_tensor *ampc_tensor_detach(const ampc_tensor *t) {
 
 /* ---- finiteness ---- */
 
-int64_t ampci_tensor_first_nonfinite(const ampc_tensor *t) {
-    return ampci_first_nonfinite(t->dtype, ampci_tensor_ptr(t), ampci_numel(t));
+int64_t ampci_tensor_first_nonfinite(const ampc_tensor *t, ampc_sync_point point) {
+    ampc_ctx *ctx = t->ctx;
+    int64_t *at = ampci_step_alloc(ctx, sizeof *at, "finiteness check"), index = -1;
+    if (!at || AMPCI_DEV(ctx, first_nonfinite, .p = ampci_dev_ptr(t), .dt = t->dtype, .n = ampci_numel(t),
+                         .index = at) != AMPC_OK)
+        return -1; /* out of memory: the error is recorded, the check passes */
+    ampci_sync_read(ctx, point, &index, at, sizeof index);
+    ampci_step_free(ctx, at);
+    return index;
 }
 
 bool ampc_all_finite(const ampc_tensor *t) {
     if (!t) return false;
-    if (ampc_tensor_is_contiguous(t)) return ampci_tensor_first_nonfinite(t) < 0;
+    if (ampc_tensor_is_contiguous(t)) return ampci_tensor_first_nonfinite(t, AMPC_SYNC_READ) < 0;
     ampc_tensor *c = ampci_copy_as("ampc_all_finite", t, t->dtype);
-    return c && ampci_tensor_first_nonfinite(c) < 0;
+    return c && ampci_tensor_first_nonfinite(c, AMPC_SYNC_READ) < 0;
+}
+
+/* ---- events ---- */
+
+ampc_status ampci_tensor_on_absent(ampc_ctx *ctx, ampci_absent_fn *fn, void *arg) {
+    return ampci_listeners_add(&ctx->storage_absent, "tensor absent-storage listener", (void (*)(void))fn, arg);
+}
+bool ampci_tensor_off_absent(ampc_ctx *ctx, ampci_absent_fn *fn, void *arg) {
+    return ampci_listeners_remove(&ctx->storage_absent, (void (*)(void))fn, arg);
+}
+ampc_status ampci_tensor_on_free(ampc_ctx *ctx, ampci_freed_fn *fn, void *arg) {
+    return ampci_listeners_add(&ctx->tensor_freed, "tensor free listener", (void (*)(void))fn, arg);
+}
+bool ampci_tensor_off_free(ampc_ctx *ctx, ampci_freed_fn *fn, void *arg) {
+    return ampci_listeners_remove(&ctx->tensor_freed, (void (*)(void))fn, arg);
+}
+
+ampc_status ampci_tensor_present(const ampc_tensor *t) {
+    ampci_storage *st = t->storage;
+    const ampci_listeners *l = &t->ctx->storage_absent;
+    for (int i = 0; st->absent && i < l->n; i++) {
+        ampc_status s = ((ampci_absent_fn *)l->at[i].fn)(l->at[i].arg, st);
+        if (s != AMPC_OK) return s;
+    }
+    if (!st->absent) return AMPC_OK;
+    char b[128];
+    return ampci_fail(AMPC_STATUS_STATE, "%s%s%s: its storage is absent (a sharded parameter) and nothing gathered it",
+                      ampc_tensor_describe(t, b, sizeof b), t->name[0] ? " " : "", t->name);
+}
+
+/* ---- host mapping ---- */
+
+void *ampci_host_map(ampc_ctx *ctx, void *dev, size_t bytes, unsigned mode, ampc_sync_point point, const char *what,
+                     ampci_host_mapping *m) {
+    *m = (ampci_host_mapping){.ctx = ctx, .host = dev, .dev = dev, .bytes = bytes, .mode = mode};
+    if (ampci_dev_is_host(ctx)) return dev;
+    m->copy = true;
+    if (!(m->host = ampci_alloc(ctx, bytes, what))) return NULL;
+    if (mode & AMPCI_MAP_READ) ampci_sync_read(ctx, point, m->host, dev, bytes);
+    return m->host;
+}
+
+void *ampci_tensor_host_map(const ampc_tensor *t, unsigned mode, ampc_sync_point point, const char *what,
+                            ampci_host_mapping *m) {
+    AMPCI_ASSERT(ampc_tensor_is_contiguous(t));
+    return ampci_host_map(t->ctx, ampci_dev_ptr(t), (size_t)ampci_numel(t) * ampc_dtype_size(t->dtype), mode, point,
+                          what, m);
+}
+
+void ampci_host_unmap(ampci_host_mapping *m) {
+    if (!m->copy || !m->host) return;
+    if (m->mode & AMPCI_MAP_WRITE) ampci_dev_copy_in(m->ctx, m->dev, m->host, m->bytes);
+    ampci_free(m->ctx, m->host, m->bytes);
+    m->host = NULL;
 }

@@ -5,11 +5,12 @@
 #ifndef AMPC_TENSOR_H
 #define AMPC_TENSOR_H
 
-#include "../core/core.h"
+#include "../kernels/device.h"
 
 typedef struct ampci_storage {
     ampc_ctx *ctx;
-    unsigned char *data;
+    const ampci_buft *buft; /* the memory data lives in: its context's device's (core.h) */
+    unsigned char *data;    /* a device address: dereference only through the device (kernels/device.h) */
     size_t bytes;
     int refs; /* owned storage only */
     bool arena;
@@ -80,6 +81,21 @@ AMPCI_HIDDEN ampc_tensor *ampci_tensor_owned_view(const ampc_tensor *base, int64
 AMPCI_HIDDEN ampc_tensor *ampci_tensor_wrap(const char *fn, ampc_ctx *ctx, ampc_dtype dtype, int ndim,
                                             const int64_t *shape, void *data);
 
+/* ---- the tensor floor's events ----
+ * absent: a storage marked absent (a sharded parameter between uses, its pages given back) is about to
+ * be read; a listener makes it present (gathers it) and returns AMPC_OK, or fails. freed: an owned tensor
+ * is being freed (state keyed by it must go). Several listeners may subscribe; they run in the order they
+ * were added. */
+typedef ampc_status ampci_absent_fn(void *arg, ampci_storage *st);
+typedef void ampci_freed_fn(void *arg, const ampc_tensor *t);
+AMPCI_HIDDEN ampc_status ampci_tensor_on_absent(ampc_ctx *ctx, ampci_absent_fn *fn, void *arg);
+AMPCI_HIDDEN bool ampci_tensor_off_absent(ampc_ctx *ctx, ampci_absent_fn *fn, void *arg);
+AMPCI_HIDDEN ampc_status ampci_tensor_on_free(ampc_ctx *ctx, ampci_freed_fn *fn, void *arg);
+AMPCI_HIDDEN bool ampci_tensor_off_free(ampc_ctx *ctx, ampci_freed_fn *fn, void *arg);
+/* t's storage is present: AMPC_OK at once unless it is absent, else the absent listeners run until it is
+ * (STATE with a message naming t when none is subscribed or none made it present). */
+AMPCI_HIDDEN ampc_status ampci_tensor_present(const ampc_tensor *t);
+
 /* The caller (model code) will not touch t or any view of its storage again: its step buffer is given
  * back as soon as no recorded backward needs it (now, or when the last node saving it has run). For
  * intermediates only: never for a tensor handed to the user. Owned tensors are left alone. */
@@ -87,17 +103,46 @@ AMPCI_HIDDEN void ampci_tensor_release(const ampc_tensor *t);
 /* A saving node is done with s (its backward ran): releases s if its maker already let it go. */
 AMPCI_HIDDEN void ampci_storage_unsave(ampci_storage *s);
 
-/* Index of the first inf or NaN of a contiguous tensor, or -1. */
-AMPCI_HIDDEN int64_t ampci_tensor_first_nonfinite(const ampc_tensor *t);
+/* Index of the first inf or NaN of a contiguous tensor, or -1: a host synchronisation point. */
+AMPCI_HIDDEN int64_t ampci_tensor_first_nonfinite(const ampc_tensor *t, ampc_sync_point point);
 
-/* Copies t's elements (any strides) in row-major order into dst (dst_dtype), converting. */
-AMPCI_HIDDEN void ampci_tensor_gather(const ampc_tensor *t, void *dst, ampc_dtype dst_dtype);
-/* Writes numel row-major elements of src (src_dtype) into t (any strides), converting. */
-AMPCI_HIDDEN void ampci_tensor_scatter(ampc_tensor *t, const void *src, ampc_dtype src_dtype);
+/* Copies t's elements (any strides) in row-major order into dst (device memory, dst_dtype), converting. */
+AMPCI_HIDDEN ampc_status ampci_tensor_gather(const ampc_tensor *t, void *dst, ampc_dtype dst_dtype);
+/* Writes numel row-major elements of src (device memory, src_dtype) into t (any strides), converting. */
+AMPCI_HIDDEN ampc_status ampci_tensor_scatter(ampc_tensor *t, const void *src, ampc_dtype src_dtype);
 
-static inline unsigned char *ampci_tensor_ptr(const ampc_tensor *t) {
+/* t's elements as the device's operations take them. */
+AMPCI_HIDDEN ampci_strided ampci_tensor_strided(const ampc_tensor *t);
+
+/* The address of t's first element in its device's memory. Code above the kernels floor may compute
+ * with it and hand it to the device's operations, never dereference it (on a GPU it is not a host
+ * address; the guard device faults). */
+static inline unsigned char *ampci_dev_ptr(const ampc_tensor *t) {
     return t->storage->data + (size_t)t->offset * ampc_dtype_size(t->dtype);
 }
+
+/* ---- host mapping: the one way host code reads or writes tensor memory itself ----
+ * ampci_host_map gives host memory holding the `bytes` bytes at device address dev: on a device whose
+ * memory is host memory (the CPU) the address itself, elsewhere a host copy (read from the device when
+ * the map reads, a synchronisation point counted under `point`, and written back by ampci_host_unmap when
+ * it writes). For the code that must see values on the host: checkpoints, MPI staging, data batches. */
+#define AMPCI_MAP_READ 1u
+#define AMPCI_MAP_WRITE 2u
+typedef struct ampci_host_mapping {
+    ampc_ctx *ctx;
+    void *host, *dev;
+    size_t bytes;
+    unsigned mode;
+    bool copy; /* host is a copy (freed by unmap) */
+} ampci_host_mapping;
+/* host (NULL with the error recorded, naming `what`, when the copy cannot be allocated). */
+AMPCI_HIDDEN void *ampci_host_map(ampc_ctx *ctx, void *dev, size_t bytes, unsigned mode, ampc_sync_point point,
+                                  const char *what, ampci_host_mapping *m);
+/* The contiguous tensor t's elements (numel x dtype size bytes) mapped as above. */
+AMPCI_HIDDEN void *ampci_tensor_host_map(const ampc_tensor *t, unsigned mode, ampc_sync_point point, const char *what,
+                                         ampci_host_mapping *m);
+/* Ends a map: a writing copy goes back to the device; the copy is freed. Accepts a map whose host is NULL. */
+AMPCI_HIDDEN void ampci_host_unmap(ampci_host_mapping *m);
 
 static inline int64_t ampci_numel(const ampc_tensor *t) {
     int64_t n = 1;

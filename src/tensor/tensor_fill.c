@@ -1,110 +1,26 @@
 /* tensor_fill.c: everything that reads or writes a tensor's elements as a whole: fills (constant,
- * uniform, normal), copies in and out of user buffers, contiguous copies and dtype casts. All of them
- * walk the tensor as rows along its last dim (any strides), converting through the context's kernel
- * table, and split the rows over the context's threads; random fills draw element i of the row-major
- * order from counter-based RNG position i, so the bits do not depend on the thread count. */
+ * uniform, normal), copies in and out of host buffers and between contexts, contiguous copies and dtype
+ * casts. The element work is the device's (kernels/dev_tensor.h: strided copies, fills); what comes from
+ * or goes to host memory is staged through a device buffer on a device whose memory the host cannot
+ * touch, and goes straight to the tensor on the CPU. */
 #include "tensor.h"
-
-#include "../kernels/kernels.h"
 
 #include <string.h>
 
-#define ROW_PIECE 256            /* elements per staging buffer for strided rows */
-#define PARALLEL_ELEMS (1 << 15) /* elements per parallel chunk */
-
-typedef void (*row_fn)(void *arg, unsigned char *row, int64_t len, int64_t stride, int64_t first);
-
-typedef struct row_walk {
-    const ampc_tensor *t;
-    int64_t len; /* row length (last extent; 1 for 0-dim) */
-    row_fn fn;
-    void *arg;
-} row_walk;
-
-AMPCI_ROW_BODY(walk_rows, row_walk, w, begin, end, chunk) {
-    const ampc_tensor *t = w->t;
-    size_t es = ampc_dtype_size(t->dtype);
-    int64_t inner = t->ndim ? t->stride[t->ndim - 1] : 1;
-    for (int64_t r = begin; r < end; r++) {
-        int64_t off = t->offset, rest = r;
-        for (int d = t->ndim - 2; d >= 0; d--) {
-            off += (rest % t->shape[d]) * t->stride[d];
-            rest /= t->shape[d];
-        }
-        w->fn(w->arg, t->storage->data + (size_t)off * es, w->len, inner, r * w->len);
-    }
+ampci_strided ampci_tensor_strided(const ampc_tensor *t) {
+    ampci_strided s = {.p = ampci_dev_ptr(t), .dt = t->dtype, .ndim = t->ndim};
+    memcpy(s.shape, t->shape, sizeof s.shape);
+    memcpy(s.stride, t->stride, sizeof s.stride);
+    return s;
 }
 
-/* Calls fn once per row, rows in parallel; a contiguous tensor is cut into flat pieces instead. */
-static void for_each_row(const ampc_tensor *t, row_fn fn, void *arg) {
-    int64_t numel = ampci_numel(t);
-    if (numel == 0) return;
-    if (ampc_tensor_is_contiguous(t)) {
-        ampc_tensor flat = *t;
-        int64_t len = numel < PARALLEL_ELEMS ? numel : PARALLEL_ELEMS, rows = (numel + len - 1) / len;
-        /* rows of `len` elements; the last row may be shorter, so walk it by hand */
-        row_walk w = {&flat, len, fn, arg};
-        flat.ndim = 2, flat.shape[0] = rows - 1, flat.shape[1] = len, flat.stride[0] = len, flat.stride[1] = 1;
-        ampc_parallel_for(t->ctx, rows - 1, 1, walk_rows, &w);
-        int64_t done = (rows - 1) * len;
-        fn(arg, ampci_tensor_ptr(t) + (size_t)done * ampc_dtype_size(t->dtype), numel - done, 1, done);
-        return;
-    }
-    int64_t len = t->shape[t->ndim - 1], rows = numel / len;
-    row_walk w = {t, len, fn, arg};
-    int64_t grain = len >= PARALLEL_ELEMS ? 1 : PARALLEL_ELEMS / len;
-    ampc_parallel_for(t->ctx, rows, grain, walk_rows, &w);
+ampc_status ampci_tensor_gather(const ampc_tensor *t, void *dst, ampc_dtype dst_dtype) {
+    return AMPCI_DEV(t->ctx, strided_copy, .t = ampci_tensor_strided(t), .buf = dst, .buf_dt = dst_dtype);
 }
 
-/* ---- converting copies between a tensor and a row-major buffer ---- */
-
-typedef struct copy_rows {
-    const ampc_tensor *t;
-    unsigned char *buf; /* row-major buffer, buf_dtype */
-    ampc_dtype buf_dtype;
-    bool into_tensor;
-} copy_rows;
-
-/* One row of t (len elements, `stride` apart) <-> len contiguous elements of buf (buf_dtype). */
-static void convert_row(const ampc_tensor *t, unsigned char *row, int64_t len, int64_t stride, unsigned char *buf,
-                        ampc_dtype buf_dtype, bool into_tensor) {
-    const struct ampc_kernels *k = t->ctx->kernels;
-    ampc_dtype tdt = t->dtype;
-    size_t es = ampc_dtype_size(tdt), bs = ampc_dtype_size(buf_dtype);
-    if (stride == 1) {
-        if (into_tensor) ampci_convert_with(k, row, tdt, buf, buf_dtype, (size_t)len);
-        else ampci_convert_with(k, buf, buf_dtype, row, tdt, (size_t)len);
-        return;
-    }
-    /* Strided row: stage pieces contiguously in the tensor's dtype, convert, then place. */
-    unsigned char tmp[ROW_PIECE * 8];
-    for (int64_t i = 0; i < len; i += ROW_PIECE) {
-        int64_t m = len - i < ROW_PIECE ? len - i : ROW_PIECE;
-        unsigned char *b = buf + (size_t)i * bs;
-        if (into_tensor) {
-            ampci_convert_with(k, tmp, tdt, b, buf_dtype, (size_t)m);
-            for (int64_t e = 0; e < m; e++) memcpy(row + (size_t)((i + e) * stride) * es, tmp + (size_t)e * es, es);
-        } else {
-            for (int64_t e = 0; e < m; e++) memcpy(tmp + (size_t)e * es, row + (size_t)((i + e) * stride) * es, es);
-            ampci_convert_with(k, b, buf_dtype, tmp, tdt, (size_t)m);
-        }
-    }
-}
-
-static void copy_row(void *vp, unsigned char *row, int64_t len, int64_t stride, int64_t first) {
-    const copy_rows *j = vp;
-    unsigned char *b = j->buf + (size_t)first * ampc_dtype_size(j->buf_dtype);
-    convert_row(j->t, row, len, stride, b, j->buf_dtype, j->into_tensor);
-}
-
-void ampci_tensor_gather(const ampc_tensor *t, void *dst, ampc_dtype dst_dtype) {
-    copy_rows j = {t, dst, dst_dtype, false};
-    for_each_row(t, copy_row, &j);
-}
-
-void ampci_tensor_scatter(ampc_tensor *t, const void *src, ampc_dtype src_dtype) {
-    copy_rows j = {t, (unsigned char *)src, src_dtype, true};
-    for_each_row(t, copy_row, &j);
+ampc_status ampci_tensor_scatter(ampc_tensor *t, const void *src, ampc_dtype src_dtype) {
+    return AMPCI_DEV(t->ctx, strided_copy, .t = ampci_tensor_strided(t), .buf = (void *)src, .buf_dt = src_dtype,
+                     .to_tensor = true);
 }
 
 static bool check_buffer(const char *fn, const ampc_tensor *t, const void *buf, ampc_dtype dt, const char *what) {
@@ -120,62 +36,72 @@ static bool check_buffer(const char *fn, const ampc_tensor *t, const void *buf, 
     return true;
 }
 
+/* A device buffer for numel(t) elements of dt staged from or to host memory: the host buffer itself on the
+ * CPU. */
+static void *staging(const ampc_tensor *t, const void *host, ampc_dtype dt, const char *fn) {
+    if (ampci_dev_is_host(t->ctx)) return (void *)host;
+    return ampci_step_alloc(t->ctx, (size_t)ampci_numel(t) * ampc_dtype_size(dt) + 1, fn);
+}
+
 ampc_status ampc_tensor_copy_from(ampc_tensor *t, const void *src, ampc_dtype src_dtype) {
     static const char fn[] = "ampc_tensor_copy_from";
     if (!t) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: tensor is NULL", fn);
     if (!check_buffer(fn, t, src, src_dtype, "src")) return ampc_last_status();
-    ampci_tensor_scatter(t, src, src_dtype);
+    void *buf = staging(t, src, src_dtype, fn);
+    if (!buf) return ampc_last_status();
+    if (buf != src) ampci_dev_copy_in(t->ctx, buf, src, (size_t)ampci_numel(t) * ampc_dtype_size(src_dtype));
+    ampc_status s = ampci_tensor_scatter(t, buf, src_dtype);
+    if (buf != src) ampci_step_free(t->ctx, buf);
     t->storage->version++;
-    return AMPC_OK;
+    return s;
 }
 
 ampc_status ampc_tensor_copy_to(const ampc_tensor *t, void *dst, ampc_dtype dst_dtype) {
     static const char fn[] = "ampc_tensor_copy_to";
     if (!t) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: tensor is NULL", fn);
     if (!check_buffer(fn, t, dst, dst_dtype, "dst")) return ampc_last_status();
-    ampci_tensor_gather(t, dst, dst_dtype);
-    return AMPC_OK;
+    void *buf = staging(t, dst, dst_dtype, fn);
+    ampc_status s = buf ? ampci_tensor_gather(t, buf, dst_dtype) : ampc_last_status();
+    if (buf == dst) ampci_sync_count(t->ctx, AMPC_SYNC_READ);
+    else if (buf) {
+        if (s == AMPC_OK)
+            ampci_sync_read(t->ctx, AMPC_SYNC_READ, dst, buf, (size_t)ampci_numel(t) * ampc_dtype_size(dst_dtype));
+        ampci_step_free(t->ctx, buf);
+    }
+    return s;
+}
+
+ampc_status ampc_tensor_copy(ampc_tensor *dst, const ampc_tensor *src) {
+    static const char fn[] = "ampc_tensor_copy";
+    if (!dst || !src) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: %s is NULL", fn, !dst ? "dst" : "src");
+    char a[128], b[128];
+    if (ampci_numel(dst) != ampci_numel(src))
+        return ampci_fail(AMPC_STATUS_SHAPE, "%s: dst %s and src %s have different numbers of elements", fn,
+                          ampc_tensor_describe(dst, a, sizeof a), ampc_tensor_describe(src, b, sizeof b));
+    if (dst->ctx == src->ctx) { /* one device: a converting copy on it */
+        ampc_tensor *c = ampci_copy_as(fn, src, dst->dtype);
+        ampc_status s = c ? ampci_tensor_scatter(dst, ampci_dev_ptr(c), dst->dtype) : ampc_last_status();
+        dst->storage->version++;
+        return s;
+    }
+    /* two contexts, possibly two devices: through host memory in src's dtype */
+    size_t bytes = (size_t)ampci_numel(src) * ampc_dtype_size(src->dtype);
+    void *host = ampci_alloc(src->ctx, bytes, fn);
+    ampc_status s = host ? ampc_tensor_copy_to(src, host, src->dtype) : ampc_last_status();
+    if (s == AMPC_OK) s = ampc_tensor_copy_from(dst, host, src->dtype);
+    ampci_free(src->ctx, host, bytes);
+    return s;
 }
 
 /* ---- fills ---- */
 
-typedef struct fill_rows {
-    size_t es;
-    unsigned char pattern[8]; /* the value, already converted to the tensor's dtype */
-} fill_rows;
-
-static void fill_row(void *vp, unsigned char *row, int64_t len, int64_t stride, int64_t first) {
-    (void)first;
-    const fill_rows *j = vp;
-    for (int64_t i = 0; i < len; i++) memcpy(row + (size_t)(i * stride) * j->es, j->pattern, j->es);
-}
-
 ampc_status ampc_tensor_fill(ampc_tensor *t, double value) {
     if (!t) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_tensor_fill: tensor is NULL");
-    fill_rows j = {ampc_dtype_size(t->dtype), {0}};
-    ampci_convert_generic(j.pattern, t->dtype, &value, AMPC_DTYPE_F64, 1);
-    for_each_row(t, fill_row, &j);
+    ampci_fill_args a = {.t = ampci_tensor_strided(t)};
+    ampci_convert_generic(a.pattern, t->dtype, &value, AMPC_DTYPE_F64, 1);
+    ampc_status s = t->ctx->dev->fill(t->ctx, &a);
     t->storage->version++;
-    return AMPC_OK;
-}
-
-typedef struct random_rows {
-    const ampc_tensor *t;
-    ampc_rng rng;
-    bool normal;
-    float a, b;
-} random_rows;
-
-static void random_row(void *vp, unsigned char *row, int64_t len, int64_t stride, int64_t first) {
-    const random_rows *j = vp;
-    float vals[ROW_PIECE];
-    size_t es = ampc_dtype_size(j->t->dtype);
-    for (int64_t i = 0; i < len; i += ROW_PIECE) {
-        int64_t m = len - i < ROW_PIECE ? len - i : ROW_PIECE;
-        if (j->normal) ampci_rng_normal_range(&j->rng, vals, first + i, first + i + m, j->a, j->b);
-        else ampci_rng_uniform_range(&j->rng, vals, first + i, first + i + m, j->a, j->b);
-        convert_row(j->t, row + (size_t)(i * stride) * es, m, stride, (unsigned char *)vals, AMPC_DTYPE_F32, true);
-    }
+    return s;
 }
 
 static ampc_status fill_random(const char *fn, ampc_tensor *t, bool normal, double a, double b) {
@@ -187,11 +113,11 @@ static ampc_status fill_random(const char *fn, ampc_tensor *t, bool normal, doub
                                    "expected lo <= hi",
                           fn, normal ? b : a, b);
     ampc_rng *rng = &t->ctx->rng;
-    random_rows j = {t, *rng, normal, (float)a, (float)b};
-    for_each_row(t, random_row, &j);
+    ampc_status s = AMPCI_DEV(t->ctx, fill_random, .t = ampci_tensor_strided(t), .rng = *rng, .normal = normal,
+                              .a = (float)a, .b = (float)b);
     rng->counter += ((uint64_t)ampci_numel(t) + 3) / 4;
     t->storage->version++;
-    return AMPC_OK;
+    return s;
 }
 
 ampc_status ampc_tensor_fill_uniform(ampc_tensor *t, double lo, double hi) {
@@ -230,21 +156,22 @@ ampc_tensor *ampc_tensor_from_buffer(ampc_ctx *ctx, ampc_dtype dtype, int ndim, 
     static const char fn[] = "ampc_tensor_from_buffer";
     ampc_tensor *t = ampci_tensor_arena(fn, ctx, dtype, ndim, shape);
     if (!t || !check_buffer(fn, t, data, data_dtype, "data")) return NULL;
-    ampci_tensor_scatter(t, data, data_dtype);
-    return t;
+    return ampc_tensor_copy_from(t, data, data_dtype) == AMPC_OK ? t : NULL;
 }
 
 /* ---- copies ---- */
 
 ampc_tensor *ampci_copy_as(const char *fn, const ampc_tensor *t, ampc_dtype dtype) {
     ampc_tensor *c = ampci_tensor_arena(fn, t->ctx, dtype, t->ndim, t->shape);
-    if (c) ampci_tensor_gather(t, ampci_tensor_ptr(c), dtype);
-    return c;
+    return c && ampci_tensor_gather(t, ampci_dev_ptr(c), dtype) == AMPC_OK ? c : NULL;
 }
 
 ampc_tensor *ampc_tensor_detach_copy(const ampc_tensor *t) {
     if (!t) return ampci_null_input("ampc_tensor_detach_copy", "input tensor");
     ampc_tensor *c = ampc_tensor_new(t->ctx, t->dtype, t->ndim, t->shape);
-    if (c) ampci_tensor_gather(t, ampci_tensor_ptr(c), t->dtype);
+    if (c && ampci_tensor_gather(t, ampci_dev_ptr(c), t->dtype) != AMPC_OK) {
+        ampc_tensor_free(c);
+        return NULL;
+    }
     return c;
 }
