@@ -258,7 +258,15 @@ static int setup(void **state) {
 }
 
 int main(void) {
-    if (ampc_ctx_new(&(ampc_ctx_params){.seed = 1, .threads = 2}, &g_ctx) != AMPC_OK) return 1;
+    /* AMPC_TEST_DEVICE=guard runs every case on the guard device: any host access to tensor memory that
+     * bypasses the device faults, and the results must meet the same tolerances */
+    ampc_device dev = {0};
+    const char *dev_name = getenv("AMPC_TEST_DEVICE");
+    if (dev_name && ampc_device_parse(dev_name, &dev) != AMPC_OK) {
+        fprintf(stderr, "test_ops: AMPC_TEST_DEVICE: %s\n", ampc_last_error());
+        return 1;
+    }
+    if (ampc_ctx_new(&(ampc_ctx_params){.seed = 1, .threads = 2, .device = dev}, &g_ctx) != AMPC_OK) return 1;
     g_verbose = getenv("AMPC_OPS_VERBOSE") != NULL;
     const char *filter = getenv("AMPC_OPS_FILTER");
     const ot_op *const *families[] = {ot_ops_basic, ot_ops_nn, ot_ops_conv};

@@ -168,7 +168,7 @@ static int setup(run_state *s, const ampc_dataset *ds) {
     s->lm = s->info.task == AMPC_TASK_CHAR_LM && !is_simple(s);
     int rc = check_pairing(s);
     if (rc) return rc;
-    if (ampc_ctx_new(&(ampc_ctx_params){.seed = cfg->seed, .threads = run_threads(s)}, &s->ctx) != AMPC_OK)
+    if (ampc_ctx_new(&(ampc_ctx_params){.seed = cfg->seed, .threads = run_threads(s), .device = cfg->device}, &s->ctx) != AMPC_OK)
         return fail(s->prog, "context");
     ampc_autograd_set_detect_anomaly(s->ctx, cfg->check_finite);
     if (cfg->stats && ampc_stats_attach(s->ctx, cfg->stats) != AMPC_OK) return fail(s->prog, "statistics");

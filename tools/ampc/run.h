@@ -60,6 +60,7 @@ typedef struct run_config {
     int64_t schedule_steps; /* the schedule spans this many steps (0 = the run's length) */
     double clip;            /* 0 = no clipping */
     uint64_t seed;
+    ampc_device device; /* --device */
     int threads;
     int64_t eval_every, eval_batches;
     bool quiet;

@@ -59,6 +59,15 @@ static bool known_op(const char *name) {
 }
 
 /* --fp32-ops softmax,gelu: op names autocast knows */
+/* --device: a device this build has and this machine holds (the library says which are not). */
+static bool parse_device(const char *v, void *out, char *why, size_t why_size) {
+    if (ampc_device_parse(v, out) == AMPC_OK) return true;
+    const char *m = ampc_last_error(), *reason = strstr(m, "': ");
+    if (ampc_last_status() == AMPC_STATUS_INVALID_ARG || !reason) snprintf(why, why_size, "cpu, cuda, cuda:N or guard");
+    else snprintf(why, why_size, "a device present in this build (%s)", reason + 3);
+    return false;
+}
+
 static bool parse_fp32_ops(const char *v, void *out, char *why, size_t why_size) {
     run_config *cfg = out;
     static char buf[1024]; /* the names point into it; options are parsed once per process */
@@ -140,6 +149,10 @@ int run_options(run_config *cfg, cli_opt *o, int max) {
                 .defval = "gpt 1, else none", .help = "clip the global gradient norm (after unscaling); 0 = none"),
         CLI_OPT(.name = "seed", .kind = CLI_INT, .out = &cfg->cli.seed, .imin = 0, .imax = INT64_MAX, .defval = "1337",
                 .help = "seed of weights, shuffling and dropout"),
+        CLI_OPT(.name = "device", .kind = CLI_CUSTOM, .out = &cfg->device, .parse = parse_device, .metavar = "DEV",
+                .accepts = "cpu, cuda, cuda:N or guard", .defval = "cpu",
+                .help =
+                    "where tensors live and kernels run (guard: the CPU on memory the host may not touch, for tests)"),
         CLI_OPT(.name = "threads", .kind = CLI_INT, .out = &cfg->cli.threads, .imin = 0, .imax = 1024, .defval = "0",
                 .help = "worker threads; 0 = all online CPUs"),
         CLI_OPT(.name = "eval-every", .kind = CLI_INT, .out = &cfg->eval_every, .imin = 0, .imax = INT64_MAX / 2,
