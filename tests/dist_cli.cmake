@@ -1,10 +1,8 @@
 # `mpirun -np 2 ampc train` against one process (tests/dist_train.sh): equivalence in fp32/bf16/fp16,
 # determinism, --shard optimizer, --reduce-dtype, resume across world sizes, a rank killed, one error line
 # per bad flag, only rank 0 writing. Included by tests/CMakeLists.txt in builds with MPI (AMPC_MPI_ENV).
-# st_diff compares the tensors of two checkpoints by value (the CLI shows none).
+# st_diff (tests/CMakeLists.txt) compares the tensors of two checkpoints by value (the CLI shows none).
 if(AMPC_BUILD_TOOLS)
-  add_executable(st_diff st_diff.c)
-  target_link_libraries(st_diff PRIVATE ampc_static m)
   add_test(NAME dist_train COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/dist_train.sh $<TARGET_FILE:ampc_cli>
            $<TARGET_FILE:ampc_json_check> $<TARGET_FILE:st_diff> ${AMPC_MPIRUN})
   set_tests_properties(dist_train PROPERTIES LABELS mpi TIMEOUT 300

@@ -69,8 +69,8 @@ ampc_status ampc_device_get_info(ampc_device d, ampc_device_info *out) {
     out->present = out->built && d.index < ampc_device_count(d.kind);
     if (d.kind != AMPC_DEVICE_CUDA) {
         const ampc_cpu_info *cpu = ampc_cpu();
-        snprintf(out->description, sizeof out->description, "%s%s", cpu->brand[0] ? cpu->brand : cpu->vendor,
-                 d.kind == AMPC_DEVICE_GUARD ? " (test device: host memory the host may not touch)" : "");
+        snprintf(out->description, sizeof out->description, d.kind == AMPC_DEVICE_GUARD ? "%s, protected memory" : "%s",
+                 cpu->brand[0] ? cpu->brand : cpu->vendor);
         out->host_memory = d.kind == AMPC_DEVICE_CPU;
         out->units = cpu->online_cpus;
         long pages = sysconf(_SC_PHYS_PAGES), avail = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -106,8 +106,8 @@ ampc_status ampc_device_parse(const char *text, ampc_device *out) {
     }
     if (!kind_built(d.kind))
         return ampci_fail(AMPC_STATUS_UNSUPPORTED,
-                          "device '%.40s': this build of ampc has no %s support (rebuild with -DAMPC_CUDA=ON on a "
-                          "machine with the CUDA toolkit)",
+                          "device '%.40s': this build of ampc has no %s support; rebuild with -DAMPC_CUDA=ON on a "
+                          "machine with the CUDA toolkit",
                           text, kind_names[d.kind]);
     int n = ampc_device_count(d.kind);
     if (d.index >= n)

@@ -59,6 +59,10 @@ static ampc_tensor *unary(ampc_ctx *ctx, const ampc_tensor *x, ampci_unary kind)
     x = c.in[0];
     const char *op = c.op->name;
     const ampc_tensor *xc = contiguous(op, x);
+#ifdef AMPC_PLANT_HOST_ACCESS /* tests/test_planted.c only: a host read behind the device's back */
+    static volatile unsigned char planted __attribute__((unused));
+    if (xc && ampci_numel(xc) > 0) planted = *(const volatile unsigned char *)ampci_dev_ptr(xc);
+#endif
     ampc_tensor *out = xc ? ampci_output(op, ctx, x->dtype, x->ndim, x->shape) : NULL;
     if (out && AMPCI_DEV(ctx, unary, .kind = kind, .y = ampci_dev_ptr(out), .y_dt = x->dtype, .x = ampci_dev_ptr(xc),
                          .x_dt = x->dtype, .n = ampci_numel(x)) != AMPC_OK)

@@ -38,6 +38,7 @@ typedef struct step_figures {
     int ranks;
     int64_t reduced;
     double alone, exposed;
+    double syncs[AMPC_SYNC_POINT_COUNT], syncs_total; /* host synchronisation points per timed step */
 } step_figures;
 
 /* The fraction of the reductions' own time that backward hid (0 when nothing was hidden). */
@@ -59,12 +60,23 @@ static step_figures figures(const run_output *o, int64_t warmup) {
                        .per_s = (double)o->per_step / med,
                        .peak = o->r.peak_bytes,
                        .state = o->r.state_bytes};
+    for (int p = 0; p < AMPC_SYNC_POINT_COUNT; p++)
+        f.syncs_total += f.syncs[p] = (double)o->syncs[p] / (double)n;
     if (o->dist.steps > 0) {
         f.reduced = o->dist.bytes_reduced, f.alone = o->reduce_alone;
         f.exposed = o->dist.exposed_seconds / (double)o->dist.steps;
     }
     free(t);
     return f;
+}
+
+/* "          host syncs per step: 3 (found_inf 1, read 1, ...)": where a device would wait for the host. */
+static void print_syncs(const step_figures *f) {
+    printf("          host syncs per step: %g", f->syncs_total);
+    const char *sep = " (";
+    for (int p = 0; p < AMPC_SYNC_POINT_COUNT; p++)
+        if (f->syncs[p] > 0) printf("%s%s %g", sep, ampc_sync_point_name(p), f->syncs[p]), sep = ", ";
+    printf("%s\n", f->syncs_total > 0 ? ")" : "");
 }
 
 static void print_json(const run_config *cfg, const char *label, const step_figures *f, int64_t steps, int64_t warmup,
@@ -85,6 +97,11 @@ static void print_json(const run_config *cfg, const char *label, const step_figu
     json_kint(&w, "peak_bytes", (int64_t)f->peak);
     json_kint(&w, "state_bytes", (int64_t)f->state);
     json_kint(&w, "activation_bytes", (int64_t)(f->peak - f->state));
+    json_knum(&w, "syncs_per_step", f->syncs_total);
+    json_key(&w, "syncs");
+    json_obj_begin(&w);
+    for (int p = 0; p < AMPC_SYNC_POINT_COUNT; p++) json_knum(&w, ampc_sync_point_name(p), f->syncs[p]);
+    json_obj_end(&w);
     if (f->ranks > 1) {
         json_kint(&w, "ranks", f->ranks);
         json_kint(&w, "bytes_reduced_per_step", f->reduced);
@@ -125,6 +142,7 @@ static int run_all(const char *prog, const run_config *common, const prec_list *
             printf("%-*s %8.1f %8.1f %12.0f %9.1f %10.1f %16.1f  %.2fx\n", w, cfg->label, f.ms, f.ms_min, f.per_s,
                    (double)f.peak / 1048576.0, (double)f.state / 1048576.0, (double)(f.peak - f.state) / 1048576.0,
                    base.ms / f.ms);
+            print_syncs(&f);
             if (f.ranks > 1)
                 printf("          %d ranks: %.2f MiB reduced per step; the reductions alone take %.2f ms, %.2f ms of "
                        "them were not hidden by backward (%.0f%% hidden)\n",

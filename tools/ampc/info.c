@@ -8,14 +8,17 @@
  * instruction) or emulated (and how): for GEMMs what the chosen kernel does, for the rest what the usable
  * features allow. */
 #include "cli.h"
+#include "info_devices.h"
 #include "json.h"
+#include "run.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 static void usage(FILE *f) {
-    fprintf(f, "Usage: ampc info [--json]\n\n"
-               "What this CPU offers mixed-precision training: CPU features as reported by CPUID and as\n"
+    fprintf(f, "Usage: ampc info [--device DEV] [--json]\n\n"
+               "The devices this build and machine offer (cpu, cuda:N, the guard test device), and what the\n"
+               "CPU offers mixed-precision training: CPU features as reported by CPUID and as\n"
                "usable (enabled by the OS in XCR0; for AMX, tile permission granted), the AMX permission,\n"
                "the kernel level ampc runs (AMPC_ISA can lower it), the kernel chosen in every slot and the\n"
                "other candidates this CPU runs, how they were chosen (timed once per CPU and cached, with the\n"
@@ -299,7 +302,7 @@ static void verdict(const info *in, int row, char *buf, size_t size) {
 
 /* ---- human output ---- */
 
-static void print_cpu(const info *in) {
+static void print_cpu(const info *in, ampc_device dev) {
     char x[256];
     xcr0_text(in->cpu->xcr0, x, sizeof x);
     printf("ampc %s\n", ampc_version());
@@ -307,7 +310,8 @@ static void print_cpu(const info *in) {
     else
         printf("data parallel   not in this build (configured with -DAMPC_MPI=OFF, or MPI was not found: "
                "install libopenmpi-dev and reconfigure)\n\n");
-    printf("CPU\n");
+    info_print_devices(dev);
+    printf("\nCPU\n");
     printf("  vendor        %s\n", in->cpu->vendor);
     printf("  brand         %s\n", in->cpu->brand[0] ? in->cpu->brand : "(none reported)");
     printf("  online CPUs   %d\n", in->online_cpus);
@@ -405,8 +409,8 @@ static void print_notes(const info *in) {
     printf("  F16   %s.\n", v);
 }
 
-static void print_human(const info *in) {
-    print_cpu(in);
+static void print_human(const info *in, ampc_device dev) {
+    print_cpu(in, dev);
     print_features(in);
     print_levels(in);
     print_grid(in);
@@ -588,12 +592,13 @@ static void json_support(json_writer *w, const info *in) {
     json_obj_end(w);
 }
 
-static void print_json(const info *in) {
+static void print_json(const info *in, ampc_device dev) {
     json_writer w;
     json_init(&w, stdout, true);
     json_obj_begin(&w);
     json_kstr(&w, "ampc_version", ampc_version());
     json_kstr(&w, "mpi", ampc_dist_available() ? ampc_dist_library() : NULL);
+    info_json_devices(&w, dev);
     json_cpu(&w, in);
     json_features(&w, in);
     json_levels(&w, in);
@@ -604,13 +609,20 @@ static void print_json(const info *in) {
 
 int cmd_info(int argc, char **argv) {
     const char *prog = "ampc info";
-    bool json;
-    int rc = cli_parse_json_only(prog, usage, argc, argv, &json);
+    bool json = false;
+    ampc_device dev = {AMPC_DEVICE_CPU, 0};
+    const cli_opt opts[] = {
+        CLI_OPT(.name = "device", .kind = CLI_CUSTOM, .out = &dev, .parse = run_parse_device, .metavar = "DEV",
+                .accepts = "cpu, cuda, cuda:N or guard", .defval = "cpu", .help = "the device to mark"),
+        CLI_OPT(.name = "json", .kind = CLI_FLAG, .out = &json, .help = "print one JSON object instead of tables"),
+    };
+    cli_parse_out po = {0};
+    int rc = cli_parse_or_exit(prog, usage, opts, 2, argc, argv, 0, NULL, &po);
     if (rc >= 0) return rc;
     info in;
     ampc_status s = gather(&in);
     if (s != AMPC_OK) return cli_fail_lib(prog, s);
-    if (json) print_json(&in);
-    else print_human(&in);
+    if (json) print_json(&in, dev);
+    else print_human(&in, dev);
     return CLI_EXIT_OK;
 }

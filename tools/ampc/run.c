@@ -737,9 +737,11 @@ static int loop(run_state *s, FILE *log, run_output *out) {
     out->per_step = s->per_step;
     const run_config *cfg = s->cfg;
     out->r.n = s->start;
+    uint64_t syncs0[AMPC_SYNC_POINT_COUNT] = {0};
     for (int64_t step = s->start; step < s->steps; step++) {
         int sig = stop_signal(s);
         if (sig) return stop(s, step, out, sig);
+        if (step == s->start + cfg->untimed) ampc_ctx_sync_counts(s->ctx, syncs0);
         if (s->dist && step == s->start + cfg->untimed) ampc_dist_reset_stats(s->dist);
         step_result r;
         double ts = now();
@@ -761,6 +763,8 @@ static int loop(run_state *s, FILE *log, run_output *out) {
             return rc > 128 ? stop(s, step + 1, out, rc - 128) : rc;
     }
     summarise(out, s, now() - t0);
+    ampc_ctx_sync_counts(s->ctx, out->syncs);
+    for (int p = 0; p < AMPC_SYNC_POINT_COUNT; p++) out->syncs[p] -= syncs0[p];
     if (s->dist) {
         ampc_dist_get_stats(s->dist, &out->dist);
         if (cfg->measure_comm && ampc_dist_time_reduction(s->dist, 5, &out->reduce_alone) != AMPC_OK)

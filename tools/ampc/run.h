@@ -165,6 +165,8 @@ typedef struct run_output {
     char saved_to[4200];  /* where the newest checkpoint of this process is ("" = none) */
     ampc_dist_stats dist; /* data parallel: the reductions (after cfg->untimed steps) */
     double reduce_alone;  /* with measure_comm: seconds of one step's reductions with nothing to hide them */
+    /* host synchronisation points of the steps after cfg->untimed, per point (ampc_sync_point) */
+    uint64_t syncs[AMPC_SYNC_POINT_COUNT];
 } run_output;
 
 /* Runs one training run on ds, writing JSONL to log (may be NULL). 0 on success; 1 after printing a
@@ -178,6 +180,8 @@ void run_output_free(run_output *out);
 /* CLI_CUSTOM parsers of --module-precision and --fp32-modules: the form only (globs are checked against
  * the model's modules when the run starts). */
 bool run_parse_module_precision(const char *v, void *out, char *why, size_t why_size);
+/* --device's value: an ampc_device this build has and this machine holds. */
+bool run_parse_device(const char *v, void *out, char *why, size_t why_size);
 bool run_parse_fp32_modules(const char *v, void *out, char *why, size_t why_size);
 /* Sets the context's module rules from cfg (--module-precision, then --fp32-modules, then the run's own
  * policy) and checks them against the model: CLI_EXIT_USAGE after a message naming the flag and the

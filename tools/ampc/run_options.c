@@ -60,7 +60,7 @@ static bool known_op(const char *name) {
 
 /* --fp32-ops softmax,gelu: op names autocast knows */
 /* --device: a device this build has and this machine holds (the library says which are not). */
-static bool parse_device(const char *v, void *out, char *why, size_t why_size) {
+bool run_parse_device(const char *v, void *out, char *why, size_t why_size) {
     if (ampc_device_parse(v, out) == AMPC_OK) return true;
     const char *m = ampc_last_error(), *reason = strstr(m, "': ");
     if (ampc_last_status() == AMPC_STATUS_INVALID_ARG || !reason) snprintf(why, why_size, "cpu, cuda, cuda:N or guard");
@@ -149,7 +149,7 @@ int run_options(run_config *cfg, cli_opt *o, int max) {
                 .defval = "gpt 1, else none", .help = "clip the global gradient norm (after unscaling); 0 = none"),
         CLI_OPT(.name = "seed", .kind = CLI_INT, .out = &cfg->cli.seed, .imin = 0, .imax = INT64_MAX, .defval = "1337",
                 .help = "seed of weights, shuffling and dropout"),
-        CLI_OPT(.name = "device", .kind = CLI_CUSTOM, .out = &cfg->device, .parse = parse_device, .metavar = "DEV",
+        CLI_OPT(.name = "device", .kind = CLI_CUSTOM, .out = &cfg->device, .parse = run_parse_device, .metavar = "DEV",
                 .accepts = "cpu, cuda, cuda:N or guard", .defval = "cpu",
                 .help =
                     "where tensors live and kernels run (guard: the CPU on memory the host may not touch, for tests)"),
