@@ -1,15 +1,14 @@
 /* norm.c: softmax and log_softmax over any dim, and layer norm over the last dim. The input is staged
- * as F32 rows with the reduced dim last (a transposed gather when it is not last already), the row
- * kernels of the context's table run over row ranges in parallel, and the result is moved back and
- * rounded once to the input's dtype. Every row is computed on its own (sums in double inside the
- * kernels), so results do not depend on the thread count; layer norm's weight and bias gradients are
- * summed over fixed row chunks and the chunk partials added in chunk order. */
+ * as F32 rows with the reduced dim last (a transposed gather when it is not last already), the device's
+ * row operations run (kernels/dev_nn.h: the row kernels over row ranges in parallel), and the result is
+ * moved back and rounded once to the input's dtype. Every row is computed on its own (sums in double
+ * inside the kernels), so results do not depend on the thread count; layer norm's weight and bias
+ * gradients are summed over fixed row chunks and the chunk partials added in chunk order (on the
+ * device). */
 #include "ops.h"
 
 #include <math.h>
 #include <string.h>
-
-#define MAX_PARTIALS 64 /* chunks of layer norm's weight/bias gradient sums */
 
 /* ---- staging with the reduced dim last ---- */
 
@@ -18,8 +17,7 @@ static const float *stage_dim_last(const char *op, const ampc_tensor *t, int d) 
     if (d == t->ndim - 1) return ampci_as_f32(op, t);
     ampc_tensor *v = ampci_transpose(op, t, d, t->ndim - 1);
     float *buf = v ? ampci_scratch(t->ctx, op, ampci_numel(t)) : NULL;
-    if (buf) ampci_tensor_gather(v, buf, AMPC_DTYPE_F32);
-    return buf;
+    return buf && ampci_tensor_gather(v, buf, AMPC_DTYPE_F32) == AMPC_OK ? buf : NULL;
 }
 
 /* The inverse: buf (rows along dim d, as made by stage_dim_last for a tensor shaped like `like`) back in
@@ -33,8 +31,7 @@ static float *unstage_dim_last(const char *op, const ampc_tensor *like, int d, f
     ampc_tensor *w = ampci_tensor_wrap(op, like->ctx, AMPC_DTYPE_F32, like->ndim, shape, buf);
     ampc_tensor *v = w ? ampci_transpose(op, w, d, last) : NULL;
     float *out = v ? ampci_scratch(like->ctx, op, ampci_numel(like)) : NULL;
-    if (out) ampci_tensor_gather(v, out, AMPC_DTYPE_F32);
-    return out;
+    return out && ampci_tensor_gather(v, out, AMPC_DTYPE_F32) == AMPC_OK ? out : NULL;
 }
 
 /* ---- softmax / log_softmax ---- */
@@ -44,22 +41,6 @@ typedef struct softmax_saved {
     bool log;
 } softmax_saved;
 
-/* Rows [r0, r1) of softmax, or of its backward when g (the output gradient) is set: x is then the saved
- * output. */
-typedef struct softmax_rows {
-    const struct ampc_kernels *k;
-    float *out;
-    const float *x, *g;
-    int64_t cols;
-    bool log;
-} softmax_rows;
-
-AMPCI_ROW_BODY(softmax_run, softmax_rows, j, r0, r1, chunk) {
-    int64_t o = r0 * j->cols;
-    if (j->g) j->k->softmax_bw(j->out + o, j->g + o, j->x + o, r1 - r0, j->cols, j->log);
-    else j->k->softmax(j->out + o, j->x + o, r1 - r0, j->cols, j->log);
-}
-
 static int64_t dim_extent(const ampc_tensor *t, int d) { return d < 0 ? 1 : t->shape[d]; }
 
 static ampc_status softmax_backward(ampci_node *n, const ampc_tensor *gout) {
@@ -68,8 +49,9 @@ static ampc_status softmax_backward(ampci_node *n, const ampc_tensor *gout) {
     int64_t numel = ampci_numel(x), cols = dim_extent(x, sv->dim), rows = cols ? numel / cols : 0;
     const float *g = stage_dim_last(n->op, gout, sv->dim), *y = g ? stage_dim_last(n->op, n->out, sv->dim) : NULL;
     float *gx = y ? ampci_scratch(n->ctx, n->op, numel) : NULL;
-    if (!gx) return ampc_last_status();
-    ampci_parallel_rows(n->ctx, rows, cols, softmax_run, &(softmax_rows){n->ctx->kernels, gx, y, g, cols, sv->log});
+    if (!gx ||
+        AMPCI_DEV(n->ctx, softmax_bw, .gx = gx, .gy = g, .y = y, .rows = rows, .cols = cols, .log = sv->log) != AMPC_OK)
+        return ampc_last_status();
     return ampci_accumulate_f32(n->op, x, unstage_dim_last(n->op, x, sv->dim, gx));
 }
 
@@ -100,8 +82,7 @@ static ampc_tensor *softmax(ampc_ctx *ctx, const ampc_tensor *x, int dim, bool l
     int64_t numel = ampci_numel(x), cols = dim_extent(x, d), rows = cols ? numel / cols : 0;
     const float *xf = stage_dim_last(op, x, d);
     float *y = xf ? ampci_scratch(ctx, op, numel) : NULL;
-    if (!y) return NULL;
-    ampci_parallel_rows(ctx, rows, cols, softmax_run, &(softmax_rows){ctx->kernels, y, xf, NULL, cols, log});
+    if (!y || AMPCI_DEV(ctx, softmax, .y = y, .x = xf, .rows = rows, .cols = cols, .log = log) != AMPC_OK) return NULL;
     ampc_tensor *out = ampci_result(op, ctx, x->dtype, x->ndim, x->shape, unstage_dim_last(op, x, d, y));
     return ampci_op_end(&c, out, &(softmax_saved){d, log});
 }
@@ -113,69 +94,28 @@ ampc_tensor *ampc_log_softmax(ampc_ctx *ctx, const ampc_tensor *x, int dim) { re
 /* ---- layer norm ---- */
 
 typedef struct layernorm_saved {
-    float *mean, *rstd; /* (rows) F32, arena */
+    float *mean, *rstd; /* (rows) F32, device memory */
     int64_t rows, cols;
 } layernorm_saved;
-
-/* Rows [r0, r1) of layer norm, or of its backward when g (the output gradient) is set: then chunk
- * `chunk`'s weight and bias gradient sums go to row `chunk` of gw_part and gb_part (when wanted). */
-typedef struct layernorm_rows {
-    const struct ampc_kernels *k;
-    float *out, *mean, *rstd;
-    const float *x, *w, *b, *g;
-    float *gw_part, *gb_part; /* (chunks, cols) or NULL */
-    int64_t cols;
-    float eps;
-} layernorm_rows;
-
-AMPCI_ROW_BODY(layernorm_run, layernorm_rows, j, r0, r1, chunk) {
-    int64_t o = r0 * j->cols, m = r1 - r0;
-    if (!j->g) {
-        j->k->layernorm(j->out + o, j->mean + r0, j->rstd + r0, j->x + o, j->w, j->b, m, j->cols, j->eps);
-        return;
-    }
-    float *gw = j->gw_part ? j->gw_part + chunk * j->cols : NULL,
-          *gb = j->gb_part ? j->gb_part + chunk * j->cols : NULL;
-    j->k->layernorm_bw(j->out + o, gw, gb, j->g + o, j->x + o, j->mean + r0, j->rstd + r0, j->w, m, j->cols);
-}
-
-/* dst (cols) = sum over the chunks of part (nchunks, cols), in chunk order, in double. */
-static float *sum_partials(ampc_ctx *ctx, const char *op, const float *part, int64_t nchunks, int64_t cols) {
-    float *dst = ampci_scratch(ctx, op, cols);
-    if (!dst) return NULL;
-    for (int64_t c = 0; c < cols; c++) {
-        double s = 0.0;
-        for (int64_t i = 0; i < nchunks; i++) s += part[i * cols + c];
-        dst[c] = (float)s;
-    }
-    return dst;
-}
 
 static ampc_status layernorm_backward(ampci_node *n, const ampc_tensor *gout) {
     const layernorm_saved *sv = n->saved;
     ampc_ctx *ctx = n->ctx;
+    const char *op = n->op;
     ampc_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     bool need_w = ampci_input_needs_grad(n, 1), need_b = ampci_input_needs_grad(n, 2);
-    /* fewer, larger chunks when column sums are needed, so the partials stay small */
-    int64_t grain = ampci_row_grain(sv->cols);
-    if ((need_w || need_b) && grain * MAX_PARTIALS < sv->rows) grain = (sv->rows + MAX_PARTIALS - 1) / MAX_PARTIALS;
-    int64_t nchunks = ampc_parallel_chunks(sv->rows, grain), npart = nchunks * sv->cols;
-    layernorm_rows j = {ctx->kernels, NULL, sv->mean, sv->rstd, ampci_as_f32(n->op, x), NULL, NULL, NULL,
-                        NULL,         NULL, sv->cols, 0.0f};
-    j.w = w ? ampci_as_f32(n->op, w) : NULL;
-    j.g = ampci_as_f32(n->op, gout);
-    j.out = ampci_scratch(ctx, n->op, ampci_numel(x));
-    j.gw_part = need_w ? ampci_scratch(ctx, n->op, npart) : NULL;
-    j.gb_part = need_b ? ampci_scratch(ctx, n->op, npart) : NULL;
-    if (!j.x || (w && !j.w) || !j.g || !j.out || (need_w && !j.gw_part) || (need_b && !j.gb_part))
+    const float *xf = ampci_as_f32(op, x), *wf = w ? ampci_as_f32(op, w) : NULL, *g = ampci_as_f32(op, gout);
+    float *gx = ampci_scratch(ctx, op, ampci_numel(x));
+    float *gw = need_w ? ampci_scratch(ctx, op, sv->cols) : NULL,
+          *gb = need_b ? ampci_scratch(ctx, op, sv->cols) : NULL;
+    if (!xf || (w && !wf) || !g || !gx || (need_w && !gw) || (need_b && !gb) ||
+        AMPCI_DEV(ctx, layer_norm_bw, .gx = gx, .gw = gw, .gb = gb, .gy = g, .x = xf, .mean = sv->mean,
+                  .rstd = sv->rstd, .w = wf, .rows = sv->rows, .cols = sv->cols) != AMPC_OK)
         return ampc_last_status();
-    ampc_parallel_for(ctx, sv->rows, grain, layernorm_run, &j);
     ampc_status s = AMPC_OK;
-    if (ampci_input_needs_grad(n, 0)) s = ampci_accumulate_f32(n->op, x, j.out);
-    if (s == AMPC_OK && need_w)
-        s = ampci_accumulate_f32(n->op, w, sum_partials(ctx, n->op, j.gw_part, nchunks, sv->cols));
-    if (s == AMPC_OK && need_b)
-        s = ampci_accumulate_f32(n->op, b, sum_partials(ctx, n->op, j.gb_part, nchunks, sv->cols));
+    if (ampci_input_needs_grad(n, 0)) s = ampci_accumulate_f32(op, x, gx);
+    if (s == AMPC_OK && need_w) s = ampci_accumulate_f32(op, w, gw);
+    if (s == AMPC_OK && need_b) s = ampci_accumulate_f32(op, b, gb);
     return s;
 }
 
@@ -217,23 +157,14 @@ ampc_tensor *ampc_layer_norm(ampc_ctx *ctx, const ampc_tensor *x, const ampc_ten
     if (!layernorm_check(op, x, w, b, eps)) return NULL;
     int64_t numel = ampci_numel(x), cols = x->shape[x->ndim - 1], rows = 1;
     for (int i = 0; i < x->ndim - 1; i++) rows *= x->shape[i];
-    layernorm_rows j = {ctx->kernels,
-                        ampci_scratch(ctx, op, numel),
-                        ampci_scratch(ctx, op, rows),
-                        ampci_scratch(ctx, op, rows),
-                        ampci_as_f32(op, x),
-                        NULL,
-                        NULL,
-                        NULL,
-                        NULL,
-                        NULL,
-                        cols,
-                        (float)eps};
-    j.w = w ? ampci_as_f32(op, w) : NULL;
-    j.b = b ? ampci_as_f32(op, b) : NULL;
-    if (!j.out || !j.mean || !j.rstd || !j.x || (w && !j.w) || (b && !j.b)) return NULL;
-    ampci_parallel_rows(ctx, rows, cols, layernorm_run, &j);
-    ampci_as_f32_done(x, j.x);
-    ampc_tensor *out = ampci_result(op, ctx, x->dtype, x->ndim, x->shape, j.out);
-    return ampci_op_end(&c, out, &(layernorm_saved){j.mean, j.rstd, rows, cols});
+    float *y = ampci_scratch(ctx, op, numel);
+    layernorm_saved sv = {ampci_scratch(ctx, op, rows), ampci_scratch(ctx, op, rows), rows, cols};
+    const float *xf = ampci_as_f32(op, x), *wf = w ? ampci_as_f32(op, w) : NULL, *bf = b ? ampci_as_f32(op, b) : NULL;
+    if (!y || !sv.mean || !sv.rstd || !xf || (w && !wf) || (b && !bf) ||
+        AMPCI_DEV(ctx, layer_norm, .y = y, .mean = sv.mean, .rstd = sv.rstd, .x = xf, .w = wf, .b = bf, .rows = rows,
+                  .cols = cols, .eps = (float)eps) != AMPC_OK)
+        return NULL;
+    ampci_as_f32_done(x, xf);
+    ampc_tensor *out = ampci_result(op, ctx, x->dtype, x->ndim, x->shape, y);
+    return ampci_op_end(&c, out, &sv);
 }
