@@ -1,9 +1,9 @@
 /* attention.c: scaled dot-product attention softmax(q k^T / sqrt(D) [causal mask]) v over (B, H) heads.
  * The op checks shapes and dtypes, makes the operands contiguous in their own dtype and hands them to the
- * kernel table's attention slots (reference kernels in kernels/ref/attention_ref.c, a fused kernel
- * later). Scores and probabilities never leave F32 (or wider): only the output is rounded to the inputs'
- * dtype, once. The backward rebuilds the probabilities from per-row statistics the forward saved (two
- * floats per query row) instead of keeping the (Tq, Tk) matrix. */
+ * device's attention operations (kernels/dev_linear.h; on the CPU the kernel table's attention slots).
+ * Scores and probabilities never leave F32 (or wider): only the output is rounded to the inputs' dtype,
+ * once. The backward rebuilds the probabilities from per-row statistics the forward saved (two floats per
+ * query row) instead of keeping the (Tq, Tk) matrix. */
 #include "ops.h"
 
 #include <math.h>
@@ -16,13 +16,16 @@ typedef struct attn_saved {
 static ampc_status attention_backward(ampci_node *n, const ampc_tensor *gout) {
     const attn_saved *sv = n->saved;
     ampc_ctx *ctx = n->ctx;
-    const ampc_tensor *go = gout->dtype == sv->a.dt ? gout : ampci_copy_as(n->op, gout, sv->a.dt);
+    const ampc_tensor *go = gout->dtype == sv->a.dt && ampc_tensor_is_contiguous(gout)
+                                ? gout
+                                : ampci_copy_as(n->op, gout, sv->a.dt);
     if (!go) return ampc_last_status();
     float *g[3] = {NULL, NULL, NULL};
     for (int i = 0; i < 3; i++)
         if (ampci_input_needs_grad(n, i) && !(g[i] = ampci_scratch(ctx, n->op, ampci_numel(n->in[i]))))
             return ampc_last_status();
-    ampc_status s = ctx->kernels->attention_bw(ctx, &sv->a, sv->stats, ampci_dev_ptr(go), g[0], g[1], g[2]);
+    ampc_status s = AMPCI_DEV(ctx, attention_bw, .a = sv->a, .stats = sv->stats, .go = ampci_dev_ptr(go), .gq = g[0],
+                              .gk = g[1], .gv = g[2]);
     for (int i = 0; i < 3 && s == AMPC_OK; i++)
         if (g[i]) s = ampci_accumulate_f32(n->op, n->in[i], g[i]);
     return s;
@@ -83,7 +86,7 @@ ampc_tensor *ampc_attention(ampc_ctx *ctx, const ampc_tensor *q, const ampc_tens
     bool grad = ampci_wants_grad(ctx, c.in, 3);
     float *o = ampci_scratch(ctx, op, sv.a.BH * sv.a.Tq * sv.a.Dv);
     if (grad && !(sv.stats = ampci_scratch(ctx, op, sv.a.BH * sv.a.Tq * 2))) return NULL;
-    if (!o || ctx->kernels->attention(ctx, &sv.a, o, sv.stats) != AMPC_OK) return NULL;
+    if (!o || AMPCI_DEV(ctx, attention, .a = sv.a, .o = o, .stats = sv.stats) != AMPC_OK) return NULL;
     /* the backward reads an input only where the kernel ran on its own data (not on a contiguous copy) */
     const void *used[3] = {sv.a.q, sv.a.k, sv.a.v};
     c.saves = 0;

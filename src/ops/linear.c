@@ -1,10 +1,11 @@
 /* linear.c: GEMM-like ops: matmul (2-D and batched with broadcast batch dims, either operand
- * transposed), bmm and linear (x W^T + b). Operands keep their dtype and go straight to the kernel
- * table's GEMM (F32 accumulation); transposed views are passed as transposed operands instead of being
- * copied. The GEMM's write-out adds linear's bias and rounds the result to its dtype, so outputs make one
- * trip to memory and need no F32 buffer. The backward is the usual pair of GEMMs, writing a gradient in
- * its input's dtype where that rounding would come next anyway; an operand shared by every batch sums its
- * gradient over the batches in one F32 buffer, in batch order. The bias gradient is a column sum.
+ * transposed), bmm and linear (x W^T + b). Operands keep their dtype and go straight to the device's GEMM
+ * operation (F32 accumulation; kernels/dev_linear.h); transposed views are passed as transposed operands
+ * instead of being copied. The GEMM's write-out adds linear's bias and rounds the result to its dtype, so
+ * outputs make one trip to memory and need no F32 buffer. The backward is the usual pair of GEMMs, writing a
+ * gradient in its input's dtype where that rounding would come next anyway; an operand shared by every
+ * batch sums its gradient over the batches in one F32 buffer, in batch order. The bias gradient is a
+ * column sum on the device.
  * Inside an FP8 region (src/amp/fp8.c) linear, and matmul with a parameter as its second operand, run on
  * FP8-quantised operands held as BF16 values q / scale, which the BF16 GEMMs multiply exactly as an FP8
  * GEMM would; the backward quantises the output gradient the same way and frees the copies. */
@@ -37,34 +38,25 @@ typedef struct gemm_dst {
     const float *bias;
 } gemm_dst;
 
-/* d.c (batches of (M, N), batch strides cbs) = a b per batch; beta 1 where c's batch stride is 0 (an F32
- * gradient summed over broadcast batches). */
+/* d.c (batches of (M, N), batch strides cbs) = a b per batch, one device GEMM operation; a c batch stride
+ * of 0 sums those batches into one F32 block (an F32 gradient summed over broadcast batches). */
 static ampc_status gemm_batched(ampc_ctx *ctx, ampc_dtype dt, int64_t M, int64_t N, int64_t K, const mat *a,
                                 const mat *b, gemm_dst d, const int64_t cbs[2], const int64_t nb[2]) {
-    size_t es = ampc_dtype_size(dt);
-    for (int64_t i = 0; i < nb[0]; i++)
-        for (int64_t j = 0; j < nb[1]; j++) {
-            /* accumulate (beta 1) into a c block that an earlier batch already wrote */
-            bool again = (cbs[0] == 0 && i > 0) || (cbs[1] == 0 && j > 0);
-            int64_t at = i * cbs[0] + j * cbs[1];
-            ampci_gemm g = {.M = M,
-                            .N = N,
-                            .K = K,
-                            .a = (const unsigned char *)a->p + (size_t)(i * a->bs[0] + j * a->bs[1]) * es,
-                            .lda = a->ld,
-                            .ta = a->t,
-                            .b = (const unsigned char *)b->p + (size_t)(i * b->bs[0] + j * b->bs[1]) * es,
-                            .ldb = b->ld,
-                            .tb = b->t,
-                            .ldc = N,
-                            .beta = again ? 1.0f : 0.0f,
-                            .bias = d.bias};
-            if (d.dt == AMPC_DTYPE_F32) g.c = (float *)d.c + at;
-            else g.c16 = (uint16_t *)d.c + at, g.c16_dt = d.dt;
-            ampc_status s = ampci_gemm_fn(ctx, dt)(ctx, &g);
-            if (s != AMPC_OK) return s;
-        }
-    return AMPC_OK;
+    ampci_gemm g = {.M = M,
+                    .N = N,
+                    .K = K,
+                    .a = a->p,
+                    .lda = a->ld,
+                    .ta = a->t,
+                    .b = b->p,
+                    .ldb = b->ld,
+                    .tb = b->t,
+                    .ldc = N,
+                    .bias = d.bias};
+    if (d.dt == AMPC_DTYPE_F32) g.c = d.c;
+    else g.c16 = d.c, g.c16_dt = d.dt;
+    return AMPCI_DEV(ctx, gemm, .dt = dt, .g = g, .nb = {nb[0], nb[1]}, .as = {a->bs[0], a->bs[1]},
+                     .bs = {b->bs[0], b->bs[1]}, .cs = {cbs[0], cbs[1]});
 }
 
 /* An F32 GEMM destination. */
@@ -293,49 +285,13 @@ typedef struct linear_saved {
     mat x, w; /* x: (rows, in) row-major; w: op(w) = W^T (in, out) */
 } linear_saved;
 
-/* The bias gradient: column sums of g (rows, cols, of dtype dt), in double, each column in row order.
- * Rows are widened to F32 a piece at a time (in cache, by the kernel table's conversion) and added into
- * the double sums 8 columns at a time, which the compiler turns into vector code; blocks of columns go to
- * the threads (a column's order never changes, so neither do its bits). */
-#define COLSUM_BLOCK 256
-
-typedef struct colsum_job {
-    const struct ampc_kernels *k;
-    const unsigned char *g;
-    ampc_dtype dt;
-    int64_t rows, cols;
-    float *out;
-} colsum_job;
-
-static void add_row(double *restrict acc, const float *restrict f, int64_t w) {
-    int64_t c = 0;
-    for (; c + 8 <= w; c += 8)
-        for (int i = 0; i < 8; i++) acc[c + i] += (double)f[c + i];
-    for (; c < w; c++) acc[c] += (double)f[c];
-}
-
-/* column blocks [b0, b1) */
-AMPCI_ROW_BODY(colsum_run, colsum_job, j, b0, b1, chunk) {
-    size_t es = ampc_dtype_size(j->dt);
-    for (int64_t c0 = b0 * COLSUM_BLOCK; c0 < b1 * COLSUM_BLOCK && c0 < j->cols; c0 += COLSUM_BLOCK) {
-        int64_t w = j->cols - c0 < COLSUM_BLOCK ? j->cols - c0 : COLSUM_BLOCK;
-        double acc[COLSUM_BLOCK] = {0};
-        float row[COLSUM_BLOCK];
-        for (int64_t r = 0; r < j->rows; r++) {
-            const unsigned char *src = j->g + (size_t)(r * j->cols + c0) * es;
-            if (j->dt != AMPC_DTYPE_F32) ampci_convert_with(j->k, row, AMPC_DTYPE_F32, src, j->dt, (size_t)w);
-            add_row(acc, j->dt == AMPC_DTYPE_F32 ? (const float *)src : row, w);
-        }
-        for (int64_t c = 0; c < w; c++) j->out[c0 + c] = (float)acc[c];
-    }
-}
-
+/* The bias gradient: the column sums of g (rows, cols), in double, each column in row order (a device
+ * operation), as F32 scratch; NULL (error recorded) on failure. */
 static float *column_sums(ampc_ctx *ctx, const char *op, const ampc_tensor *g, int64_t rows, int64_t cols) {
     float *out = ampci_scratch(ctx, op, cols);
-    if (!out) return NULL;
-    colsum_job j = {ctx->kernels, ampci_dev_ptr(g), g->dtype, rows, cols, out};
-    int64_t blocks = (cols + COLSUM_BLOCK - 1) / COLSUM_BLOCK;
-    ampci_parallel_rows(ctx, blocks, rows * COLSUM_BLOCK, colsum_run, &j); /* a block per chunk */
+    if (!out || AMPCI_DEV(ctx, col_sum, .out = out, .g = ampci_dev_ptr(g), .dt = g->dtype, .rows = rows,
+                          .cols = cols) != AMPC_OK)
+        return NULL;
     return out;
 }
 

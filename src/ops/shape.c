@@ -116,8 +116,7 @@ static ampc_status slice_backward(ampci_node *n, const ampc_tensor *g) {
     ampc_tensor *in = n->in[0];
     ampc_tensor *z = ampci_tensor_arena(n->op, n->ctx, g->dtype, in->ndim, in->shape);
     ampc_tensor *part = z ? ampci_slice(n->op, z, sv->dim0, sv->start, sv->end, sv->step) : NULL;
-    if (!part) return ampc_last_status();
-    ampci_tensor_scatter(part, ampci_dev_ptr(g), g->dtype);
+    if (!part || ampci_tensor_scatter(part, ampci_dev_ptr(g), g->dtype) != AMPC_OK) return ampc_last_status();
     return ampci_grad_accumulate(in, z);
 }
 
@@ -215,8 +214,7 @@ ampc_tensor *ampc_concat(ampc_ctx *ctx, const ampc_tensor *const *inputs, int n,
     for (int i = 0; out && i < n; i++) {
         ampc_tensor *part = ampci_slice(op, out, d, at, at + ts[i]->shape[d], 1);
         ampc_tensor *copy = part ? ampci_copy_as(op, ts[i], ts[i]->dtype) : NULL;
-        if (!copy) return NULL;
-        ampci_tensor_scatter(part, ampci_dev_ptr(copy), ts[i]->dtype);
+        if (!copy || ampci_tensor_scatter(part, ampci_dev_ptr(copy), ts[i]->dtype) != AMPC_OK) return NULL;
         at += ts[i]->shape[d];
     }
     return ampci_op_end(&c, out, &(concat_saved){d});
