@@ -4,10 +4,15 @@
  * were non-finite at unscale time; update applies `_amp_update_scale_` (backoff and tracker reset on
  * overflow; growth when the clean-step tracker reaches the interval and the grown value is finite). Opt-in
  * extras: min/max scale (Megatron/DeepSpeed/Apex clamps) and hysteresis (Megatron-LM: back off only at
- * the n-th overflow since the last growth). With hysteresis 0/1 and no min/max the rule is PyTorch's. */
+ * the n-th overflow since the last growth). With hysteresis 0/1 and no min/max the rule is PyTorch's.
+ * Unscaling is one device operation per gradient that writes the gradient's non-finite flag into a device
+ * array of one int32 per parameter; the host reads that array once per unscale call, the one host
+ * synchronisation point of the scaler (AMPC_SYNC_FOUND_INF), to decide step or skip and to name the first
+ * bad tensor. Because the flags live in device memory, a device could instead consume them itself, as
+ * PyTorch's _amp_foreach_non_finite_check_and_unscale_ feeds a found_inf tensor to the optimizer's skip
+ * and to _amp_update_scale_: the scale rule below (scale_rule) is a pure function of a small plain struct
+ * for that reason, so a device kernel could run it unchanged. */
 #include "optim.h"
-
-#include "../kernels/kernels.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -24,11 +29,17 @@ typedef struct opt_state {
     char first_bad[64];
 } opt_state;
 
+/* What the scale rule reads and writes: plain values only (no pointers), so a device could hold it. */
+typedef struct scale_state {
+    float scale;
+    int64_t growth_tracker, hysteresis_tracker;
+    ampc_grad_scaler_params cfg; /* checked, defaults applied */
+} scale_state;
+
 struct ampc_grad_scaler {
     ampc_ctx *ctx;
-    ampc_grad_scaler_params cfg;
-    float scale;
-    int64_t growth_tracker, hysteresis_tracker, steps, skipped;
+    scale_state sc;
+    int64_t steps, skipped;
     opt_state *states;
     int nstates, cap;
     ampc_grad_scaler_overflow last;
@@ -72,9 +83,9 @@ ampc_status ampc_grad_scaler_new(ampc_ctx *ctx, const ampc_grad_scaler_params *p
     if (s != AMPC_OK) return s;
     ampc_grad_scaler *gs = calloc(1, sizeof *gs);
     if (!gs) return ampci_fail(AMPC_STATUS_OOM, "%s: out of memory", fn);
-    gs->ctx = ctx, gs->cfg = p;
-    gs->scale = clamp_scale(&p, p.init_scale);
-    gs->hysteresis_tracker = p.hysteresis;
+    gs->ctx = ctx, gs->sc.cfg = p;
+    gs->sc.scale = clamp_scale(&p, p.init_scale);
+    gs->sc.hysteresis_tracker = p.hysteresis;
     *out = gs;
     return AMPC_OK;
 }
@@ -85,19 +96,19 @@ void ampc_grad_scaler_free(ampc_grad_scaler *gs) {
     free(gs);
 }
 
-bool ampc_grad_scaler_enabled(const ampc_grad_scaler *gs) { return gs && gs->cfg.enabled; }
-double ampc_grad_scaler_get_scale(const ampc_grad_scaler *gs) { return gs && gs->cfg.enabled ? gs->scale : 1.0; }
+bool ampc_grad_scaler_enabled(const ampc_grad_scaler *gs) { return gs && gs->sc.cfg.enabled; }
+double ampc_grad_scaler_get_scale(const ampc_grad_scaler *gs) { return gs && gs->sc.cfg.enabled ? gs->sc.scale : 1.0; }
 
 ampc_tensor *ampc_grad_scaler_scale(ampc_grad_scaler *gs, const ampc_tensor *loss) {
     static const char fn[] = "ampc_grad_scaler_scale";
     if (!gs) return ampci_fail_null(AMPC_STATUS_INVALID_ARG, "%s: scaler is NULL", fn);
     if (!loss) return ampci_null_input(fn, "loss");
-    if (!gs->cfg.enabled) return (ampc_tensor *)loss;
+    if (!gs->sc.cfg.enabled) return (ampc_tensor *)loss;
     /* PyTorch multiplies by a 0-dim FP32 tensor: a 0-dim low-precision loss promotes to FP32, a loss with
      * dims keeps its dtype */
     const ampc_tensor *l = loss;
     if (loss->ndim == 0 && loss->dtype != AMPC_DTYPE_F32 && !(l = ampc_tensor_cast(loss, AMPC_DTYPE_F32))) return NULL;
-    return ampc_mul_scalar(gs->ctx, l, (double)gs->scale);
+    return ampc_mul_scalar(gs->ctx, l, (double)gs->sc.scale);
 }
 
 static opt_state *state_of(ampc_grad_scaler *gs, const ampc_optim *opt, bool create) {
@@ -129,26 +140,47 @@ static ampc_status agree(ampc_optim *opt, opt_state *st, int first) {
     return AMPC_OK;
 }
 
-/* Unscales opt's gradients (this process's part of them) into st; the caller has checked the stage. */
+/* Multiplies every gradient's owned part by fl(1 / scale) on the device, its non-finite flag into
+ * flags[i] (one int32 per parameter; 0 for parameters without a gradient). */
+static ampc_status unscale_on_device(ampc_grad_scaler *gs, ampc_optim *opt, int32_t *flags) {
+    float inv = (float)(1.0 / (double)gs->sc.scale); /* the reciprocal in double, as PyTorch */
+    ampci_dev_memset(gs->ctx, flags, 0, (size_t)opt->n * sizeof *flags);
+    for (int i = 0; i < opt->n; i++) {
+        const ampci_param *pp = &opt->params[i];
+        ampc_tensor *g = pp->p->grad;
+        if (!g) continue;
+        ampc_status s = AMPCI_DEV(gs->ctx, grad_unscale,
+                                  .g = ampci_dev_ptr(g) + (size_t)pp->lo * ampc_dtype_size(g->dtype), .dt = g->dtype,
+                                  .n = pp->hi - pp->lo, .factor = inv, .flag = flags + i);
+        g->storage->version++;
+        if (s != AMPC_OK) return s;
+    }
+    return AMPC_OK;
+}
+
+/* Unscales opt's gradients (this process's part of them) into st; the caller has checked the stage. The
+ * flags come back to the host in one read: found-inf, the first bad tensor and the bad count. */
 static ampc_status unscale_into(ampc_grad_scaler *gs, ampc_optim *opt, opt_state *st) {
     ampc_status s = ampci_optim_sync_grads(opt);
     if (s != AMPC_OK) return s;
-    float inv = (float)(1.0 / (double)gs->scale); /* the reciprocal in double, as PyTorch */
-    const struct ampc_kernels *k = gs->ctx->kernels;
+    size_t bytes = (size_t)(opt->n ? opt->n : 1) * sizeof(int32_t);
+    int32_t *dev = ampci_step_alloc(gs->ctx, bytes, "GradScaler found-inf flags"), *host = malloc(bytes);
+    s = dev && host ? unscale_on_device(gs, opt, dev)
+        : dev       ? ampci_fail(AMPC_STATUS_OOM, "ampc_grad_scaler: out of memory for the found-inf flags")
+                    : ampc_last_status();
     int first = opt->n;
-    for (int i = 0; i < opt->n; i++) {
-        const ampci_param *pp = &opt->params[i];
-        ampc_tensor *p = pp->p, *g = p->grad;
-        if (!g) continue;
-        size_t es = ampc_dtype_size(g->dtype);
-        bool bad = k->unscale[g->dtype]((unsigned char *)ampc_tensor_data(g) + (size_t)pp->lo * es, pp->hi - pp->lo,
-                                        inv);
-        g->storage->version++;
-        if (!bad) continue;
-        if (!st->found_inf) snprintf(st->first_bad, sizeof st->first_bad, "%s", p->name), first = i;
-        st->found_inf = true;
-        st->bad_tensors++;
+    if (s == AMPC_OK) {
+        ampci_sync_read(gs->ctx, AMPC_SYNC_FOUND_INF, host, dev, (size_t)opt->n * sizeof *host);
+        for (int i = 0; i < opt->n; i++) {
+            if (!host[i]) continue;
+            if (!st->found_inf) snprintf(st->first_bad, sizeof st->first_bad, "%s", opt->params[i].p->name), first = i;
+            st->found_inf = true;
+            st->bad_tensors++;
+        }
     }
+    free(host);
+    if (dev) ampci_step_free(gs->ctx, dev);
+    if (s != AMPC_OK) return s;
     st->st = UNSCALED;
     return agree(opt, st, first);
 }
@@ -156,7 +188,7 @@ static ampc_status unscale_into(ampc_grad_scaler *gs, ampc_optim *opt, opt_state
 ampc_status ampc_grad_scaler_unscale(ampc_grad_scaler *gs, ampc_optim *opt) {
     static const char fn[] = "ampc_grad_scaler_unscale";
     if (!gs || !opt) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: scaler and optimizer must not be NULL", fn);
-    if (!gs->cfg.enabled) return AMPC_OK;
+    if (!gs->sc.cfg.enabled) return AMPC_OK;
     opt_state *st = state_of(gs, opt, true);
     if (!st) return AMPC_STATUS_OOM;
     if (st->st == UNSCALED)
@@ -170,7 +202,7 @@ ampc_status ampc_grad_scaler_step(ampc_grad_scaler *gs, ampc_optim *opt, bool *s
     static const char fn[] = "ampc_grad_scaler_step";
     if (stepped) *stepped = false;
     if (!gs || !opt) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: scaler and optimizer must not be NULL", fn);
-    if (!gs->cfg.enabled) {
+    if (!gs->sc.cfg.enabled) {
         ampc_status s = ampc_optim_step(opt);
         if (stepped) *stepped = s == AMPC_OK;
         return s;
@@ -191,27 +223,30 @@ ampc_status ampc_grad_scaler_step(ampc_grad_scaler *gs, ampc_optim *opt, bool *s
     return s;
 }
 
-/* _amp_update_scale_ plus the opt-in hysteresis and clamps. Factors are doubles, products rounded to FP32. */
-static void apply_rule(ampc_grad_scaler *gs, bool found_inf) {
-    const ampc_grad_scaler_params *p = &gs->cfg;
+/* _amp_update_scale_ plus the opt-in hysteresis and clamps: the state after a step that found_inf or not.
+ * Factors are doubles, products rounded to FP32. Pure (no pointers, no context): a device kernel could
+ * apply it to a state kept in device memory with a found-inf flag it computed itself. */
+static scale_state scale_rule(scale_state s, bool found_inf) {
+    const ampc_grad_scaler_params *p = &s.cfg;
     if (found_inf) {
-        gs->growth_tracker = 0;
-        if (p->hysteresis > 1 && --gs->hysteresis_tracker > 0) return; /* delay the cut (Megatron) */
-        double s = (double)gs->scale * p->backoff_factor;
-        if (p->min_scale && s < p->min_scale) s = p->min_scale;
-        gs->scale = (float)s;
-        return;
+        s.growth_tracker = 0;
+        if (p->hysteresis > 1 && --s.hysteresis_tracker > 0) return s; /* delay the cut (Megatron) */
+        double v = (double)s.scale * p->backoff_factor;
+        if (p->min_scale && v < p->min_scale) v = p->min_scale;
+        s.scale = (float)v;
+        return s;
     }
-    int64_t successful = gs->growth_tracker + 1;
+    int64_t successful = s.growth_tracker + 1;
     if (successful >= p->growth_interval) { /* PyTorch tests ==; >= only differs for a tracker past the interval */
-        float grown = (float)((double)gs->scale * p->growth_factor);
+        float grown = (float)((double)s.scale * p->growth_factor);
         if (p->max_scale && grown > p->max_scale) grown = (float)p->max_scale;
-        if (isfinite(grown)) gs->scale = grown; /* never grows to inf */
-        gs->growth_tracker = 0;
-        gs->hysteresis_tracker = p->hysteresis;
+        if (isfinite(grown)) s.scale = grown; /* never grows to inf */
+        s.growth_tracker = 0;
+        s.hysteresis_tracker = p->hysteresis;
     } else {
-        gs->growth_tracker = successful;
+        s.growth_tracker = successful;
     }
+    return s;
 }
 
 static void finish_iteration(ampc_grad_scaler *gs) {
@@ -222,7 +257,7 @@ static void finish_iteration(ampc_grad_scaler *gs) {
 ampc_status ampc_grad_scaler_update(ampc_grad_scaler *gs) {
     static const char fn[] = "ampc_grad_scaler_update";
     if (!gs) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: scaler is NULL", fn);
-    if (!gs->cfg.enabled) return AMPC_OK;
+    if (!gs->sc.cfg.enabled) return AMPC_OK;
     bool any = false, found = false;
     ampc_grad_scaler_overflow ov = {.at_step = gs->steps};
     for (int i = 0; i < gs->nstates; i++) {
@@ -240,7 +275,7 @@ ampc_status ampc_grad_scaler_update(ampc_grad_scaler *gs) {
                           fn);
     ov.found_inf = found;
     if (found) gs->last = ov;
-    apply_rule(gs, found);
+    gs->sc = scale_rule(gs->sc, found);
     finish_iteration(gs);
     return AMPC_OK;
 }
@@ -248,10 +283,10 @@ ampc_status ampc_grad_scaler_update(ampc_grad_scaler *gs) {
 ampc_status ampc_grad_scaler_update_to(ampc_grad_scaler *gs, double new_scale) {
     static const char fn[] = "ampc_grad_scaler_update_to";
     if (!gs) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: scaler is NULL", fn);
-    if (!gs->cfg.enabled) return AMPC_OK;
+    if (!gs->sc.cfg.enabled) return AMPC_OK;
     if (!(new_scale > 0 && isfinite((float)new_scale)))
         return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: scale %g; expected a finite FP32 value > 0", fn, new_scale);
-    gs->scale = (float)new_scale; /* the growth tracker is not touched, as in PyTorch */
+    gs->sc.scale = (float)new_scale; /* the growth tracker is not touched, as in PyTorch */
     finish_iteration(gs);
     return AMPC_OK;
 }
@@ -271,15 +306,15 @@ ampc_status ampc_grad_scaler_get_overflow(const ampc_grad_scaler *gs, ampc_grad_
 
 ampc_status ampc_grad_scaler_state_save(const ampc_grad_scaler *gs, ampc_grad_scaler_state *out) {
     if (!gs || !out) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_grad_scaler_state_save: NULL argument");
-    *out = (ampc_grad_scaler_state){gs->scale, gs->growth_tracker, gs->hysteresis_tracker,
-                                    gs->steps, gs->skipped,        gs->cfg};
+    *out = (ampc_grad_scaler_state){gs->sc.scale, gs->sc.growth_tracker, gs->sc.hysteresis_tracker,
+                                    gs->steps,    gs->skipped,           gs->sc.cfg};
     return AMPC_OK;
 }
 
 ampc_status ampc_grad_scaler_state_load(ampc_grad_scaler *gs, const ampc_grad_scaler_state *state) {
     static const char fn[] = "ampc_grad_scaler_state_load";
     if (!gs || !state) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: NULL argument", fn);
-    if (!gs->cfg.enabled) return AMPC_OK; /* as PyTorch: a disabled scaler ignores state */
+    if (!gs->sc.cfg.enabled) return AMPC_OK; /* as PyTorch: a disabled scaler ignores state */
     if (!state->config.enabled)
         return ampci_fail(AMPC_STATUS_STATE, "%s: the state was saved from a disabled scaler", fn);
     ampc_grad_scaler_params cfg = state->config;
@@ -292,10 +327,10 @@ ampc_status ampc_grad_scaler_state_load(ampc_grad_scaler *gs, const ampc_grad_sc
                           "%lld)",
                           fn, state->scale, (long long)state->growth_tracker, (long long)state->steps,
                           (long long)state->skipped_steps);
-    gs->cfg = cfg;
-    gs->scale = (float)state->scale;
-    gs->growth_tracker = state->growth_tracker;
-    gs->hysteresis_tracker = state->hysteresis_tracker;
+    gs->sc.cfg = cfg;
+    gs->sc.scale = (float)state->scale;
+    gs->sc.growth_tracker = state->growth_tracker;
+    gs->sc.hysteresis_tracker = state->hysteresis_tracker;
     gs->steps = state->steps;
     gs->skipped = state->skipped_steps;
     gs->nstates = 0;

@@ -2,7 +2,9 @@
  * storage in one contiguous block per dtype (the parameter's grad slot: backward writes there, zero_grad
  * only marks it absent), an F32 master copy where the master mode asks for one, and zeroed F32 state;
  * each of master, first and second moment is one contiguous block per group, so zeroing, clipping,
- * reduction and checkpoints are flat passes. */
+ * reduction and checkpoints are flat passes. The blocks live in the context's device memory: this file
+ * computes addresses in them and fills them through the device (conversions, copies, fills), and the host
+ * sees their values only through the tensors over them (master_t, m_t, v_t). */
 #include "optim.h"
 
 #include <stdio.h>
@@ -42,10 +44,35 @@ ampc_status ampc_optim_new(ampc_ctx *ctx, const ampc_optim_params *params, ampc_
     return AMPC_OK;
 }
 
+/* The tensors over a parameter's master and moments. */
+static void free_views(ampci_param *pp) {
+    ampc_tensor_free(pp->master_t), ampc_tensor_free(pp->m_t), ampc_tensor_free(pp->v_t);
+    pp->master_t = pp->m_t = pp->v_t = NULL;
+}
+
+/* (Re)makes them for pp's range: shaped as the parameter when it owns all of it, else [hi - lo]. A
+ * forced master (src/dist) has none: it is not state of the checkpoint's. */
+static ampc_status make_views(ampc_optim *opt, ampci_param *pp) {
+    const ampci_group *gr = &opt->groups[pp->group];
+    bool whole = pp->lo == 0 && pp->hi == pp->n;
+    int nd = whole ? pp->p->ndim : 1;
+    const int64_t *shape = whole ? pp->p->shape : (int64_t[]){pp->hi - pp->lo};
+    const ampc_tensor *blocks[3] = {pp->master_forced ? NULL : gr->master_block, gr->m_block, gr->v_block};
+    const float *at[3] = {pp->master, pp->m, pp->v};
+    ampc_tensor **views[3] = {&pp->master_t, &pp->m_t, &pp->v_t};
+    free_views(pp);
+    for (int k = 0; k < 3; k++) {
+        if (!blocks[k] || !at[k]) continue;
+        int64_t off = at[k] - (const float *)ampci_dev_ptr(blocks[k]); /* address arithmetic only */
+        if (!(*views[k] = ampci_tensor_owned_view(blocks[k], off, nd, shape))) return ampc_last_status();
+    }
+    return AMPC_OK;
+}
+
 void ampc_optim_free(ampc_optim *opt) {
     if (!opt) return;
     if (opt->dist.detach) opt->dist.detach(opt->dist.arg);
-    for (int i = 0; i < opt->n; i++) ampc_tensor_free(opt->params[i].master_t);
+    for (int i = 0; i < opt->n; i++) free_views(&opt->params[i]);
     for (int g = 0; g < opt->ngroups; g++) {
         ampci_group *gr = &opt->groups[g];
         for (int d = 0; d < AMPC_DTYPE_COUNT; d++) ampc_tensor_free(gr->grad_block[d]);
@@ -124,16 +151,17 @@ static ampc_status lay_out(ampc_optim *opt, ampci_group *gr, int first, int coun
         t->grad_slot = slot;
         at_dtype[t->dtype] += pp->n;
         if (needs_master(opt, t)) {
-            pp->master = (float *)ampc_tensor_data(gr->master_block) + at_master;
-            pp->master_t = ampci_tensor_owned_view(gr->master_block, at_master, t->ndim, t->shape);
-            if (!pp->master_t) return ampc_last_status();
-            ampc_tensor_copy_to(t, pp->master, AMPC_DTYPE_F32);
+            pp->master = (float *)ampci_dev_ptr(gr->master_block) + at_master;
+            ampc_status s = ampci_tensor_gather(t, pp->master, AMPC_DTYPE_F32);
+            if (s != AMPC_OK) return s;
             at_master += pp->n;
         }
-        if (gr->m_block) pp->m = (float *)ampc_tensor_data(gr->m_block) + at;
-        if (gr->v_block) pp->v = (float *)ampc_tensor_data(gr->v_block) + at;
+        if (gr->m_block) pp->m = (float *)ampci_dev_ptr(gr->m_block) + at;
+        if (gr->v_block) pp->v = (float *)ampci_dev_ptr(gr->v_block) + at;
         at += pp->n;
         pp->lo = 0, pp->hi = pp->n;
+        ampc_status s = make_views(opt, pp);
+        if (s != AMPC_OK) return s;
     }
     return AMPC_OK;
 }
@@ -167,7 +195,7 @@ ampc_status ampc_optim_add_group(ampc_optim *opt, const char *name, ampc_tensor 
         for (int i = opt->n; i < opt->n + n; i++) {
             ampc_tensor_free(opt->params[i].p->grad_slot);
             opt->params[i].p->grad_slot = NULL;
-            ampc_tensor_free(opt->params[i].master_t);
+            free_views(&opt->params[i]);
         }
         for (int d = 0; d < AMPC_DTYPE_COUNT; d++) ampc_tensor_free(gr->grad_block[d]);
         ampc_tensor_free(gr->master_block), ampc_tensor_free(gr->m_block), ampc_tensor_free(gr->v_block);
@@ -221,23 +249,20 @@ static ampc_status regroup(ampc_optim *opt, int g, const int64_t *lo, const int6
         return ampc_last_status();
     }
     int64_t at_master = 0, at = 0;
-    for (int i = 0; i < opt->n; i++) {
+    ampc_status s = AMPC_OK;
+    for (int i = 0; i < opt->n && s == AMPC_OK; i++) {
         ampci_param *pp = &opt->params[i];
         if (pp->group != g) continue;
         int64_t a = lo[i] > pp->lo ? lo[i] : pp->lo, b = hi[i] < pp->hi ? hi[i] : pp->hi; /* kept: [a, b) */
         if (pp->master || all_masters) {
             if (!pp->master) pp->master_forced = true;
-            float *dst = (float *)ampc_tensor_data(mb) + at_master;
-            float all[1024]; /* newly owned masters come from the parameter (identical on every process) */
-            for (int64_t e = lo[i]; e < hi[i]; e += 1024) {
-                int64_t k = hi[i] - e < 1024 ? hi[i] - e : 1024;
-                ampc_convert(all, AMPC_DTYPE_F32,
-                             (const unsigned char *)ampc_tensor_data(pp->p) + (size_t)e * ampc_dtype_size(pp->p->dtype),
-                             pp->p->dtype, (size_t)k);
-                memcpy(dst + (e - lo[i]), all, (size_t)k * sizeof *all);
-            }
+            float *dst = (float *)ampci_dev_ptr(mb) + at_master;
+            /* newly owned masters come from the parameter (identical on every process) */
+            s = AMPCI_DEV(opt->ctx, convert, .dst = dst, .dst_dt = AMPC_DTYPE_F32,
+                          .src = ampci_dev_ptr(pp->p) + (size_t)lo[i] * ampc_dtype_size(pp->p->dtype),
+                          .src_dt = pp->p->dtype, .n = hi[i] - lo[i]);
             if (a < b && pp->master)
-                memcpy(dst + (a - lo[i]), pp->master + (a - pp->lo), (size_t)(b - a) * sizeof(float));
+                ampci_dev_copy(opt->ctx, dst + (a - lo[i]), pp->master + (a - pp->lo), (size_t)(b - a) * sizeof(float));
             pp->master = dst;
             at_master += hi[i] - lo[i];
         }
@@ -245,16 +270,16 @@ static ampc_status regroup(ampc_optim *opt, int g, const int64_t *lo, const int6
         ampc_tensor *blocks[2] = {m, v};
         for (int k = 0; k < 2; k++) {
             if (!blocks[k]) continue;
-            float *dst = (float *)ampc_tensor_data(blocks[k]) + at;
-            memset(dst, 0, (size_t)(hi[i] - lo[i]) * sizeof *dst);
-            if (a < b) memcpy(dst + (a - lo[i]), olds[k] + (a - pp->lo), (size_t)(b - a) * sizeof(float));
+            float *dst = (float *)ampci_dev_ptr(blocks[k]) + at; /* zeros: newly owned moments start there */
+            if (a < b)
+                ampci_dev_copy(opt->ctx, dst + (a - lo[i]), olds[k] + (a - pp->lo), (size_t)(b - a) * sizeof(float));
             *news[k] = dst;
         }
         at += hi[i] - lo[i];
     }
     ampc_tensor_free(gr->master_block), ampc_tensor_free(gr->m_block), ampc_tensor_free(gr->v_block);
     gr->master_block = mb, gr->m_block = m, gr->v_block = v;
-    return AMPC_OK;
+    return s;
 }
 
 ampc_status ampci_optim_set_ranges(ampc_optim *opt, const int64_t *lo, const int64_t *hi, bool all_masters) {
@@ -271,14 +296,8 @@ ampc_status ampci_optim_set_ranges(ampc_optim *opt, const int64_t *lo, const int
     for (int i = 0; i < opt->n; i++) {
         ampci_param *pp = &opt->params[i];
         pp->lo = lo[i], pp->hi = hi[i];
-        if (!pp->master_t) continue; /* forced masters have none; a real one's view follows its range */
-        ampc_tensor_free(pp->master_t);
-        ampci_group *gr = &opt->groups[pp->group];
-        int64_t off = pp->master - (float *)ampc_tensor_data(gr->master_block);
-        pp->master_t = lo[i] == 0 && hi[i] == pp->n
-                           ? ampci_tensor_owned_view(gr->master_block, off, pp->p->ndim, pp->p->shape)
-                           : ampci_tensor_owned_view(gr->master_block, off, 1, (int64_t[]){hi[i] - lo[i]});
-        if (!pp->master_t) return ampc_last_status();
+        ampc_status s = make_views(opt, pp); /* the tensors over master and moments follow the range */
+        if (s != AMPC_OK) return s;
     }
     return AMPC_OK;
 }

@@ -9,13 +9,16 @@ typedef struct ampci_param {
     ampc_tensor *p; /* the parameter (an owned leaf that requires grad) */
     int group;
     int64_t n;
-    float *master;         /* its F32 master (NULL: none, p itself is updated) */
-    ampc_tensor *master_t; /* a tensor over master, for inspection and checkpoints */
-    float *m, *v;          /* optimizer state: SGD momentum in m; AdamW moments */
-    int64_t steps;         /* updates applied to this parameter (AdamW bias correction, SGD momentum init) */
-    int64_t lo, hi;        /* the elements this process owns: [0, n) unless sharded (src/dist); master, m
+    /* master, m and v are device addresses in the group's blocks: hand them to the device, never read
+     * them on the host (the tensors over them are for inspection and checkpoints) */
+    float *master;          /* its F32 master (NULL: none, p itself is updated) */
+    ampc_tensor *master_t;  /* a tensor over master (NULL for a forced master) */
+    float *m, *v;           /* optimizer state: SGD momentum in m; AdamW moments */
+    ampc_tensor *m_t, *v_t; /* tensors over m and v (NULL where those are) */
+    int64_t steps;          /* updates applied to this parameter (AdamW bias correction, SGD momentum init) */
+    int64_t lo, hi;         /* the elements this process owns: [0, n) unless sharded (src/dist); master, m
                               and v hold elements [lo, hi) only (master[0] is element lo) */
-    bool master_forced;    /* a master only because the parameter is sharded (src/dist, shard FULL): the
+    bool master_forced;     /* a master only because the parameter is sharded (src/dist, shard FULL): the
                               parameter's own values are the checkpoint's, so the state walk skips it */
 } ampci_param;
 
@@ -69,7 +72,8 @@ AMPCI_HIDDEN ampc_status ampci_optim_sync_grads(ampc_optim *opt);
 AMPCI_HIDDEN ampc_status ampci_optim_reduce(ampc_optim *opt, double *v, int n, ampci_reduce_op op);
 
 /* ---- the state walk and counters for checkpoints (state.c) ---- */
-/* One state entry: a tensor t (a master), or raw memory `data` of dtype dt and shape (nd, shape). */
+/* One state entry: a tensor t (a master or a moment: device memory, read and written through the tensor
+ * floor), or host memory `data` of dtype dt and shape (nd, shape) (the step count). */
 typedef ampc_status (*ampci_state_fn)(void *arg, const char *name, ampc_tensor *t, ampc_dtype dt, int nd,
                                       const int64_t *shape, void *data);
 /* Calls fn for every state entry of opt in parameter order (names in state.c); stops at the first
