@@ -333,8 +333,6 @@ typedef struct ampci_kernel {
 
 /* Entry constructors for the folder tables; FN's identifier (after macro expansion) becomes the name.
  * The short forms take the level from AMPCI_FOLDER_LEVEL, which each table file defines. */
-#define AMPCI_STR_(x) #x
-#define AMPCI_STR(x) AMPCI_STR_(x)
 #define AMPCI_ENTRY(SLOT, DT, SRC, OP, FN, LEVEL, NEEDS, SLOW_WITH, ROLE)                                              \
     {                                                                                                                  \
         .slot = AMPCI_SLOT_##SLOT, .dtype = DT, .src = SRC, .op = OP, .name = AMPCI_STR(FN), .level = LEVEL,           \
