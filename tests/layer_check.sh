@@ -17,6 +17,7 @@
 # kernels and their tables) rank below the registry. A file of src/kernels/ itself that has no rank here
 # fails the check, so a new file takes its place in the order.
 set -eu
+. "$(dirname "$0")/test_lib.sh" # test_tmpdir
 
 LAYERS="core numerics kernels tensor autograd amp ops optim nn data io dist ctx"
 KERNEL_RANKS="registry.c:1 tune.c:2 tune_work.c:2 tune_cache.c:2 dispatch.c:3 choices.c:4 kernel_info.c:4
@@ -24,8 +25,8 @@ fp32_precision.c:4 convert.c:4"
 
 src=${1:?usage: layer_check.sh SRC_DIR [OBJECT_DIR]}
 obj=${2:-}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+test_tmpdir layer_check
+tmp=$TEST_TMP
 
 # The floor of a path relative to src/: its first folder, or "ctx" for the assembly files at the top.
 floor_of() {
