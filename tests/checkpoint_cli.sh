@@ -10,17 +10,13 @@
 #  - Bad input: missing, foreign, corrupt or truncated files, another model shape, flags without
 #    --checkpoint, an unwritable directory: one clear line, the right exit status, nothing lost.
 set -u
+. "$(dirname "$0")/test_lib.sh" # ok, fail, test_tmpdir, records, content, ...
 AMPC=$1
 JSON_CHECK=$2
-DIR=$(mktemp -d "${TMPDIR:-/tmp}/ampc_ckpt_cli_XXXXXX")
-trap 'rm -rf "$DIR"' EXIT
-# Kernels are chosen by measurement and a run's bits depend on the choice: every process here must choose
-# alike, so they share one cache (ctest's, else a folder of this test's own), which the first fills.
-export XDG_CACHE_HOME="${XDG_CACHE_HOME:-$DIR/cache}" AMPC_KERNEL_CACHE=on
-"$AMPC" info > /dev/null || { echo "FAIL: ampc info"; exit 1; }
-FAILS=0
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-ok() { echo "ok: $*"; }
+test_tmpdir ckpt_cli
+DIR=$TEST_TMP
+test_kernel_cache
+"$AMPC" info > /dev/null || fail_now "ampc info"
 
 # A small corpus: 2,900 bytes of text -> with context 16 the training split has 163 windows, 20 steps of
 # batch 8 per epoch, so steps 12..24 cross the epoch boundary at step 20.
@@ -30,11 +26,6 @@ while [ $i -lt 100 ]; do echo "line $i: the quick brown fox $((i * 7 % 13))" >> 
 head -c 2900 "$DIR/corpus.txt" > "$DIR/c.txt"
 COMMON="--data text:$DIR/c.txt --layers 1 --d-model 32 --heads 2 --context 16 --batch 8 --threads 2 --quiet
         --dropout 0.1 --lr 3e-3"
-
-# The JSONL step records without the fields that may differ between processes.
-records() { grep -v '"final"' "$1" | sed -E 's/,"(tokens_per_s|samples_per_s|peak_bytes)":[^,}]*//g'; }
-# A checkpoint's content but its recorded cadence (and the file name inspect prints).
-content() { "$AMPC" inspect --json "$1" | grep -v '"file"\|"train.checkpoint_every"\|"train.keep"'; }
 
 check_resume() {   # precision, extra flags
     p=$1; shift
@@ -151,4 +142,4 @@ case "$out" in
 *) fail "resume with fewer --steps: $out" ;;
 esac
 
-[ $FAILS -eq 0 ] && echo "checkpoint_cli: all passed" || { echo "checkpoint_cli: $FAILS failed"; exit 1; }
+test_summary

@@ -16,17 +16,15 @@
 # 0.1.0 chose its kernels by the fixed rule and its checkpoints record none (no ampc.kernels), so the
 # resumed runs here choose by that rule too (AMPC_KERNEL_CHOICE=rule), not by this machine's measurement.
 set -u
+. "$(dirname "$0")/test_lib.sh" # ok, fail, test_tmpdir, ...
 export AMPC_KERNEL_CHOICE=rule
 AMPC=$1
 FIX=$2
-DIR=$(mktemp -d "${TMPDIR:-/tmp}/ampc_compat_XXXXXX")
-trap 'rm -rf "$DIR"' EXIT
-FAILS=0
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-ok() { echo "ok: $*"; }
+test_tmpdir compat
+DIR=$TEST_TMP
 
-# JSONL records without the fields that differ between processes.
-records() { sed -E 's/,"(tokens_per_s|samples_per_s|peak_bytes|seconds)":[^,}]*//g' "$1"; }
+# JSONL records, the final one included, without the fields that differ between processes.
+all_records() { sed -E 's/,"(tokens_per_s|samples_per_s|peak_bytes|seconds)":[^,}]*//g' "$1"; }
 # `ampc inspect --json` without the library version, the file name (which differs) and the keys 0.1.0 did
 # not write (the commas at line ends go too: which line is last in an object depends on those keys).
 summary() {
@@ -48,8 +46,8 @@ for run in gpt simple; do
     [ "$run" = gpt ] && want=$gpt_level
     "$AMPC" train --resume "$FIX/$run-step00000012.st" --checkpoint "$DIR/$run.st" --log "$DIR/$run.jsonl" \
         --quiet > "$DIR/$run.out" 2>&1 || { fail "$run: resume of the 0.1.0 checkpoint: $(cat "$DIR/$run.out")"; continue; }
-    records "$FIX/$run-resumed$want.jsonl" > "$DIR/$run.want"
-    records "$DIR/$run.jsonl" > "$DIR/$run.got"
+    all_records "$FIX/$run-resumed$want.jsonl" > "$DIR/$run.want"
+    all_records "$DIR/$run.jsonl" > "$DIR/$run.got"
     if [ "$(wc -l < "$DIR/$run.got")" -eq 13 ] && cmp -s "$DIR/$run.want" "$DIR/$run.got"; then
         ok "$run: steps 12..23 and the final evaluation equal 0.1.0's (kernel level $level)"
     else
@@ -61,4 +59,4 @@ for run in gpt simple; do
     if cmp -s "$DIR/$run.want.st" "$DIR/$run.got.st"; then ok "$run: the step-24 checkpoint equals 0.1.0's"
     else fail "$run: the step-24 checkpoint differs from 0.1.0's"; diff "$DIR/$run.want.st" "$DIR/$run.got.st" | head -6; fi
 done
-[ "$FAILS" -eq 0 ] && echo "compat_resume: passed" || { echo "compat_resume: $FAILS failed"; exit 1; }
+test_summary passed

@@ -58,32 +58,24 @@
 #     whose state outweighs its activations (BF16 parameters, F32 masters).
 # Prints the time the whole script took.
 set -u
+. "$(dirname "$0")/test_lib.sh" # ok, fail, test_tmpdir, records, content, now_ms, ...
 abs_path() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 AMPC=$(abs_path "$1")
 JSON_CHECK=$(abs_path "${2:-$(dirname "$AMPC")/tools/ampc/ampc_json_check}")
 ST_DIFF=$(abs_path "${3:-$(dirname "$AMPC")/tests/st_diff}")
 MPIRUN=${4:-mpirun}
-DIR=$(mktemp -d "${TMPDIR:-/tmp}/ampc_dist_train_XXXXXX")
 BG_PIDS=""
-cleanup() {
-    for p in $BG_PIDS; do kill -KILL "$p" 2> /dev/null; done
-    rm -rf "$DIR"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-# Kernels are chosen by measurement and a run's bits depend on the choice: every process here must choose
-# alike, so they share one cache (ctest's, else a folder of this test's own), which the first fills.
-export XDG_CACHE_HOME="${XDG_CACHE_HOME:-$DIR/cache}" AMPC_KERNEL_CACHE=on
+# Before the folder goes at exit (test_tmpdir): the runs still in the background.
+test_exit_hook() { for p in $BG_PIDS; do kill -KILL "$p" 2> /dev/null; done; }
+test_tmpdir dist_train
+DIR=$TEST_TMP
+test_kernel_cache
 # OpenMPI: 2 ranks on fewer cores, and as root (ctest sets these too: AMPC_MPI_ENV)
 export OMPI_MCA_rmaps_base_oversubscribe="${OMPI_MCA_rmaps_base_oversubscribe:-1}"
 export OMPI_ALLOW_RUN_AS_ROOT="${OMPI_ALLOW_RUN_AS_ROOT:-1}"
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}"
-"$AMPC" info > /dev/null || { echo "FAIL: ampc info"; exit 1; }
-command -v "$MPIRUN" > /dev/null 2>&1 || { echo "FAIL: no $MPIRUN"; exit 1; }
-FAILS=0
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-ok() { echo "ok: $*"; }
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
+"$AMPC" info > /dev/null || fail_now "ampc info"
+command -v "$MPIRUN" > /dev/null 2>&1 || fail_now "no $MPIRUN"
 T0=$(now_ms)
 
 i=0
@@ -98,13 +90,9 @@ KEYBIAS="blocks.*.attn.qkv.bias:$D:$((2 * D))"
 one() { "$AMPC" train "$@"; }
 two() { "$MPIRUN" -np 2 "$AMPC" train "$@"; }
 
-# The JSONL step records without the fields that may differ between processes.
-records() { grep -v '"final"' "$1" | sed -E 's/,"(tokens_per_s|samples_per_s|peak_bytes)":[^,}]*//g'; }
 # One field of every step record / of the final record, one value a line.
 steps_field() { grep -v '"final"' "$1" | sed -nE "s/.*\"$2\":([^,}]*).*/\1/p"; }
 final_field() { grep '"final"' "$1" | sed -nE "s/.*\"$2\":([^,}]*).*/\1/p"; }
-# A checkpoint's content but its recorded cadence (and the file name inspect prints).
-content() { "$AMPC" inspect --json "$1" | grep -v '"file"\|"train.checkpoint_every"\|"train.keep"'; }
 
 # close A B TOL: the two columns of values (files, one a line) have as many rows, and differ by at most TOL
 # relative (to the larger magnitude; TOL 0: equal as text). A row that is not a finite number on both
@@ -492,4 +480,4 @@ else
 fi
 
 echo "dist_train: $(($(now_ms) - T0)) ms"
-[ $FAILS -eq 0 ] && echo "dist_train: all passed" || { echo "dist_train: $FAILS failed"; exit 1; }
+test_summary

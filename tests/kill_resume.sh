@@ -8,16 +8,15 @@
 # the uninterrupted run's. Prints how many kills hit a save in progress (a temp file left behind).
 # Random delays come from $RANDOM seeded by KILL_SEED (printed), so a failure can be replayed.
 set -u
+. "$(dirname "$0")/test_lib.sh" # fail_now, test_tmpdir, records, strip_timing, ...
 AMPC=$1
 KILLS=${2:-40}
 SEED=${KILL_SEED:-$$}
 RANDOM=$SEED
-DIR=$(mktemp -d "${TMPDIR:-/tmp}/ampc_kill_XXXXXX")
-trap 'rm -rf "$DIR"' EXIT
-# Kernels are chosen by measurement and a run's bits depend on the choice: every process here must choose
-# alike, so they share one cache (ctest's, else a folder of this test's own), which the first fills.
-export XDG_CACHE_HOME="${XDG_CACHE_HOME:-$DIR/cache}" AMPC_KERNEL_CACHE=on
-"$AMPC" info > /dev/null || { echo "FAIL: ampc info"; exit 1; }
+test_tmpdir kill
+DIR=$TEST_TMP
+test_kernel_cache
+"$AMPC" info > /dev/null || fail_now "ampc info"
 echo "kill_resume: seed $SEED, $KILLS kills, in $DIR"
 
 for i in $(seq 0 199); do echo "$i: a stitch in time saves nine, $((i * 37 % 101))"; done | head -c 6000 > "$DIR/c.txt"
@@ -29,9 +28,9 @@ start=$(date +%s%N)
 # folder of its own
 mkdir "$DIR/ref"
 "$AMPC" "${RUN[@]}" --checkpoint "$DIR/ref/ck.st" --checkpoint-every 1 --log "$DIR/ref.jsonl" > /dev/null ||
-    { echo "FAIL: reference run"; exit 1; }
+    fail_now "reference run"
 echo "reference run: $((($(date +%s%N) - start) / 1000000)) ms"
-grep -q '"skipped":true' "$DIR/ref.jsonl" || { echo "FAIL: the reference run skips no step"; exit 1; }
+grep -q '"skipped":true' "$DIR/ref.jsonl" || fail_now "the reference run skips no step"
 
 ck="$DIR/ck.st"
 kills=0 in_save=0 attempts=0 done=0
@@ -55,26 +54,24 @@ while [ $done -eq 0 ]; do
             # a temp file written by this attempt (not one left by an earlier kill): the kill hit a save
             [ -n "$(find "$ck.tmp" -newer "$DIR/err.$attempts" 2> /dev/null)" ] && in_save=$((in_save + 1))
             if [ -f "$ck" ] && ! "$AMPC" inspect "$ck" > /dev/null 2> "$DIR/inspect.err"; then
-                echo "FAIL: after kill $kills the checkpoint is not loadable: $(cat "$DIR/inspect.err")"
-                exit 1
+                fail_now "after kill $kills the checkpoint is not loadable: $(cat "$DIR/inspect.err")"
             fi
             continue
         fi
     fi
     if wait $pid; then done=1
-    else echo "FAIL: attempt $attempts exited with an error: $(cat "$DIR/err.$attempts")"; exit 1; fi
+    else fail_now "attempt $attempts exited with an error: $(cat "$DIR/err.$attempts")"; fi
 done
 echo "kills: $kills ($in_save during a save), attempts: $attempts"
 [ $in_save -gt 0 ] || echo "warning: no kill landed inside a save this time"
 
-if ! cmp "$DIR/ref/ck.st" "$ck"; then echo "FAIL: final checkpoint differs from the uninterrupted run"; exit 1; fi
+cmp "$DIR/ref/ck.st" "$ck" || fail_now "final checkpoint differs from the uninterrupted run"
 # the last record of each step over all attempts, in step order, without timing fields
-strip() { sed -E 's/,"(tokens_per_s|samples_per_s|peak_bytes)":[^,}]*//g'; }
 # (attempts in order; a line cut by a kill is dropped: its step was redone by a later attempt)
-for a in $(seq 1 $attempts); do cat "$DIR/log.$a.jsonl" 2> /dev/null; done | grep -v '"final"' | grep '}$' | strip |
+for a in $(seq 1 $attempts); do cat "$DIR/log.$a.jsonl" 2> /dev/null; done | grep -v '"final"' | grep '}$' | strip_timing |
     awk -F'"step":' '{ split($2, a, ","); last[a[1] + 0] = $0 } END { for (s = 0; s in last; s++) print last[s] }' \
     > "$DIR/merged"
-grep -v '"final"' "$DIR/ref.jsonl" | strip > "$DIR/ref.rec"
+records "$DIR/ref.jsonl" > "$DIR/ref.rec"
 if ! cmp -s "$DIR/ref.rec" "$DIR/merged"; then
     echo "FAIL: logged steps differ from the uninterrupted run"; diff "$DIR/ref.rec" "$DIR/merged" | head -5; exit 1
 fi

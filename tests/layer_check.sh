@@ -10,14 +10,23 @@
 # defines and uses (nm), so a call through the public header (ampc.h declares everything) cannot hide an
 # upward dependency. Prints the layer graph of includes (and calls), every upward edge with the file and
 # the name it reaches, and exits 1 when there is one.
+#
+# With OBJECT_DIR it also checks the order of the files within the kernels floor (KERNEL_RANKS): the
+# registry at the bottom, the measurement on it, dispatch on both, the users of the resolved tables on
+# top; a file may call files of its own rank or below. The ISA folders (kernels/ref, avx2, avx512, amx:
+# kernels and their tables) rank below the registry. A file of src/kernels/ itself that has no rank here
+# fails the check, so a new file takes its place in the order.
 set -eu
+. "$(dirname "$0")/test_lib.sh" # test_tmpdir
 
 LAYERS="core numerics kernels tensor autograd amp ops optim nn data io dist ctx"
+KERNEL_RANKS="registry.c:1 tune.c:2 tune_work.c:2 tune_cache.c:2 dispatch.c:3 choices.c:4 kernel_info.c:4
+fp32_precision.c:4 convert.c:4"
 
 src=${1:?usage: layer_check.sh SRC_DIR [OBJECT_DIR]}
 obj=${2:-}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+test_tmpdir layer_check
+tmp=$TEST_TMP
 
 # The floor of a path relative to src/: its first folder, or "ctx" for the assembly files at the top.
 floor_of() {
@@ -110,7 +119,44 @@ if [ "$up_call" -gt 0 ]; then
     echo "upward calls:"
     awk '{ printf "  %s (%s) calls %s of %s (%s)\n", $3, $1, $4, $5, $2 }' "$tmp/up_call"
 fi
+
+# ---- within the kernels floor: "FROM_RANK TO_RANK FROM TO SYMBOL" per call between two of its files ----
+up_kern=0
+if [ -n "$obj" ]; then
+    awk -v ranks="$KERNEL_RANKS" '
+        BEGIN { n = split(ranks, P, /[ \n]+/); for (i = 1; i <= n; i++) { split(P[i], f, ":"); R[f[1]] = f[2] } }
+        function rank(path) {   # path relative to src/kernels/; -1: none
+            if (path ~ /\//) return 0
+            if (path in R) return R[path]
+            if (!(path in said)) print "layer_check: src/kernels/" path " has no rank in KERNEL_RANKS" > "/dev/stderr"
+            said[path] = bad = 1
+            return -1
+        }
+        FNR == NR { if ($0 ~ /^kernels\/[^\/]*$/) rank(substr($0, 9, length($0) - 10)); next }   # every object
+        $1 == "kernels" && $2 == "kernels" {
+            u = substr($3, 9); d = substr($5, 9); ru = rank(u); rd = rank(d)
+            if (ru >= 0 && rd >= 0) print ru, rd, u, d, $4
+        }
+        END { exit bad }' "$tmp/objects" "$tmp/calls" >"$tmp/kcalls" || touch "$tmp/unranked"
+    echo "calls within the kernels floor (FROM -> TO: count; ISA folders as <isa>/; ^ marks an upward call):"
+    awk '{ u = $3; d = $4; sub(/\/.*/, "/", u); sub(/\/.*/, "/", d)
+           if (u != d) { k = u " -> " d; e[k]++; up[k] = up[k] || $2 > $1 } }
+         END { for (k in e) printf "  %-36s %5d%s\n", k, e[k], (up[k] ? "  ^" : "") }' "$tmp/kcalls" | sort
+    up_kern=$(awk '$2 > $1' "$tmp/kcalls" | tee "$tmp/up_kern" | wc -l)
+    if [ "$up_kern" -gt 0 ]; then
+        echo "upward calls within the kernels floor:"
+        awk '{ printf "  kernels/%s (rank %d) calls %s of kernels/%s (rank %d)\n", $3, $1, $5, $4, $2 }' "$tmp/up_kern"
+    fi
+fi
+
 files=$(awk '{ print $3 }' "$tmp/up_inc" "$tmp/up_call" 2>/dev/null | sort -u | wc -l)
 echo "floors: $LAYERS"
 echo "upward edges: $up_inc includes, $up_call calls, in $files files"
-[ ! -f "$tmp/missing" ] && [ "$up_inc" -eq 0 ] && [ "$up_call" -eq 0 ]
+if [ -n "$obj" ]; then
+    echo "kernels floor order (rank: files): $(printf '%s\n' $KERNEL_RANKS | awk -F: '
+        { f[$2] = f[$2] (f[$2] == "" ? "" : ",") $1; if ($2 > m) m = $2 }
+        END { s = "0: ref/,avx2/,avx512/,amx/"; for (r = 1; r <= m; r++) s = s " < " r ": " f[r]; print s }')"
+    echo "upward calls within the kernels floor: $up_kern"
+fi
+[ ! -f "$tmp/missing" ] && [ ! -f "$tmp/unranked" ] &&
+    [ "$up_inc" -eq 0 ] && [ "$up_call" -eq 0 ] && [ "$up_kern" -eq 0 ]

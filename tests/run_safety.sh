@@ -14,23 +14,15 @@
 #    that is gone is reported as the path recorded in the checkpoint.
 #  - Extending a run says that the learning-rate schedule changes, and --schedule-steps keeps it.
 set -u
+. "$(dirname "$0")/test_lib.sh" # ok, fail, test_tmpdir, lines, records, now_ms, ...
 AMPC=$1
 case $AMPC in /*) ;; *) AMPC=$PWD/$AMPC ;; esac   # the runs below change directory
-DIR=$(mktemp -d "${TMPDIR:-/tmp}/ampc_safety_XXXXXX")
-trap 'rm -rf "$DIR"' EXIT
-# Kernels are chosen by measurement and a run's bits depend on the choice: every process here must choose
-# alike, so they share one cache (ctest's, else a folder of this test's own), which the first fills.
-export XDG_CACHE_HOME="${XDG_CACHE_HOME:-$DIR/cache}" AMPC_KERNEL_CACHE=on
-"$AMPC" info > /dev/null || { echo "FAIL: ampc info"; exit 1; }
-FAILS=0
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-ok() { echo "ok: $*"; }
-ms() { echo $(($(date +%s%N) / 1000000)); }
-# lines FILE: how many complete lines FILE has (0 when it does not exist yet)
-lines() { if [ -f "$1" ]; then wc -l < "$1" | tr -d ' '; else echo 0; fi; }
+test_tmpdir safety
+DIR=$TEST_TMP
+test_kernel_cache
+"$AMPC" info > /dev/null || fail_now "ampc info"
 # wait_lines FILE N PID: until FILE has N lines or PID has ended
 wait_lines() { while [ "$(lines "$1")" -lt "$2" ] && kill -0 "$3" 2> /dev/null; do sleep 0.01; done; }
-records() { grep -v '"final"' "$1" | sed -E 's/,"(tokens_per_s|samples_per_s|peak_bytes)":[^,}]*//g'; }
 
 for i in $(seq 0 199); do echo "$i: a stitch in time saves nine, $((i * 37 % 101))"; done | head -c 6000 > "$DIR/c.txt"
 SMALL="--data text:$DIR/c.txt --layers 1 --d-model 32 --heads 2 --context 16 --batch 8 --threads 2"
@@ -43,10 +35,10 @@ printf 'x' > "$DIR/afile"
 refused() {   # NEEDLE ARGS...: exit 1, one stderr line holding NEEDLE, fast, no log written
     needle=$1; shift
     rm -f "$DIR/pre.jsonl"
-    t0=$(ms)
+    t0=$(now_ms)
     # shellcheck disable=SC2086
     timeout 5 "$AMPC" train $SMALL --steps 100000 "$@" > /dev/null 2> "$DIR/err"
-    rc=$? t=$(($(ms) - t0))
+    rc=$? t=$(($(now_ms) - t0))
     if [ $rc -eq 1 ] && [ "$(wc -l < "$DIR/err")" -eq 1 ] && grep -qF -- "$needle" "$DIR/err" && [ $t -lt 1000 ] &&
         [ ! -s "$DIR/pre.jsonl" ]; then ok "refused in $t ms: $(cat "$DIR/err")"
     else fail "train $* -> exit $rc after $t ms: $(head -c 300 "$DIR/err")"; fi
@@ -58,10 +50,10 @@ refused "$DIR/nodir/x.jsonl" --log "$DIR/nodir/x.jsonl"
 refused "$DIR/no?dir/x.jsonl" --log "$DIR/no
 dir/x.jsonl"   # a line break in the path: still one line
 mkdir -p "$DIR/rep/report.md"
-t0=$(ms)
+t0=$(now_ms)
 # shellcheck disable=SC2086
 timeout 5 "$AMPC" compare $SMALL --steps 100000 --report "$DIR/rep" > /dev/null 2> "$DIR/err"
-rc=$? t=$(($(ms) - t0))
+rc=$? t=$(($(now_ms) - t0))
 [ $rc -eq 1 ] && grep -qF "$DIR/rep/report.md" "$DIR/err" && [ $t -lt 1000 ] && ok "compare: report refused in $t ms" ||
     fail "compare --report with report.md a folder: exit $rc after $t ms: $(cat "$DIR/err")"
 
@@ -153,4 +145,4 @@ lrs=$(grep -v final "$DIR/s3.jsonl" | sed -E 's/.*"lr":([^,]*),.*/\1/' | sort -u
 if [ ! -s "$DIR/err" ] && [ "$(echo "$lrs" | wc -l)" -eq 1 ]; then ok "--schedule-steps 30: lr held at $lrs"
 else fail "--schedule-steps 30: lrs '$lrs', stderr $(cat "$DIR/err")"; fi
 
-[ $FAILS -eq 0 ] && echo "run_safety: all passed" || { echo "run_safety: $FAILS failed"; exit 1; }
+test_summary

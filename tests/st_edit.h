@@ -1,6 +1,6 @@
 /* st_edit.h: a checkpoint file rewritten with one change (a tensor left out, added or stored as F16, or
  * a metadata value replaced) and its checksum recomputed, so that the loader's checks behind the checksum
- * are reached; for the bad-file tests of test_checkpoint and test_fp8. */
+ * are reached; for the bad-file tests of test_checkpoint and test_fp8_checkpoint. */
 #ifndef AMPC_TEST_ST_EDIT_H
 #define AMPC_TEST_ST_EDIT_H
 

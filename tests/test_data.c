@@ -1,11 +1,10 @@
-/* test_data.c: data sets and loaders. Small IDX fixtures (gzip and plain) written to a temp directory and
- * read back through the public API; every malformed variant (missing files, truncation, bad magic, type,
- * ndim, dims against the data and against each other, labels out of range, corrupt gzip) must fail with
- * a message naming the file; the IDX parser on every prefix of a valid file; text splits and windows;
- * the documented Fisher-Yates order re-derived here, each sample once per epoch, cursor resume, drop_last;
- * the built-in corpus regenerated independently line by line; and, when Debian's package is installed,
- * the real Fashion-MNIST files. */
-#include "test_dir.h"
+/* test_data.c: data sets. Small IDX fixtures (gzip and plain, data_fixtures.h) written to a temp directory
+ * and read back through the public API; every malformed variant (missing files, truncation, bad magic,
+ * type, ndim, dims against the data and against each other, labels out of range, corrupt gzip) must fail
+ * with a message naming the file; the IDX parser on every prefix of a valid file; text splits and
+ * windows; the built-in corpus regenerated independently line by line; and, when Debian's package is
+ * installed, the real Fashion-MNIST files. The loaders' order, shards and cursor are test_loader.c's. */
+#include "data_fixtures.h"
 
 #include "data/data.h"
 
@@ -13,85 +12,8 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 TU_CONTEXT(7, 2)
-
-enum { NTRAIN = 37, NTEST = 11, PX = 28 * 28 };
-
-/* ---- fixtures ---- */
-
-static void write_file(const char *name, const void *data, size_t n, bool gz) {
-    const char *p = tu_path(name);
-    if (gz) {
-        gzFile g = gzopen(p, "wb");
-        if (!g || (n && gzwrite(g, data, (unsigned)n) != (int)n) || gzclose(g) != Z_OK) FAILF("gzwrite %s", p);
-    } else {
-        FILE *f = fopen(p, "wb");
-        if (!f || fwrite(data, 1, n, f) != n || fclose(f) != 0) FAILF("fwrite %s", p);
-    }
-}
-
-/* An IDX file image: header (type, dims) then `data_bytes` bytes from data. Caller frees. */
-static uint8_t *idx_image(uint8_t type, int ndim, const uint32_t *dims, const uint8_t *data, size_t data_bytes,
-                          size_t *len) {
-    size_t hdr = 4 + 4 * (size_t)ndim;
-    uint8_t *b = malloc(hdr + data_bytes + 1);
-    b[0] = 0, b[1] = 0, b[2] = type, b[3] = (uint8_t)ndim;
-    for (int i = 0; i < ndim; i++)
-        for (int k = 0; k < 4; k++) b[4 + 4 * i + k] = (uint8_t)(dims[i] >> (24 - 8 * k));
-    if (data_bytes) memcpy(b + hdr, data, data_bytes);
-    *len = hdr + data_bytes;
-    return b;
-}
-
-/* Pixel j of image i: the first pixel is the image's index, so a batch row says which sample it is. */
-static uint8_t pixel(int split, int i, int j) { return j == 0 ? (uint8_t)i : (uint8_t)(i * 7 + j * 3 + split * 101); }
-static uint8_t label_of(int split, int i) { return (uint8_t)((i * 3 + split) % 10); }
-
-static const char *const NAMES[2][2] = {{"train-images-idx3-ubyte", "train-labels-idx1-ubyte"},
-                                        {"t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"}};
-
-/* Writes one split's two files; train gzipped, test plain (both spellings are accepted). */
-static void write_split(int split, int n) {
-    uint8_t *px = malloc((size_t)n * PX), lb[256];
-    for (int i = 0; i < n; i++) {
-        for (int j = 0; j < PX; j++) px[(size_t)i * PX + j] = pixel(split, i, j);
-        lb[i] = label_of(split, i);
-    }
-    size_t len;
-    char name[64];
-    bool gz = split == 0;
-    uint8_t *f = idx_image(0x08, 3, (uint32_t[]){(uint32_t)n, 28, 28}, px, (size_t)n * PX, &len);
-    snprintf(name, sizeof name, "%s%s", NAMES[split][0], gz ? ".gz" : "");
-    write_file(name, f, len, gz);
-    free(f);
-    f = idx_image(0x08, 1, (uint32_t[]){(uint32_t)n}, lb, (size_t)n, &len);
-    snprintf(name, sizeof name, "%s%s", NAMES[split][1], gz ? ".gz" : "");
-    write_file(name, f, len, gz);
-    free(f);
-    free(px);
-}
-
-static void write_fashion(void) {
-    write_split(0, NTRAIN);
-    write_split(1, NTEST);
-}
-
-static ampc_status open_fashion(ampc_dataset **ds) {
-    return ampc_dataset_open(&(ampc_dataset_params){.kind = AMPC_DATA_FASHION_MNIST, .path = g_dir}, ds);
-}
-
-static float norm_px(uint8_t p) { return (float)(((double)p / 255.0 - 0.2860) / 0.3530); }
-
-/* The sample index of image batch row b (its first pixel). */
-static int row_id(const ampc_tensor *x, int64_t b) {
-    float v = ((const float *)ampc_tensor_data(x))[b * PX];
-    for (int i = 0; i < 256; i++)
-        if (norm_px((uint8_t)i) == v) return i;
-    FAILF("row %lld has no known first pixel", (long long)b);
-    return -1;
-}
 
 /* ---- Fashion-MNIST fixtures read back ---- */
 
@@ -301,11 +223,6 @@ static void test_idx_parse_prefixes(void **state) {
 
 /* ---- text data sets ---- */
 
-static ampc_status open_text(const char *name, double frac, ampc_dataset **ds) {
-    return ampc_dataset_open(
-        &(ampc_dataset_params){.kind = AMPC_DATA_TEXT, .path = tu_path(name), .val_fraction = frac}, ds);
-}
-
 static void test_text_splits_and_windows(void **state) {
     (void)state;
     tu_dir_make("data");
@@ -440,255 +357,6 @@ static void test_parse_spec(void **state) {
     assert_string_equal(ampc_split_name(AMPC_SPLIT_EVAL), "eval");
 }
 
-/* ---- order, epochs, cursor ---- */
-
-/* The documented shuffle, written again from ampc.h. */
-static void ref_perm(uint64_t seed, int64_t epoch, int n, int *perm) {
-    for (int i = 0; i < n; i++) perm[i] = i;
-    uint64_t k = 0;
-    for (int i = n - 1; i >= 1; i--, k++) {
-        uint32_t w[4];
-        ampc_rng_block(seed, 0x6461746100000000ull + (uint64_t)epoch, k / 4, w);
-        int j = (int)(((uint64_t)w[k % 4] * (uint64_t)(i + 1)) >> 32);
-        int t = perm[i];
-        perm[i] = perm[j], perm[j] = t;
-    }
-}
-
-/* The sample ids of the next batch into ids (returns B; 0 at an end). */
-static int next_ids(ampc_loader *ld, int *ids) {
-    ampc_tensor *x, *y;
-    bool end;
-    ASSERT_OK(ampc_loader_next(ld, &x, &y, &end));
-    if (end) {
-        assert_null(x);
-        return 0;
-    }
-    int B = (int)ampc_tensor_dim(x, 0);
-    for (int b = 0; b < B; b++) ids[b] = row_id(x, b);
-    ampc_ctx_step_end(g_ctx);
-    return B;
-}
-
-static void test_shuffle_epochs(void **state) {
-    (void)state;
-    tu_dir_make("data");
-    write_fashion();
-    ampc_dataset *ds;
-    ASSERT_OK(open_fashion(&ds));
-    const ampc_loader_params tp = {.batch = 5, .seed = 42, .shuffle = true, .repeat = true};
-    ampc_loader *ld, *same, *other;
-    ASSERT_OK(ampc_loader_new(g_ctx, ds, &tp, &ld));
-    ASSERT_OK(ampc_loader_new(g_ctx, ds, &tp, &same));
-    ampc_loader_params op = tp;
-    op.seed = 43;
-    ASSERT_OK(ampc_loader_new(g_ctx, ds, &op, &other));
-    int order[3][NTRAIN], ids[8], ids2[8], ref[NTRAIN];
-    bool other_differs = false;
-    for (int e = 0; e < 3; e++) {
-        int got = 0;
-        bool seen[NTRAIN] = {false};
-        while (got < NTRAIN) {
-            int B = next_ids(ld, ids);
-            assert_int_equal(B, got + 5 <= NTRAIN ? 5 : NTRAIN - got); /* kept last batch of 2 */
-            assert_int_equal(next_ids(same, ids2), B);
-            assert_memory_equal(ids, ids2, B * sizeof(int));
-            assert_int_equal(next_ids(other, ids2), B);
-            if (memcmp(ids, ids2, B * sizeof(int))) other_differs = true;
-            for (int b = 0; b < B; b++, got++) {
-                assert_false(seen[ids[b]]); /* every sample exactly once */
-                seen[ids[b]] = true;
-                order[e][got] = ids[b];
-            }
-        }
-        ampc_loader_cursor c;
-        ASSERT_OK(ampc_loader_get_cursor(ld, &c));
-        assert_true(c.epoch == e && c.position == NTRAIN);
-        ref_perm(42, e, NTRAIN, ref);
-        assert_memory_equal(order[e], ref, sizeof ref);
-    }
-    assert_true(other_differs);
-    assert_true(memcmp(order[0], order[1], sizeof order[0]) && memcmp(order[1], order[2], sizeof order[0]));
-    ampc_loader_free(ld);
-    ampc_loader_free(same);
-    ampc_loader_free(other);
-    /* drop_last: 7 batches of 5, the last 2 of each epoch's order never seen */
-    ampc_loader_params dp = tp;
-    dp.drop_last = true;
-    ASSERT_OK(ampc_loader_new(g_ctx, ds, &dp, &ld));
-    assert_int_equal(ampc_loader_num_batches(ld), 7);
-    for (int e = 0; e < 2; e++)
-        for (int k = 0; k < 7; k++) {
-            assert_int_equal(next_ids(ld, ids), 5);
-            assert_memory_equal(ids, order[e] + 5 * k, 5 * sizeof(int));
-        }
-    ampc_loader_free(ld);
-    ampc_dataset_free(ds);
-    tu_dir_remove();
-}
-
-static void test_eval_order_and_end(void **state) {
-    (void)state;
-    tu_dir_make("data");
-    write_fashion();
-    ampc_dataset *ds;
-    ASSERT_OK(open_fashion(&ds));
-    ampc_loader *ld;
-    ASSERT_OK(ampc_loader_new(g_ctx, ds, &(ampc_loader_params){.batch = 10}, &ld));
-    assert_int_equal(ampc_loader_num_batches(ld), 4);
-    int ids[10];
-    for (int pass = 0; pass < 2; pass++) {
-        for (int k = 0; k < 4; k++) {
-            int B = next_ids(ld, ids);
-            assert_int_equal(B, k < 3 ? 10 : 7);
-            for (int b = 0; b < B; b++) assert_int_equal(ids[b], 10 * k + b);
-        }
-        assert_int_equal(next_ids(ld, ids), 0); /* the end, reported once */
-        ampc_loader_cursor c;
-        ASSERT_OK(ampc_loader_get_cursor(ld, &c));
-        assert_true(c.epoch == pass + 1 && c.position == 0);
-    }
-    ampc_tensor *x, *y;
-    ASSERT_OK(ampc_loader_next(ld, &x, &y, NULL)); /* end may be NULL */
-    assert_non_null(x);
-    ampc_ctx_step_end(g_ctx);
-    ampc_loader_free(ld);
-    ampc_dataset_free(ds);
-    tu_dir_remove();
-}
-
-/* Runs k batches of ld and returns their concatenated bytes (x then y per batch). */
-static uint8_t *run_batches(ampc_loader *ld, int k, size_t *len) {
-    uint8_t *out = NULL;
-    size_t n = 0;
-    for (int i = 0; i < k; i++) {
-        ampc_tensor *x, *y;
-        ASSERT_OK(ampc_loader_next(ld, &x, &y, NULL));
-        size_t bx = (size_t)ampc_tensor_numel(x) * ampc_dtype_size(ampc_tensor_dtype(x));
-        size_t by = (size_t)ampc_tensor_numel(y) * 8;
-        out = realloc(out, n + bx + by);
-        memcpy(out + n, ampc_tensor_data(x), bx);
-        memcpy(out + n + bx, ampc_tensor_data(y), by);
-        n += bx + by;
-        ampc_ctx_step_end(ampc_tensor_ctx(x));
-    }
-    *len = n;
-    return out;
-}
-
-/* Data-parallel shards: the shards of a global batch are its rows, in order, each once (uneven ones too:
- * ampc_loader_shard_rows' split), the cursor moves by the global batch on every shard, and bad shard
- * parameters are refused naming them. */
-static void test_loader_shards(void **state) {
-    (void)state;
-    char t[400];
-    for (int i = 0; i < 400; i++) t[i] = (char)('a' + i * 7 % 26);
-    tu_dir_make("data");
-    write_file("shards.txt", t, sizeof t, false);
-    ampc_dataset *ds;
-    ASSERT_OK(open_text("shards.txt", 0, &ds));
-    int64_t first, rows;
-    ampc_loader_shard_rows(5, 0, 2, &first, &rows), assert_true(first == 0 && rows == 3);
-    ampc_loader_shard_rows(5, 1, 2, &first, &rows), assert_true(first == 3 && rows == 2);
-    ampc_loader_shard_rows(5, 2, 3, &first, &rows), assert_true(first == 4 && rows == 1);
-    ampc_loader_shard_rows(5, 0, 0, &first, &rows), assert_true(first == 0 && rows == 5); /* 0: one shard */
-    ampc_loader_params p = {.batch = 5, .context = 8, .seed = 3, .shuffle = true, .drop_last = true, .repeat = true};
-    ampc_loader *whole, *part[2];
-    ASSERT_OK(ampc_loader_new(g_ctx, ds, &p, &whole));
-    for (int r = 0; r < 2; r++) {
-        ampc_loader_params q = p;
-        q.shard_index = r, q.shard_count = 2;
-        ASSERT_OK(ampc_loader_new(g_ctx, ds, &q, &part[r]));
-    }
-    for (int step = 0; step < 12; step++) { /* past an epoch (49 windows: 9 batches of 5) */
-        ampc_tensor *x, *y, *xs[2], *ys[2];
-        ASSERT_OK(ampc_loader_next(whole, &x, &y, NULL));
-        int64_t all[5 * 8], got[5 * 8];
-        ASSERT_OK(ampc_tensor_copy_to(x, all, AMPC_DTYPE_I64));
-        for (int r = 0; r < 2; r++) {
-            ASSERT_OK(ampc_loader_next(part[r], &xs[r], &ys[r], NULL));
-            assert_int_equal(ampc_tensor_dim(xs[r], 0), r ? 2 : 3);
-        }
-        ASSERT_OK(ampc_tensor_copy_to(xs[0], got, AMPC_DTYPE_I64));
-        ASSERT_OK(ampc_tensor_copy_to(xs[1], got + 3 * 8, AMPC_DTYPE_I64));
-        assert_memory_equal(all, got, sizeof all);
-        ampc_loader_cursor cw, c0, c1;
-        ASSERT_OK(ampc_loader_get_cursor(whole, &cw));
-        ASSERT_OK(ampc_loader_get_cursor(part[0], &c0));
-        ASSERT_OK(ampc_loader_get_cursor(part[1], &c1));
-        assert_true(cw.epoch == c0.epoch && cw.position == c0.position && c0.epoch == c1.epoch &&
-                    c0.position == c1.position);
-        ampc_ctx_step_end(g_ctx);
-    }
-    ampc_loader_free(whole), ampc_loader_free(part[0]), ampc_loader_free(part[1]);
-    ampc_loader *ld = (ampc_loader *)1;
-    static const int bad[][2] = {{2, 2}, {-1, 2}, {0, -1}};
-    for (int i = 0; i < 3; i++) {
-        ampc_loader_params q = p;
-        q.shard_index = bad[i][0], q.shard_count = bad[i][1];
-        assert_int_equal(ampc_loader_new(g_ctx, ds, &q, &ld), AMPC_STATUS_INVALID_ARG);
-        assert_null(ld);
-        ASSERT_ERROR_MENTIONS("shard", "shard_index < shard_count");
-    }
-    ampc_loader_params q = p; /* more shards than rows: the first batch says so */
-    q.batch = 1, q.shard_index = 1, q.shard_count = 2;
-    ASSERT_OK(ampc_loader_new(g_ctx, ds, &q, &ld));
-    ampc_tensor *x, *y;
-    assert_int_equal(ampc_loader_next(ld, &x, &y, NULL), AMPC_STATUS_INVALID_ARG);
-    ASSERT_ERROR_MENTIONS("batch of 1", "shard 1 of 2", "at least the number of shards");
-    ampc_loader_free(ld);
-    ampc_ctx_step_end(g_ctx);
-    ampc_dataset_free(ds);
-    tu_dir_remove();
-}
-
-static void test_cursor_resume(void **state) {
-    (void)state;
-    ampc_dataset *ds;
-    ASSERT_OK(ampc_dataset_open(NULL, &ds));
-    const ampc_loader_params tp = {
-        .batch = 64, .context = 32, .seed = 5, .shuffle = true, .drop_last = true, .repeat = true};
-    ampc_loader *a, *b;
-    ASSERT_OK(ampc_loader_new(g_ctx, ds, &tp, &a));
-    int64_t per_epoch = ampc_loader_num_batches(a);
-    assert_int_equal(per_epoch, ampc_loader_num_samples(a) / 64);
-    size_t n1, n2;
-    free(run_batches(a, (int)per_epoch - 3, &n1)); /* resume 3 batches before the epoch ends */
-    ampc_loader_cursor c;
-    ASSERT_OK(ampc_loader_get_cursor(a, &c));
-    assert_true(c.epoch == 0 && c.position == (per_epoch - 3) * 64);
-    uint8_t *want = run_batches(a, 10, &n1);
-    ASSERT_OK(ampc_loader_get_cursor(a, &c));
-    assert_true(c.epoch == 1 && c.position == 7 * 64);
-    ASSERT_OK(ampc_loader_new(g_ctx, ds, &tp, &b));
-    ASSERT_OK(ampc_loader_set_cursor(b, &(ampc_loader_cursor){0, (per_epoch - 3) * 64}));
-    uint8_t *got = run_batches(b, 10, &n2);
-    assert_int_equal(n1, n2);
-    assert_memory_equal(want, got, n1);
-    free(got);
-    /* the same batches with one thread */
-    ampc_ctx *one;
-    ASSERT_OK(ampc_ctx_new(&(ampc_ctx_params){.threads = 1}, &one));
-    ampc_loader *c1;
-    ASSERT_OK(ampc_loader_new(one, ds, &tp, &c1));
-    ASSERT_OK(ampc_loader_set_cursor(c1, &(ampc_loader_cursor){0, (per_epoch - 3) * 64}));
-    got = run_batches(c1, 10, &n2);
-    assert_memory_equal(want, got, n1);
-    free(got);
-    free(want);
-    ampc_loader_free(c1);
-    ampc_ctx_free(one);
-    /* bad cursors */
-    assert_int_equal(ampc_loader_set_cursor(b, &(ampc_loader_cursor){-1, 0}), AMPC_STATUS_INVALID_ARG);
-    ASSERT_ERROR_MENTIONS("epoch -1");
-    assert_int_equal(ampc_loader_set_cursor(b, &(ampc_loader_cursor){0, ampc_loader_num_samples(b) + 1}),
-                     AMPC_STATUS_INVALID_ARG);
-    ASSERT_ERROR_MENTIONS("out of range");
-    ampc_loader_free(a);
-    ampc_loader_free(b);
-    ampc_dataset_free(ds);
-}
-
 /* ---- the built-in corpus ---- */
 
 /* Parses "a<op>b=c\n" at s; returns the line length, or 0 when malformed. */
@@ -813,10 +481,6 @@ int main(void) {
         cmocka_unit_test(test_text_splits_and_windows),
         cmocka_unit_test(test_text_errors),
         cmocka_unit_test(test_parse_spec),
-        cmocka_unit_test(test_shuffle_epochs),
-        cmocka_unit_test(test_eval_order_and_end),
-        cmocka_unit_test(test_loader_shards),
-        cmocka_unit_test(test_cursor_resume),
         cmocka_unit_test(test_builtin_corpus),
         cmocka_unit_test(test_fashion_mnist_installed),
     };

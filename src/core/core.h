@@ -15,6 +15,11 @@
 #define AMPCI_HIDDEN __attribute__((visibility("hidden")))
 #define AMPCI_ALIGN 64
 
+/* A macro's expansion as a string literal (AMPCI_STR(AMPC_VERSION_MAJOR) is "0"; a kernel entry's name is
+ * its function's identifier): the second step lets the argument expand first. */
+#define AMPCI_STR_(x) #x
+#define AMPCI_STR(x) AMPCI_STR_(x)
+
 /* Library bugs only (never user input): log and abort. */
 #define AMPCI_ASSERT(c)                                                                                                \
     do {                                                                                                               \

@@ -10,8 +10,6 @@ static _Thread_local char tl_message[1024];
 static _Thread_local ampc_status tl_status = AMPC_OK;
 
 const char *ampc_version(void) {
-#define AMPCI_STR2(x) #x
-#define AMPCI_STR(x) AMPCI_STR2(x)
     return AMPCI_STR(AMPC_VERSION_MAJOR) "." AMPCI_STR(AMPC_VERSION_MINOR) "." AMPCI_STR(AMPC_VERSION_PATCH);
 }
 

@@ -17,9 +17,6 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#define STR2(x) #x
-#define STR(x) STR2(x)
-
 /* ---- dtypes: the reference's Dtype enum, in its order (the writer sorts by this rank) ---- */
 
 typedef struct st_dtype {
@@ -207,7 +204,7 @@ static ampc_status parse_field(parser *ps, ampc_st_tensor *t, const char *key, u
     int n;
     if (f == F_SHAPE) {
         ampc_status s = parse_uints(j, "shape", v, AMPC_ST_MAX_DIMS, &n,
-                                    "more dims than AMPC_ST_MAX_DIMS (" STR(AMPC_ST_MAX_DIMS) ")");
+                                    "more dims than AMPC_ST_MAX_DIMS (" AMPCI_STR(AMPC_ST_MAX_DIMS) ")");
         t->ndim = n;
         for (int i = 0; i < n; i++) t->shape[i] = (int64_t)v[i];
         return s;

@@ -3,19 +3,12 @@
  * candidates differ in their last bits and the measurement may choose differently in another process or
  * on another day; a restore runs the recorded kernels where they are usable (ampci_kernels_recorded), in
  * a copy of the context's table that the context owns, so the resumed run continues bit for bit. */
-#include "tune.h"
+#include "kernels.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define MAX_CAND AMPCI_TUNE_MAX_CAND
-
-static bool has_choice(ampc_isa level, ampci_slot slot, int key) {
-    size_t n = ampci_candidates(level, slot, key, NULL, 0);
-    return n >= 2 || (n == 1 && ampci_split_cell(slot));
-}
 
 /* Calls fn for every cell with a choice at k's level, in registry order. */
 static void each_cell(const struct ampc_kernels *k, void (*fn)(void *arg, ampci_slot slot, int key), void *arg) {
@@ -25,7 +18,7 @@ static void each_cell(const struct ampc_kernels *k, void (*fn)(void *arg, ampci_
     for (size_t i = 0; i < n; i++) {
         ampci_slot slot = all[i]->slot;
         int key = ampci_kernel_key(all[i]);
-        if (!done[slot][key] && has_choice(k->isa, slot, key)) fn(arg, slot, key);
+        if (!done[slot][key] && ampci_cell_has_choice(k->isa, slot, key)) fn(arg, slot, key);
         done[slot][key] = true;
     }
 }

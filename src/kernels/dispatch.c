@@ -1,79 +1,19 @@
-/* dispatch.c: the registry and the per-level tables built from it. The four folder tables are read once,
- * in level order, into one registry. Then, for each kernel level (one table per level, filled once) and
- * each cell, the candidates are the entries dispatch may choose (role KERNEL) whose level is at most the
- * table's and which this CPU runs; ampci_kernels_choose() picks one, by the measured times (tune.h) where
- * the process measured, by the fixed rule otherwise, and install() puts its function into the field of
- * struct ampc_kernels that the rest of the library calls. A GEMM cell whose measured winner changes with
- * the size of the product gets a small dispatcher in its field that runs each size class's winner.
- * Restricting the candidates by level is what lets AMPC_ISA and a context's cap lower, never raise, what
- * runs. */
+/* dispatch.c: the resolved per-level tables. For each kernel level (one table per level, filled once) and
+ * each cell, ampci_kernels_choose() picks one of the cell's candidates (registry.c), by the measured times
+ * (tune.h) where the process measured, by the fixed rule otherwise, and install() puts its function into
+ * the field of struct ampc_kernels that the rest of the library calls. A GEMM cell whose measured winner
+ * changes with the size of the product gets a small dispatcher in its field that runs each size class's
+ * winner. Restricting the candidates by level is what lets AMPC_ISA and a context's cap lower, never
+ * raise, what runs. Above the registry and the measurement in the kernels floor: neither calls back here. */
 #include "tune.h"
 
 #include <math.h>
 #include <pthread.h>
 
-#define MAX_KERNELS 256
 #define MAX_CANDIDATES AMPCI_TUNE_MAX_CAND /* per cell; the registry test keeps every cell well below */
 
-static const ampci_kernel *g_all[MAX_KERNELS];
-static bool g_usable[MAX_KERNELS];
-static size_t g_nall;
 static struct ampc_kernels g_tables[AMPC_ISA_COUNT];
-static pthread_once_t g_registry_once = PTHREAD_ONCE_INIT, g_tables_once = PTHREAD_ONCE_INIT;
-
-/* The CPU's features as a set (AMPCI_FEAT bits): usable ones, or all that CPUID reports. */
-static uint32_t feature_set(bool reported) {
-    const ampc_cpu_info *cpu = ampc_cpu();
-    uint32_t s = 0;
-    for (int f = 0; f < AMPC_CPU_FEATURE_COUNT; f++)
-        if (reported ? cpu->cpuid[f] : ampc_cpu_has((ampc_cpu_feature)f)) s |= 1u << f;
-    return s;
-}
-
-bool ampci_kernel_usable(const ampci_kernel *e) {
-    return e->level <= ampc_cpu()->best && (e->needs & ~feature_set(false)) == 0;
-}
-
-ampci_key_kind ampci_slot_key_kind(ampci_slot slot) {
-    switch (slot) {
-    case AMPCI_SLOT_CONVERT: return AMPCI_KEY_PAIR;
-    case AMPCI_SLOT_GEMM:
-    case AMPCI_SLOT_IM2COL:
-    case AMPCI_SLOT_UNSCALE:
-    case AMPCI_SLOT_SUMSQ: return AMPCI_KEY_DTYPE;
-    case AMPCI_SLOT_UNARY:
-    case AMPCI_SLOT_UNARY_BW:
-    case AMPCI_SLOT_BINARY: return AMPCI_KEY_OP;
-    default: return AMPCI_KEY_NONE;
-    }
-}
-
-int ampci_kernel_key(const ampci_kernel *e) {
-    switch (ampci_slot_key_kind(e->slot)) {
-    case AMPCI_KEY_PAIR: return (int)e->dtype * AMPC_DTYPE_COUNT + (int)e->src;
-    case AMPCI_KEY_DTYPE: return (int)e->dtype;
-    case AMPCI_KEY_OP: return e->op;
-    default: return 0;
-    }
-}
-
-bool ampci_same_cell(const ampci_kernel *a, const ampci_kernel *b) {
-    return a->slot == b->slot && ampci_kernel_key(a) == ampci_kernel_key(b);
-}
-
-/* Candidates of cell (slot, key) for a table of `level`, in registry order; returns how many there are
- * (out holds at most max). */
-static size_t collect(ampc_isa level, ampci_slot slot, int key, const ampci_kernel **out, size_t max) {
-    size_t n = 0;
-    for (size_t i = 0; i < g_nall; i++) {
-        const ampci_kernel *e = g_all[i];
-        if (e->slot != slot || ampci_kernel_key(e) != key) continue;
-        if (e->role != AMPCI_ROLE_KERNEL || e->level > level || !g_usable[i]) continue;
-        if (n < max) out[n] = e;
-        n++;
-    }
-    return n;
-}
+static pthread_once_t g_tables_once = PTHREAD_ONCE_INIT;
 
 /* THE RULE, what runs when measurement is off (AMPC_KERNEL_CHOICE=rule), for cells without a choice, and
  * the pick a measurement must beat by AMPCI_TUNE_MARGIN to replace: the last candidate in registry order
@@ -81,7 +21,7 @@ static size_t collect(ampc_isa level, ampci_slot slot, int key, const ampci_kern
  * last), passing over an entry whose slow_with names a feature this CPU reports (AVX512-BF16's one-pass
  * F32 GEMM on AMX CPUs, where vdpbf16ps is slow). */
 static const ampci_kernel *rule(const ampci_kernel *const *cand, size_t n) {
-    uint32_t reported = feature_set(true);
+    uint32_t reported = ampci_feature_set(true);
     for (size_t i = n; i-- > 0;)
         if ((cand[i]->slow_with & reported) == 0) return cand[i];
     return NULL;
@@ -106,7 +46,7 @@ static int measured(ampc_isa level, ampci_slot slot, int key, int cls, const amp
 
 ampci_choice ampci_kernels_choose(ampc_isa level, ampci_slot slot, int key, int cls) {
     const ampci_kernel *cand[MAX_CANDIDATES + 1];
-    int n = (int)collect(level, slot, key, cand, MAX_CANDIDATES);
+    int n = (int)ampci_candidates_at(level, slot, key, cand, MAX_CANDIDATES);
     ampci_choice c = {.kernel = rule(cand, (size_t)n), .sec = INFINITY, .second_sec = INFINITY};
     if (n == 0 || ampci_tune()->mode == AMPCI_TUNE_RULE) return c;
     double sec[MAX_CANDIDATES + 1];
@@ -197,13 +137,15 @@ void ampci_kernels_set(struct ampc_kernels *k, ampci_slot slot, int key, const a
  * NULL, as the split F32 slots below the levels that speed them up). */
 static void fill(struct ampc_kernels *k, ampc_isa level) {
     bool done[AMPCI_SLOT_COUNT][AMPCI_KEY_COUNT] = {{false}};
+    size_t n;
+    const ampci_kernel *const *all = ampci_registry(&n);
     k->isa = level;
-    for (size_t i = 0; i < g_nall; i++) {
-        ampci_slot slot = g_all[i]->slot;
-        int key = ampci_kernel_key(g_all[i]);
+    for (size_t i = 0; i < n; i++) {
+        ampci_slot slot = all[i]->slot;
+        int key = ampci_kernel_key(all[i]);
         if (done[slot][key]) continue;
         done[slot][key] = true;
-        AMPCI_ASSERT(collect(level, slot, key, NULL, 0) <= MAX_CANDIDATES);
+        AMPCI_ASSERT(ampci_candidates_at(level, slot, key, NULL, 0) <= MAX_CANDIDATES);
         const ampci_kernel *by[AMPCI_SIZE_CLASSES];
         int classes = ampci_gemm_cell(slot, key) >= 0 ? AMPCI_SIZE_CLASSES : 1;
         for (int c = 0; c < AMPCI_SIZE_CLASSES; c++)
@@ -212,49 +154,15 @@ static void fill(struct ampc_kernels *k, ampc_isa level) {
     }
 }
 
-static void add_folder(const ampci_kernel *table, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        AMPCI_ASSERT(g_nall < MAX_KERNELS);
-        AMPCI_ASSERT(table[i].slot >= 0 && table[i].slot < AMPCI_SLOT_COUNT);
-        AMPCI_ASSERT(ampci_kernel_key(&table[i]) >= 0 && ampci_kernel_key(&table[i]) < AMPCI_KEY_COUNT);
-        g_usable[g_nall] = ampci_kernel_usable(&table[i]);
-        g_all[g_nall++] = &table[i];
-    }
-}
-
-static void registry_init(void) {
-    add_folder(ampci_kernels_ref, ampci_kernels_ref_count);
-    add_folder(ampci_kernels_avx2, ampci_kernels_avx2_count);
-    add_folder(ampci_kernels_avx512, ampci_kernels_avx512_count);
-    add_folder(ampci_kernels_amx, ampci_kernels_amx_count);
-}
-
-/* The tables need the measurement (ampci_tune), which needs the registry: two onces. */
+/* Every level's table, once. The first choice runs the measurement (ampci_tune), which reads the registry
+ * under the registry's own once and never these tables. */
 static void tables_init(void) {
-    pthread_once(&g_registry_once, registry_init);
     for (int l = AMPC_ISA_REF; l < AMPC_ISA_COUNT; l++) fill(&g_tables[l], (ampc_isa)l);
-}
-
-const ampci_kernel *const *ampci_registry(size_t *count) {
-    pthread_once(&g_registry_once, registry_init);
-    *count = g_nall;
-    return g_all;
-}
-
-/* AUTO and levels above the process's chosen one become the chosen one. */
-static ampc_isa lowered(ampc_isa isa) {
-    const ampc_cpu_info *cpu = ampc_cpu();
-    return isa == AMPC_ISA_AUTO || isa > cpu->chosen ? cpu->chosen : isa;
 }
 
 const struct ampc_kernels *ampci_kernels(ampc_isa isa) {
     pthread_once(&g_tables_once, tables_init);
-    return &g_tables[lowered(isa)];
-}
-
-size_t ampci_candidates(ampc_isa level, ampci_slot slot, int key, const ampci_kernel **out, size_t max) {
-    pthread_once(&g_registry_once, registry_init);
-    return collect(lowered(level), slot, key, out, max);
+    return &g_tables[ampci_kernel_level(isa)];
 }
 
 const ampci_kernel *ampci_gemm_pick(const struct ampc_kernels *k, ampci_slot slot, int key, int64_t M, int64_t N,

@@ -4,10 +4,10 @@
  * name a table, `ampc info`, a test or a benchmark prints can never belong to another function). Each
  * folder (kernels/ref, avx2, avx512, amx) exports one table of entries {slot, key, name, level, needs,
  * fn}; ref/ is complete (one usable-everywhere entry in every cell: the fallback and the test oracle),
- * the ISA folders add faster candidates for the cells they speed up. dispatch.c collects, per cell (a
- * slot and its key: a dtype, a dtype pair or an op), the usable candidates of each level and picks one,
- * by measurement (tune.h) or by the fixed rule, into `struct ampc_kernels`, which is all the rest of the
- * library sees. Tests and benchmarks iterate the same registry, so a new kernel is one entry. */
+ * the ISA folders add faster candidates for the cells they speed up. registry.c collects, per cell (a
+ * slot and its key: a dtype, a dtype pair or an op), the usable candidates of each level; dispatch.c
+ * picks one, by measurement (tune.h) or by the fixed rule, into `struct ampc_kernels`, which is all the
+ * rest of the library sees. Tests and benchmarks iterate the same registry, so a new kernel is one entry. */
 #ifndef AMPC_KERNELS_H
 #define AMPC_KERNELS_H
 
@@ -284,6 +284,8 @@ typedef enum ampci_role {
 
 /* CPU feature sets: bit f for ampc_cpu_feature f (AMPCI_FEAT(AVX512_BF16)). */
 #define AMPCI_FEAT(F) (1u << AMPC_CPU_##F)
+/* This CPU's features as such a set: the usable ones, or (reported) all that CPUID reports. */
+AMPCI_HIDDEN uint32_t ampci_feature_set(bool reported);
 
 /* The function of an entry. Members are named after the slots, so AMPCI_ENTRY picks the member from the
  * slot and the compiler checks the function's type against the slot's signature. */
@@ -331,8 +333,6 @@ typedef struct ampci_kernel {
 
 /* Entry constructors for the folder tables; FN's identifier (after macro expansion) becomes the name.
  * The short forms take the level from AMPCI_FOLDER_LEVEL, which each table file defines. */
-#define AMPCI_STR_(x) #x
-#define AMPCI_STR(x) AMPCI_STR_(x)
 #define AMPCI_ENTRY(SLOT, DT, SRC, OP, FN, LEVEL, NEEDS, SLOW_WITH, ROLE)                                              \
     {                                                                                                                  \
         .slot = AMPCI_SLOT_##SLOT, .dtype = DT, .src = SRC, .op = OP, .name = AMPCI_STR(FN), .level = LEVEL,           \
@@ -371,7 +371,7 @@ typedef struct ampci_kernel {
         AMPCI_K_OP(UNARY_BW, AMPCI_UNARY_##OP, ampc_k_##op##_bw_f32__##ISA),
 #define AMPCI_K_BINARY(OP, op, ISA) AMPCI_K_OP(BINARY, AMPCI_BINARY_##OP, ampc_k_##op##_f32__##ISA),
 
-/* The folder tables, in the order dispatch reads them (kernels/<isa>/: kernels_ref.c, convert_avx2.c,
+/* The folder tables, in the order the registry reads them (kernels/<isa>/: kernels_ref.c, convert_avx2.c,
  * kernels_avx512.c, gemm_amx.c). Within a cell a folder lists its entries best last. */
 extern AMPCI_HIDDEN const ampci_kernel ampci_kernels_ref[];
 extern AMPCI_HIDDEN const size_t ampci_kernels_ref_count;
@@ -382,6 +382,7 @@ extern AMPCI_HIDDEN const size_t ampci_kernels_avx512_count;
 extern AMPCI_HIDDEN const ampci_kernel ampci_kernels_amx[];
 extern AMPCI_HIDDEN const size_t ampci_kernels_amx_count;
 
+/* The registry's answers (kernels/registry.c, the bottom of the floor: it calls nothing above it). */
 /* Every entry of the four tables, in that order (registry order). */
 AMPCI_HIDDEN const ampci_kernel *const *ampci_registry(size_t *count);
 /* The CPU runs it: its level is at most the CPU's best and its extra features are usable. */
@@ -389,18 +390,32 @@ AMPCI_HIDDEN bool ampci_kernel_usable(const ampci_kernel *e);
 /* Its cell's key (see ampci_slot), and whether two entries share a cell. */
 AMPCI_HIDDEN int ampci_kernel_key(const ampci_kernel *e);
 AMPCI_HIDDEN bool ampci_same_cell(const ampci_kernel *a, const ampci_kernel *b);
+/* The GEMM cells (gemm_f32, gemm_f16, gemm_bf16, gemm_f32_bf16x1, gemm_f32_bf16x3) as 0..4, -1 for others. */
+AMPCI_HIDDEN int ampci_gemm_cell(ampci_slot slot, int key);
+/* A split F32 cell: its choice may be "none" (the F32 GEMM runs; NULL in the table). */
+AMPCI_HIDDEN bool ampci_split_cell(ampci_slot slot);
 /* The ref entry of e's cell (the oracle every other entry of the cell is tested against). */
 AMPCI_HIDDEN const ampci_kernel *ampci_kernel_ref(const ampci_kernel *e);
 /* The registered entry of that name, or NULL. */
 AMPCI_HIDDEN const ampci_kernel *ampci_kernel_find(const char *name);
-/* The candidates the rule chose from for cell (slot, key) in the table of `level` (AUTO and levels above
- * the process's chosen one are lowered as by ampci_kernels): role KERNEL, level <= the table's, usable;
- * registry order. Fills out[0..max) and returns how many there are. A cell has a choice when it has two
- * or more, or is a split F32 cell with one (its choice may be none: the F32 GEMM). */
+/* The level whose table runs for isa: AUTO and levels above the process's chosen one become the chosen
+ * one (so AMPC_ISA and a context's cap can only lower what runs). */
+AMPCI_HIDDEN ampc_isa ampci_kernel_level(ampc_isa isa);
+/* The candidates the rule chooses from for cell (slot, key) in the table of `level` (lowered as by
+ * ampci_kernel_level): role KERNEL, level <= the table's, usable; registry order. Fills out[0..max) and
+ * returns how many there are. A cell has a choice when it has two or more, or is a split F32 cell with
+ * one (its choice may be none: the F32 GEMM). */
 AMPCI_HIDDEN size_t ampci_candidates(ampc_isa level, ampci_slot slot, int key, const ampci_kernel **out, size_t max);
+/* The same for the table of exactly `level` (not lowered: every level's table is filled, also those above
+ * the process's chosen one). */
+AMPCI_HIDDEN size_t ampci_candidates_at(ampc_isa level, ampci_slot slot, int key, const ampci_kernel **out, size_t max);
+/* Cell (slot, key) has a choice in the table of `level` (lowered as by ampci_candidates). */
+AMPCI_HIDDEN bool ampci_cell_has_choice(ampc_isa level, ampci_slot slot, int key);
 /* "gemm", "unary_bw", ...; and a cell's: "gemm_bf16", "unary_exp", "convert_f32_to_bf16", "softmax". */
 AMPCI_HIDDEN const char *ampci_slot_name(ampci_slot slot);
 AMPCI_HIDDEN const char *ampci_cell_name(ampci_slot slot, int key);
+/* The i-th cell that holds an entry, in (slot, key) order: its name, *slot and *key; NULL past the end. */
+AMPCI_HIDDEN const char *ampci_cell_at(int i, ampci_slot *slot, int *key);
 
 /* ---- the resolved table of a level (what the library runs) ---- */
 

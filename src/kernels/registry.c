@@ -1,16 +1,129 @@
-/* registry.c: names and lookups over the kernel registry: the slot and cell names `ampc info` shows, the
- * public introspection calls (ampc_kernel_slot_name/impl, ampc_convert_kernel_name, ampc_kernel_describe,
- * and how the kernels were chosen: ampc_kernel_get_tuning, ampc_kernel_get_choice) and the finders tests
- * and benchmarks use (ampci_kernel_find, ampci_kernel_ref). */
-#include "tune.h"
+/* registry.c: the one kernel registry, the bottom of the kernels floor. The four folder tables are read
+ * once, in level order (ref, avx2, avx512, amx), into one list; over it: which entries this CPU runs, the
+ * cells (a slot and its key) and their names, the candidates of a cell in the table of a level (the order
+ * the fixed rule reads them in), and the finders tests and benchmarks use (ampci_kernel_find,
+ * ampci_kernel_ref). The measurement (tune*.c) and dispatch.c build on these; this file calls neither, so
+ * the floor's files depend one way (tests/layer_check.sh checks it). */
+#include "kernels.h"
 
 #include <ctype.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
+#define MAX_KERNELS 256
 #define MAX_CELLS 160
+
+static const ampci_kernel *g_all[MAX_KERNELS];
+static bool g_usable[MAX_KERNELS];
+static size_t g_nall;
+static pthread_once_t g_registry_once = PTHREAD_ONCE_INIT;
+
+uint32_t ampci_feature_set(bool reported) {
+    const ampc_cpu_info *cpu = ampc_cpu();
+    uint32_t s = 0;
+    for (int f = 0; f < AMPC_CPU_FEATURE_COUNT; f++)
+        if (reported ? cpu->cpuid[f] : ampc_cpu_has((ampc_cpu_feature)f)) s |= 1u << f;
+    return s;
+}
+
+bool ampci_kernel_usable(const ampci_kernel *e) {
+    return e->level <= ampc_cpu()->best && (e->needs & ~ampci_feature_set(false)) == 0;
+}
+
+ampci_key_kind ampci_slot_key_kind(ampci_slot slot) {
+    switch (slot) {
+    case AMPCI_SLOT_CONVERT: return AMPCI_KEY_PAIR;
+    case AMPCI_SLOT_GEMM:
+    case AMPCI_SLOT_IM2COL:
+    case AMPCI_SLOT_UNSCALE:
+    case AMPCI_SLOT_SUMSQ: return AMPCI_KEY_DTYPE;
+    case AMPCI_SLOT_UNARY:
+    case AMPCI_SLOT_UNARY_BW:
+    case AMPCI_SLOT_BINARY: return AMPCI_KEY_OP;
+    default: return AMPCI_KEY_NONE;
+    }
+}
+
+int ampci_kernel_key(const ampci_kernel *e) {
+    switch (ampci_slot_key_kind(e->slot)) {
+    case AMPCI_KEY_PAIR: return (int)e->dtype * AMPC_DTYPE_COUNT + (int)e->src;
+    case AMPCI_KEY_DTYPE: return (int)e->dtype;
+    case AMPCI_KEY_OP: return e->op;
+    default: return 0;
+    }
+}
+
+bool ampci_same_cell(const ampci_kernel *a, const ampci_kernel *b) {
+    return a->slot == b->slot && ampci_kernel_key(a) == ampci_kernel_key(b);
+}
+
+int ampci_gemm_cell(ampci_slot slot, int key) {
+    if (slot == AMPCI_SLOT_GEMM_F32_BF16X1) return 3;
+    if (slot == AMPCI_SLOT_GEMM_F32_BF16X3) return 4;
+    if (slot != AMPCI_SLOT_GEMM) return -1;
+    return key == AMPC_DTYPE_F32 ? 0 : key == AMPC_DTYPE_F16 ? 1 : key == AMPC_DTYPE_BF16 ? 2 : -1;
+}
+
+bool ampci_split_cell(ampci_slot slot) {
+    return slot == AMPCI_SLOT_GEMM_F32_BF16X1 || slot == AMPCI_SLOT_GEMM_F32_BF16X3;
+}
+
+/* ---- the registry ---- */
+
+static void add_folder(const ampci_kernel *table, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        AMPCI_ASSERT(g_nall < MAX_KERNELS);
+        AMPCI_ASSERT(table[i].slot >= 0 && table[i].slot < AMPCI_SLOT_COUNT);
+        AMPCI_ASSERT(ampci_kernel_key(&table[i]) >= 0 && ampci_kernel_key(&table[i]) < AMPCI_KEY_COUNT);
+        g_usable[g_nall] = ampci_kernel_usable(&table[i]);
+        g_all[g_nall++] = &table[i];
+    }
+}
+
+static void registry_init(void) {
+    add_folder(ampci_kernels_ref, ampci_kernels_ref_count);
+    add_folder(ampci_kernels_avx2, ampci_kernels_avx2_count);
+    add_folder(ampci_kernels_avx512, ampci_kernels_avx512_count);
+    add_folder(ampci_kernels_amx, ampci_kernels_amx_count);
+}
+
+const ampci_kernel *const *ampci_registry(size_t *count) {
+    pthread_once(&g_registry_once, registry_init);
+    *count = g_nall;
+    return g_all;
+}
+
+/* ---- a cell's candidates ---- */
+
+ampc_isa ampci_kernel_level(ampc_isa isa) {
+    const ampc_cpu_info *cpu = ampc_cpu();
+    return isa == AMPC_ISA_AUTO || isa > cpu->chosen ? cpu->chosen : isa;
+}
+
+size_t ampci_candidates_at(ampc_isa level, ampci_slot slot, int key, const ampci_kernel **out, size_t max) {
+    pthread_once(&g_registry_once, registry_init);
+    size_t n = 0;
+    for (size_t i = 0; i < g_nall; i++) {
+        const ampci_kernel *e = g_all[i];
+        if (e->slot != slot || ampci_kernel_key(e) != key) continue;
+        if (e->role != AMPCI_ROLE_KERNEL || e->level > level || !g_usable[i]) continue;
+        if (n < max) out[n] = e;
+        n++;
+    }
+    return n;
+}
+
+size_t ampci_candidates(ampc_isa level, ampci_slot slot, int key, const ampci_kernel **out, size_t max) {
+    return ampci_candidates_at(ampci_kernel_level(level), slot, key, out, max);
+}
+
+bool ampci_cell_has_choice(ampc_isa level, ampci_slot slot, int key) {
+    size_t n = ampci_candidates(level, slot, key, NULL, 0);
+    return n >= 2 || (n == 1 && ampci_split_cell(slot));
+}
+
+/* ---- names ---- */
 
 /* What `ampc info` calls each slot (XENT is the cross-entropy loss). */
 static const char *const g_slot_names[AMPCI_SLOT_COUNT] = {
@@ -101,58 +214,14 @@ const char *ampci_cell_name(ampci_slot slot, int key) {
     return "?";
 }
 
-/* The i-th compute cell (conversions have their own listing); NULL past the end. */
-static const cell *compute_cell(int i) {
+const char *ampci_cell_at(int i, ampci_slot *slot, int *key) {
     pthread_once(&g_cells_once, cells_init);
-    for (int c = 0; c < g_ncells && i >= 0; c++)
-        if (g_cells[c].slot != AMPCI_SLOT_CONVERT && i-- == 0) return &g_cells[c];
-    return NULL;
+    if (i < 0 || i >= g_ncells) return NULL;
+    *slot = g_cells[i].slot, *key = g_cells[i].key;
+    return g_cells[i].name;
 }
 
-const char *ampc_kernel_slot_name(int i) {
-    const cell *c = compute_cell(i);
-    return c ? c->name : NULL;
-}
-
-const char *ampc_kernel_slot_impl(int i) {
-    const cell *c = compute_cell(i);
-    if (!c) return NULL;
-    const ampci_kernel *e = ampci_kernels(AMPC_ISA_AUTO)->chosen[c->slot][c->key];
-    return e ? e->name : "-";
-}
-
-const char *ampc_convert_kernel_name(ampc_dtype dst_dtype, ampc_dtype src_dtype) {
-    if ((unsigned)dst_dtype >= AMPC_DTYPE_COUNT || (unsigned)src_dtype >= AMPC_DTYPE_COUNT) return NULL;
-    if (dst_dtype == src_dtype) return "memcpy";
-    const ampci_kernel *e =
-        ampci_kernels(AMPC_ISA_AUTO)->chosen[AMPCI_SLOT_CONVERT][dst_dtype * AMPC_DTYPE_COUNT + src_dtype];
-    return e ? e->name : "generic";
-}
-
-/* e runs in its cell at the process's level (for a GEMM cell: in some size class). */
-static bool runs(const ampci_kernel *e) {
-    const struct ampc_kernels *k = ampci_kernels(AMPC_ISA_AUTO);
-    int key = ampci_kernel_key(e), g = ampci_gemm_cell(e->slot, key);
-    bool any = k->chosen[e->slot][key] == e;
-    for (int c = 0; g >= 0 && c < AMPCI_SIZE_CLASSES; c++) any |= k->by_size[g][c] == e;
-    return any;
-}
-
-bool ampc_kernel_describe(int i, ampc_kernel_desc *out) {
-    size_t n;
-    const ampci_kernel *const *all = ampci_registry(&n);
-    if (i < 0 || (size_t)i >= n || !out) return false;
-    const ampci_kernel *e = all[i];
-    int key = ampci_kernel_key(e);
-    *out = (ampc_kernel_desc){.name = e->name,
-                              .slot = ampci_cell_name(e->slot, key),
-                              .level = e->level,
-                              .needs = e->needs,
-                              .usable = ampci_kernel_usable(e),
-                              .candidate = e->role == AMPCI_ROLE_KERNEL,
-                              .chosen = runs(e)};
-    return true;
-}
+/* ---- finders ---- */
 
 const ampci_kernel *ampci_kernel_find(const char *name) {
     size_t n;
@@ -168,57 +237,4 @@ const ampci_kernel *ampci_kernel_ref(const ampci_kernel *e) {
     for (size_t i = 0; i < n; i++)
         if (all[i]->level == AMPC_ISA_REF && ampci_same_cell(all[i], e)) return all[i];
     return NULL;
-}
-
-/* ---- how the kernels were chosen ---- */
-
-void ampc_kernel_get_tuning(ampc_kernel_tuning *out) {
-    static const char *const sources[] = {"rule", "measured", "cache"};
-    if (!out) return;
-    const ampci_tune_state *st = ampci_tune();
-    int rows = 0;
-    for (ampc_kernel_choice c; ampc_kernel_get_choice(rows, &c);) rows++;
-    *out = (ampc_kernel_tuning){.mode = st->mode == AMPCI_TUNE_RULE ? "rule" : "measure",
-                                .source = sources[st->source],
-                                .cache_file = st->path,
-                                .note = st->note,
-                                .cache_written = st->written,
-                                .seconds = st->source == AMPCI_TUNE_FROM_RULE ? 0 : st->times.seconds,
-                                .choices = rows};
-}
-
-/* The i-th (cell, size class) with a choice at the process's level. */
-static bool choice_row(int i, const cell **out, int *cls) {
-    pthread_once(&g_cells_once, cells_init);
-    ampc_isa level = ampci_kernels(AMPC_ISA_AUTO)->isa;
-    for (int c = 0; c < g_ncells; c++) {
-        size_t n = ampci_candidates(level, g_cells[c].slot, g_cells[c].key, NULL, 0);
-        if (n < 2 && !(n == 1 && ampci_split_cell(g_cells[c].slot))) continue;
-        int classes = ampci_gemm_cell(g_cells[c].slot, g_cells[c].key) >= 0 ? AMPCI_SIZE_CLASSES : 1;
-        if (i < classes) return *out = &g_cells[c], *cls = i, true;
-        i -= classes;
-    }
-    return false;
-}
-
-bool ampc_kernel_get_choice(int i, ampc_kernel_choice *out) {
-    const cell *c;
-    int cls;
-    if (i < 0 || !out || !choice_row(i, &c, &cls)) return false;
-    const struct ampc_kernels *k = ampci_kernels(AMPC_ISA_AUTO);
-    bool sized = ampci_gemm_cell(c->slot, c->key) >= 0;
-    ampci_choice ch = ampci_kernels_choose(k->isa, c->slot, c->key, cls);
-    const ampci_kernel *e = sized ? k->by_size[ampci_gemm_cell(c->slot, c->key)][cls] : k->chosen[c->slot][c->key];
-    AMPCI_ASSERT(e == ch.kernel); /* the table holds what the choice says */
-    *out = (ampc_kernel_choice){
-        .slot = c->name,
-        .size_class = sized ? ampci_size_class_name(cls) : "all",
-        .kernel = e ? e->name : "-",
-        .seconds = isfinite(ch.sec) ? ch.sec : 0,
-        .runner_up = ch.second        ? ch.second->name
-                     : ch.second_none ? "-"
-                                      : NULL,
-        .runner_up_seconds = isfinite(ch.second_sec) ? ch.second_sec : 0,
-    };
-    return true;
 }

@@ -24,17 +24,6 @@ const char *ampci_size_class_name(int c) {
     return c >= 0 && c < AMPCI_SIZE_CLASSES ? names[c] : NULL;
 }
 
-int ampci_gemm_cell(ampci_slot slot, int key) {
-    if (slot == AMPCI_SLOT_GEMM_F32_BF16X1) return 3;
-    if (slot == AMPCI_SLOT_GEMM_F32_BF16X3) return 4;
-    if (slot != AMPCI_SLOT_GEMM) return -1;
-    return key == AMPC_DTYPE_F32 ? 0 : key == AMPC_DTYPE_F16 ? 1 : key == AMPC_DTYPE_BF16 ? 2 : -1;
-}
-
-bool ampci_split_cell(ampci_slot slot) {
-    return slot == AMPCI_SLOT_GEMM_F32_BF16X1 || slot == AMPCI_SLOT_GEMM_F32_BF16X3;
-}
-
 /* The GEMM shapes, two a class: square-ish ones and the default GPT's projection (2048 tokens, d 384)
  * with its weight gradient (a transposed), the shapes `ampc bench gemm` reports. */
 static const ampci_tune_shape gemm_shapes[] = {

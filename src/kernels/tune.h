@@ -24,10 +24,6 @@ typedef enum ampci_size_class { AMPCI_SIZE_SMALL = 0, AMPCI_SIZE_MEDIUM, AMPCI_S
 AMPCI_HIDDEN ampci_size_class ampci_gemm_size_class(int64_t M, int64_t N, int64_t K);
 /* "small", "medium", "large"; NULL past the end. */
 AMPCI_HIDDEN const char *ampci_size_class_name(int c);
-/* The GEMM cells (gemm_f32, gemm_f16, gemm_bf16, gemm_f32_bf16x1, gemm_f32_bf16x3) as 0..4, -1 for others. */
-AMPCI_HIDDEN int ampci_gemm_cell(ampci_slot slot, int key);
-/* A split F32 cell: its choice may be "none" (the F32 GEMM runs; NULL in the table). */
-AMPCI_HIDDEN bool ampci_split_cell(ampci_slot slot);
 
 /* One representative shape of a cell. GEMM: m, n, k (ta: a stored transposed), work = m n k; other cells
  * have one shape (work 1), whose sizes tune_work.c fixes. */

@@ -59,9 +59,8 @@ static void cpu_line(char *buf, size_t size) {
     const ampc_cpu_info *cpu = ampc_cpu();
     unsigned a = 0, b, c, d;
     __get_cpuid(1, &a, &b, &c, &d);
-    uint32_t usable = 0;
-    for (int f = 0; f < AMPC_CPU_FEATURE_COUNT; f++) usable |= ampc_cpu_has((ampc_cpu_feature)f) ? 1u << f : 0;
-    snprintf(buf, size, "%s|%s|%x|%x|%s", cpu->vendor, cpu->brand, a, usable, ampc_isa_name(cpu->best));
+    snprintf(buf, size, "%s|%s|%x|%x|%s", cpu->vendor, cpu->brand, a, ampci_feature_set(false),
+             ampc_isa_name(cpu->best));
 }
 
 /* A hash of the candidates' names: a build with other kernels has another file. */
@@ -242,10 +241,8 @@ static void env_switches(ampci_tune_state *st) {
 
 /* A cell has a choice at the process's level (AMPC_ISA=ref leaves none: nothing to measure). */
 static bool any_choice(const ampci_tune_times *t) {
-    for (int i = 0; i < t->ncells; i++) {
-        size_t n = ampci_candidates(AMPC_ISA_AUTO, t->cell[i].slot, t->cell[i].key, NULL, 0);
-        if (n >= 2 || (n == 1 && ampci_split_cell(t->cell[i].slot))) return true;
-    }
+    for (int i = 0; i < t->ncells; i++)
+        if (ampci_cell_has_choice(AMPC_ISA_AUTO, t->cell[i].slot, t->cell[i].key)) return true;
     return false;
 }
 

@@ -1,30 +1,26 @@
 # shellcheck shell=sh
 # cli_lib.sh: what the CLI test scripts share (cli_test.sh, doctor_test.sh, fp8_test.sh), sourced first
-# thing with the script's arguments (PATH/TO/ampc [PATH/TO/ampc_json_check]): AMPC, JSON_CHECK, a TMP
+# thing with the script's arguments (PATH/TO/ampc [PATH/TO/ampc_json_check]). On top of the test
+# scripts' prologue (tests/test_lib.sh: fail, lines, the temporary folder): AMPC, JSON_CHECK, a TMP
 # folder removed on exit, OUT and ERR for run's output, AMPC_ISA unset; then the checks. Each expect_*
 # counts one check and reports a failure with the command that ran last; the script ends with
 # cli_summary.
+. "$(dirname "$0")/../../tests/test_lib.sh"
 CLI_NAME=$(basename "$0")
 AMPC=${1:?usage: $CLI_NAME PATH/TO/ampc [PATH/TO/ampc_json_check]}
 JSON_CHECK=${2:-$(dirname "$AMPC")/tools/ampc/ampc_json_check}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/ampc_${CLI_NAME%.sh}.XXXXXX") || exit 1
-trap 'rm -rf "$TMP"' EXIT INT TERM
+test_tmpdir "${CLI_NAME%.sh}"
+TMP=$TEST_TMP
 OUT=$TMP/out
 ERR=$TMP/err
 [ -x "$AMPC" ] || { echo "$CLI_NAME: $AMPC is not an executable"; exit 1; }
 [ -x "$JSON_CHECK" ] || { echo "$CLI_NAME: $JSON_CHECK is not an executable"; exit 1; }
 unset AMPC_ISA
-failures=0
 checks=0
 
 # numbers FILE: a JSONL log without its timing, memory and label fields (what a repeated run must repeat)
 numbers() { sed -e 's/"tokens_per_s":[^,}]*//' -e 's/"seconds":[^,}]*//' -e 's/"peak_bytes":[^,}]*//' \
                 -e 's/"precision":"[^"]*"//' "$1"; }
-
-fail() {
-    failures=$((failures + 1))
-    printf 'FAIL: %s\n' "$*"
-}
 
 # run [AMPC_X=VALUE] ARGS...: runs ampc, leaving stdout in $OUT, stderr in $ERR and the status in $RC.
 run() {
@@ -34,8 +30,6 @@ run() {
     esac
     LAST="ampc $*"
 }
-
-lines() { wc -l <"$1" | tr -d ' '; }
 
 check() { checks=$((checks + 1)); }   # one more check: the caller tests and calls fail
 
@@ -91,8 +85,8 @@ usage_error() {
 
 # cli_summary: the count; exits 0 when every check passed, 1 otherwise.
 cli_summary() {
-    if [ "$failures" -ne 0 ]; then
-        printf '%d of %d checks failed\n' "$failures" "$checks"
+    if [ "$FAILS" -ne 0 ]; then
+        printf '%d of %d checks failed\n' "$FAILS" "$checks"
         exit 1
     fi
     printf 'all %d checks passed\n' "$checks"

@@ -3,9 +3,9 @@
  * BF16 and FP8 windows whose edges run down over the rows: forward values sit inside FP16's window,
  * gradients left of it, and an arrow shows how far the loss scale moves them. report.md gives the
  * recommended command lines, a verdict table per group of sites (every verdict from ampc_stats_advise,
- * never re-derived here) and how to read the picture. Everything is computed from the statistics and
- * printed with fixed formats, so the bytes depend only on the input. */
-#include "doctor_report.h"
+ * never re-derived here) and how to read the picture (written by doctor_markdown.c). Everything is
+ * computed from the statistics and printed with fixed formats, so the bytes depend only on the input. */
+#include "doctor_report_util.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -28,31 +28,19 @@
 #define ELLIPSIS "\xe2\x80\xa6"
 
 /* The windows, in ruler order; FP16 first: it is the one the picture is about. */
-typedef struct window {
-    ampc_format fmt;
-    const char *color, *color_name;
-    double sub, lo, hi; /* log2 of the smallest subnormal, the smallest normal, the largest finite */
-    double max;
-} window;
-#define NWIN 4
-static const ampc_format win_fmt[NWIN] = {AMPC_FORMAT_FP16, AMPC_FORMAT_BF16, AMPC_FORMAT_FP8_E4M3,
-                                          AMPC_FORMAT_FP8_E5M2};
-static const char *const win_color[NWIN] = {"#d62728", "#1a9850", "#ff7f0e", "#9467bd"};
-static const char *const win_color_name[NWIN] = {"red", "green", "orange", "purple"};
+const ampc_format doctor_win_fmt[DOCTOR_NWIN] = {AMPC_FORMAT_FP16, AMPC_FORMAT_BF16, AMPC_FORMAT_FP8_E4M3,
+                                                 AMPC_FORMAT_FP8_E5M2};
+static const char *const win_color[DOCTOR_NWIN] = {"#d62728", "#1a9850", "#ff7f0e", "#9467bd"};
+static const char *const win_color_name[DOCTOR_NWIN] = {"red", "green", "orange", "purple"};
 
-static window get_window(int j) {
+doctor_window doctor_get_window(int j) {
     ampc_format_info info;
-    ampc_format_get_info(win_fmt[j], &info);
-    return (window){win_fmt[j],
-                    win_color[j],
-                    win_color_name[j],
-                    log2(info.min_subnormal),
-                    log2(info.min_normal),
-                    log2(info.max_finite),
-                    info.max_finite};
+    ampc_format_get_info(doctor_win_fmt[j], &info);
+    return (doctor_window){doctor_win_fmt[j],     win_color[j],          win_color_name[j], log2(info.min_subnormal),
+                           log2(info.min_normal), log2(info.max_finite), info.max_finite};
 }
 
-static const char *fmt_name(ampc_format fmt) {
+const char *doctor_fmt_name(ampc_format fmt) {
     ampc_format_info info;
     return ampc_format_get_info(fmt, &info) == AMPC_OK ? info.name : "?";
 }
@@ -62,7 +50,7 @@ static const char *fmt_name(ampc_format fmt) {
 static uint64_t nonzero(const ampc_stats_entry *e) { return e->count - e->zeros - e->nonfinite; }
 
 /* Values of e in the binade [2^k, 2^(k+1)); k = -127 stands for the F32 subnormals below 2^-126. */
-static uint64_t in_binade(const ampc_stats_entry *e, int k) {
+uint64_t doctor_in_binade(const ampc_stats_entry *e, int k) {
     int b = k + 127;
     if (b < 0 || b > 254) return 0;
     if (b == 0) return e->hist[0] > e->zeros ? e->hist[0] - e->zeros : 0;
@@ -114,11 +102,11 @@ static int *row_order(const ampc_stats *st, int n, int *nfwd) {
 }
 
 /* The smallest and largest binade holding a non-zero finite value of any site; false when none does. */
-static bool data_range(const ampc_stats *st, int *lo, int *hi) {
+bool doctor_data_range(const ampc_stats *st, int *lo, int *hi) {
     bool any = false;
     for (int i = 0; i < ampc_stats_count(st); i++)
         for (int k = -127; k <= 127; k++)
-            if (in_binade(ampc_stats_get(st, i), k)) {
+            if (doctor_in_binade(ampc_stats_get(st, i), k)) {
                 if (!any || k < *lo) *lo = k;
                 if (!any || k > *hi) *hi = k;
                 any = true;
@@ -175,7 +163,7 @@ static void text(FILE *f, double x, double y, const char *anchor, const char *at
 }
 
 /* A format's largest value as people know it: 65504, 448, 3.39e+38. */
-static void fmt_max(char *buf, size_t n, double v) { snprintf(buf, n, v < 1e6 ? "%.6g" : "%.3g", v); }
+void doctor_fmt_max(char *buf, size_t n, double v) { snprintf(buf, n, v < 1e6 ? "%.6g" : "%.3g", v); }
 
 /* ---- colours ---- */
 
@@ -218,7 +206,7 @@ typedef struct layout {
     double xv;           /* the verdict columns */
     double w, h;
     double y_ruler, y_map, y_end;
-    window win[NWIN];
+    doctor_window win[DOCTOR_NWIN];
 } layout;
 
 static double lx(const layout *L, double log2v) { return L->x0 + (log2v - L->lo) * L->cw; }
@@ -230,9 +218,9 @@ static double row_y(const layout *L, int r) {
 
 /* Binades from two below the data to two above, always including FP16's whole window. */
 static void columns(const ampc_stats *st, layout *L) {
-    const window *h = &L->win[0];
+    const doctor_window *h = &L->win[0];
     int lo = (int)floor(h->sub) - 1, hi = (int)floor(h->hi) + 1, dlo, dhi;
-    if (data_range(st, &dlo, &dhi)) {
+    if (doctor_data_range(st, &dlo, &dhi)) {
         if (dlo - 2 < lo) lo = dlo - 2;
         if (dhi + 2 > hi) hi = dhi + 2;
     }
@@ -247,7 +235,7 @@ static void columns(const ampc_stats *st, layout *L) {
 
 static int layout_make(const ampc_stats *st, layout *L) {
     memset(L, 0, sizeof *L);
-    for (int j = 0; j < NWIN; j++) L->win[j] = get_window(j);
+    for (int j = 0; j < DOCTOR_NWIN; j++) L->win[j] = doctor_get_window(j);
     L->n = ampc_stats_count(st);
     if (!(L->order = row_order(st, L->n, &L->nfwd))) return -1;
     columns(st, L);
@@ -267,7 +255,7 @@ static int layout_make(const ampc_stats *st, layout *L) {
     L->xv = (nonfinite ? L->xnf + CELL_W : L->x1) + 12;
     L->w = fmax(L->xv + 2 * VERDICT_W + 16, 960);
     L->y_ruler = 104;
-    L->y_map = L->y_ruler + NWIN * RULER_H + 26;
+    L->y_map = L->y_ruler + DOCTOR_NWIN * RULER_H + 26;
     L->y_end = row_y(L, L->n) + (L->n == 0 ? 3 * ROW_H : 0);
     L->h = L->y_end + 48;
     return 0;
@@ -319,9 +307,9 @@ static void draw_header(FILE *f, const layout *L, const ampc_stats *st, const do
 }
 
 /* One format's window: subnormals light, normals dark, clipped to the plot, with its numbers. */
-static void draw_ruler_row(FILE *f, const layout *L, const window *w, double y) {
+static void draw_ruler_row(FILE *f, const layout *L, const doctor_window *w, double y) {
     char buf[256], mx[32], lo_s[32];
-    text(f, L->x0 - 8, y + 11, "end", " font-size=\"11\" font-weight=\"bold\"", fmt_name(w->fmt), 11);
+    text(f, L->x0 - 8, y + 11, "end", " font-size=\"11\" font-weight=\"bold\"", doctor_fmt_name(w->fmt), 11);
     double xs = clip_x(L, lx(L, w->sub)), xl = clip_x(L, lx(L, w->lo)), xh = clip_x(L, lx(L, w->hi));
     if (xl > xs)
         fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"13\" fill=\"%s\" fill-opacity=\"0.3\"/>\n", xs,
@@ -329,7 +317,7 @@ static void draw_ruler_row(FILE *f, const layout *L, const window *w, double y) 
     if (xh > xl)
         fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"13\" fill=\"%s\" fill-opacity=\"0.85\"/>\n", xl,
                 y + 1, xh - xl, w->color);
-    fmt_max(mx, sizeof mx, w->max);
+    doctor_fmt_max(mx, sizeof mx, w->max);
     snprintf(lo_s, sizeof lo_s, "2^%d", (int)lround(w->lo));
     bool all = lx(L, w->sub) <= L->x0 && lx(L, w->hi) >= L->x1;
     if (all) snprintf(buf, sizeof buf, "normal %s to %s: covers every column", lo_s, mx);
@@ -408,7 +396,7 @@ static void draw_cells(FILE *f, const layout *L, const ampc_stats_entry *e) {
     if (!nz) return;
     int level[264], used[LEVELS] = {0};
     for (int k = L->lo; k <= L->hi; k++) {
-        uint64_t v = in_binade(e, k);
+        uint64_t v = doctor_in_binade(e, k);
         level[k + 130] = v ? shade_level((double)v / (double)nz) : -1;
         if (v) used[level[k + 130]] = 1;
     }
@@ -464,7 +452,7 @@ static void draw_group(FILE *f, const ampc_stats *st, const layout *L, double y,
     text(f, 16, y + 15, "start", " font-size=\"12\" font-weight=\"bold\"", buf, 12);
     ampc_stats_recommendation rec;
     if (!backward || ampc_stats_recommend(st, AMPC_FORMAT_FP16, &rec) != AMPC_OK || rec.scale_log2 <= 0) return;
-    const window *h = &L->win[0];
+    const doctor_window *h = &L->win[0];
     double x2 = lx(L, h->lo), x1 = clip_x(L, lx(L, h->lo - rec.scale_log2)), ym = y + 11;
     fprintf(f, "<g stroke=\"%s\" fill=\"%s\">\n", h->color, h->color);
     fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke-width=\"2\"/>\n", x1, ym, x2 - 6, ym);
@@ -480,8 +468,8 @@ static void draw_group(FILE *f, const ampc_stats *st, const layout *L, double y,
 
 /* The windows' edges over the rows: FP8 thin and dotted, BF16 (when visible) and FP16 on top. */
 static void draw_edges(FILE *f, const layout *L) {
-    for (int j = NWIN - 1; j >= 0; j--) {
-        const window *w = &L->win[j];
+    for (int j = DOCTOR_NWIN - 1; j >= 0; j--) {
+        const doctor_window *w = &L->win[j];
         bool fp8 = w->fmt == AMPC_FORMAT_FP8_E4M3 || w->fmt == AMPC_FORMAT_FP8_E5M2;
         double edge[3] = {w->sub, w->lo, w->hi};
         for (int k = 0; k < 3; k++) {
@@ -509,7 +497,7 @@ static int heatmap(FILE *f, const ampc_stats *st, const doctor_meta *m) {
     fprintf(f, "<rect width=\"%.0f\" height=\"%.0f\" fill=\"#ffffff\"/>\n", L.w, L.h);
     draw_header(f, &L, st, m);
     fputs("<g class=\"ruler\">\n", f);
-    for (int j = 0; j < NWIN; j++) draw_ruler_row(f, &L, &L.win[j], L.y_ruler + j * RULER_H);
+    for (int j = 0; j < DOCTOR_NWIN; j++) draw_ruler_row(f, &L, &L.win[j], L.y_ruler + j * RULER_H);
     fputs("</g>\n", f);
     draw_frame(f, &L);
     if (L.nfwd > 0) draw_group(f, st, &L, L.y_map, false, L.nfwd);
@@ -527,249 +515,12 @@ static int heatmap(FILE *f, const ampc_stats *st, const doctor_meta *m) {
 
 int doctor_write_heatmap(FILE *f, const ampc_stats *st) { return heatmap(f, st, NULL); }
 
-/* ---- report.md ---- */
-
-static const char *or_dash(const char *s) { return s && s[0] ? s : "-"; }
-
-/* A table cell's text: '|' would end the cell, '<' and '&' could open HTML, a newline the row. */
-static void md_text(FILE *f, const char *s) {
-    for (; *s; s++) {
-        switch (*s) {
-        case '|': fputs("\\|", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '`': fputc('\'', f); break;
-        case '\n': fputc(' ', f); break;
-        default: fputc(*s, f);
-        }
-    }
-}
-
-/* A code span: its text is shown as is (no entities), only '|' still needs escaping inside a table. */
-static void md_code(FILE *f, const char *s) {
-    if (!s[0]) return;
-    fputc('`', f);
-    for (; *s; s++) {
-        if (*s == '|') fputs("\\|", f);
-        else fputc(*s == '`' ? '\'' : *s == '\n' ? ' ' : *s, f);
-    }
-    fputc('`', f);
-}
-
-static void md_num(FILE *f, double v) {
-    if (v == 0) fputs("-", f);
-    else fprintf(f, "%.3g", v);
-}
-
-/* The short verdict ("safe", "scale 2^4", "unsafe", "kept fp32"); long adds the reason. */
-static void md_verdict(FILE *f, const ampc_stats *st, int i, ampc_format fmt, bool long_form) {
-    ampc_stats_advice a;
-    if (ampc_stats_advise(st, i, fmt, &a) != AMPC_OK) {
-        fputs("?", f);
-        return;
-    }
-    if (a.verdict == AMPC_VERDICT_UNSAFE) fputs("**unsafe**", f);
-    else if (a.verdict == AMPC_VERDICT_NEEDS_SCALING) fprintf(f, "scale 2^%d", a.scale_log2);
-    else fputs(ampc_stats_verdict_name(a.verdict), f);
-    if (long_form && a.why[0]) {
-        fputs(": ", f);
-        md_text(f, a.why);
-    }
-}
-
-static void md_role(FILE *f, const ampc_stats_entry *e) {
-    fputs(ampc_stats_role_name(e->role), f);
-    if (e->role != AMPC_STATS_PARAM_GRAD || !e->param[0]) return;
-    fputc(' ', f);
-    md_code(f, e->param);
-}
-
-/* One table: a row per site of the given role, in statistics order. */
-static void md_table(FILE *f, const ampc_stats *st, const char *title, ampc_stats_role role) {
-    int n = 0;
-    for (int i = 0; i < ampc_stats_count(st); i++) n += ampc_stats_get(st, i)->role == role;
-    if (!n) return;
-    fprintf(f, "### %s (%d)\n\n", title, n);
-    fputs("| module | op | role | amax | smallest non-zero | zeros | FP16 | BF16 | FP8-E4M3 | FP8-E5M2 |\n", f);
-    fputs("|---|---|---|---:|---:|---:|---|---|---|---|\n", f);
-    for (int i = 0; i < ampc_stats_count(st); i++) {
-        const ampc_stats_entry *e = ampc_stats_get(st, i);
-        if (e->role != role) continue;
-        fputs("| ", f);
-        md_code(f, e->module[0] ? e->module : "(top level)");
-        fputs(" | ", f);
-        md_code(f, e->op);
-        fputs(" | ", f);
-        md_role(f, e);
-        fputs(" | ", f);
-        md_num(f, e->amax);
-        fputs(" | ", f);
-        md_num(f, e->min_nonzero);
-        fprintf(f, " | %.1f%% | ", e->count ? 100.0 * (double)e->zeros / (double)e->count : 0.0);
-        md_verdict(f, st, i, AMPC_FORMAT_FP16, true);
-        static const ampc_format rest[] = {AMPC_FORMAT_BF16, AMPC_FORMAT_FP8_E4M3, AMPC_FORMAT_FP8_E5M2};
-        for (int k = 0; k < 3; k++) {
-            fputs(" | ", f);
-            md_verdict(f, st, i, rest[k], false);
-        }
-        fputs(" |\n", f);
-    }
-    fputs("\n", f);
-}
-
-/* How many sites get each verdict, per format. */
-static void md_counts(FILE *f, const ampc_stats *st) {
-    fputs("| format | safe | needs scaling | unsafe | kept fp32 |\n|---|---:|---:|---:|---:|\n", f);
-    for (int j = 0; j < NWIN; j++) {
-        int c[AMPC_VERDICT_COUNT] = {0};
-        ampc_stats_advice a;
-        for (int i = 0; i < ampc_stats_count(st); i++)
-            if (ampc_stats_advise(st, i, win_fmt[j], &a) == AMPC_OK && a.verdict < AMPC_VERDICT_COUNT) c[a.verdict]++;
-        fprintf(f, "| %s | %d | %d | %d | %d |\n", fmt_name(win_fmt[j]), c[0], c[1], c[2], c[3]);
-    }
-    fputs("\n", f);
-}
-
-static void md_block(FILE *f, const char *cmd) {
-    if (cmd && cmd[0]) fprintf(f, "```sh\n%s\n```\n\n", cmd);
-}
-
-/* One sentence on why: the unsafe sites and what stays FP32, the loss scale and what it buys. */
-static void md_why(FILE *f, const ampc_stats *st, ampc_format fmt) {
-    ampc_stats_recommendation r;
-    if (ampc_stats_recommend(st, fmt, &r) != AMPC_OK) return;
-    const char *name = fmt_name(fmt);
-    if (r.unsafe_sites) {
-        fprintf(f, "%d of %d sites %s unsafe in %s (their values, or the inputs they cast down, overflow or flush)",
-                r.unsafe_sites, ampc_stats_count(st), r.unsafe_sites == 1 ? "is" : "are", name);
-        if (r.fp32_modules[0]) fprintf(f, ", so `%s` stays FP32", r.fp32_modules);
-        if (r.fp32_ops[0]) fprintf(f, "%s ops `%s` stay FP32", r.fp32_modules[0] ? " and the" : ", so the", r.fp32_ops);
-    } else fprintf(f, "No site is unsafe in %s", name);
-    double pct = 100 * r.normal_fraction;
-    if (r.normal_fraction <= 0.999)
-        fprintf(f,
-                "; no single loss scale fits the gradients: the largest without overflow, 2^%d, keeps %.2f%% of their "
-                "non-zero values normal.\n\n",
-                r.scale_log2, pct);
-    else if (r.scale_log2 > 0)
-        fprintf(f,
-                "; the gradients need a loss scale of 2^%d = %.0f to keep %.2f%% of their non-zero values normal.\n\n",
-                r.scale_log2, ldexp(1.0, r.scale_log2), pct);
-    else
-        fprintf(f, "; the gradients need no loss scale (%.2f%% of their non-zero values are normal unscaled).\n\n",
-                pct);
-}
-
-/* The share of the lowered gradients' non-zero values below 2^e (from their histograms). */
-static double grads_below(const ampc_stats *st, double e) {
-    double below = 0, all = 0;
-    for (int i = 0; i < ampc_stats_count(st); i++) {
-        const ampc_stats_entry *s = ampc_stats_get(st, i);
-        if (s->role == AMPC_STATS_OUTPUT || !s->lowered) continue;
-        for (int k = -127; k <= 127; k++) {
-            double v = (double)in_binade(s, k);
-            all += v;
-            if (k < e) below += v;
-        }
-    }
-    return all > 0 ? below / all : 0;
-}
-
-static void md_reading_fp16(FILE *f, const ampc_stats *st) {
-    window h = get_window(0);
-    char hmax[32];
-    fmt_max(hmax, sizeof hmax, h.max);
-    int lo = (int)lround(h.lo), sub = (int)lround(h.sub);
-    fprintf(f,
-            "The %s lines are FP16's window: normal numbers from 2^%d (%.3g) to %s (solid lines), subnormals down to "
-            "2^%d (%.3g, dashed) with fewer significant bits, zero below that and infinity above %s. Forward values "
-            "usually sit inside it. Gradients are much smaller: here %.1f%% of the lowered gradients' non-zero values "
-            "lie below 2^%d and %.1f%% below 2^%d, where FP16 would round them to fewer bits or to zero. Multiplying "
-            "the loss by 2^k multiplies every gradient by 2^k, which moves every backward row k columns to the right, "
-            "into the window; the optimizer divides the factor out again in FP32 before the update.",
-            h.color_name, lo, ldexp(1.0, lo), hmax, sub, ldexp(1.0, sub), hmax, 100 * grads_below(st, h.lo), lo,
-            100 * grads_below(st, h.sub), sub);
-    ampc_stats_recommendation r;
-    if (ampc_stats_recommend(st, AMPC_FORMAT_FP16, &r) == AMPC_OK && r.scale_log2 > 0)
-        fprintf(f, " The arrow shows the loss scale recommended here, 2^%d.", r.scale_log2);
-    fputs("\n\n", f);
-}
-
-static void md_reading_others(FILE *f, const ampc_stats *st) {
-    window b = get_window(1), e4 = get_window(2), e5 = get_window(3);
-    char bmax[32], scale[96] = "it needs no loss scale";
-    fmt_max(bmax, sizeof bmax, b.max);
-    int lo = 0, hi = 0;
-    bool covers = !data_range(st, &lo, &hi) || (lo >= b.sub && hi + 1 <= b.hi);
-    ampc_stats_recommendation r;
-    if (ampc_stats_recommend(st, AMPC_FORMAT_BF16, &r) == AMPC_OK && r.scale_log2 != 0)
-        snprintf(scale, sizeof scale, "even so its gradients want a scale of 2^%d here", r.scale_log2);
-    fprintf(f,
-            "BF16 (%s) keeps FP32's 8 exponent bits: normal from 2^%d to %s, so its window %s and %s; it pays with 8 "
-            "significant bits instead of FP16's 11, a matter of precision, not range. The FP8 formats are narrower "
-            "still, FP8-E4M3 (%s, normal 2^%d to %.6g) and FP8-E5M2 (%s, normal 2^%d to %.6g), their edges dotted: "
-            "they need a per-tensor scale, which the FP8 columns of the tables give.\n",
-            b.color_name, (int)lround(b.lo), bmax,
-            covers ? "covers every column shown" : "does not cover every column shown (see its verdicts)", scale,
-            e4.color_name, (int)lround(e4.lo), e4.max, e5.color_name, (int)lround(e5.lo), e5.max);
-}
-
-static void md_reading(FILE *f, const ampc_stats *st) {
-    fputs("Each row is one tensor (a site: module, op and role), each column one binade of |x|, a factor of two; "
-          "the darker the cell, the larger the share of that tensor's non-zero values in it (log scale, white: "
-          "none). Forward outputs come first, then the gradients. Grey labels mark tensors that stay FP32 under "
-          "autocast; the two columns on the right repeat the FP16 and BF16 verdicts.\n\n",
-          f);
-    md_reading_fp16(f, st);
-    md_reading_others(f, st);
-}
-
-static void md_run(FILE *f, const doctor_meta *m, const ampc_stats *st) {
-    fprintf(f, "# Numerics doctor: %s\n\n## What was run\n\n", or_dash(m->model));
-    fprintf(f, "- Model: %s\n- Data: %s\n- Steps: %lld in FP32, with range statistics on %d sites\n", or_dash(m->model),
-            or_dash(m->data), (long long)m->steps, ampc_stats_count(st));
-    if (m->command && m->command[0]) fprintf(f, "- Command: `%s`\n", m->command);
-    if (m->step_seconds > 0)
-        fprintf(f, "- Cost of the statistics: %.3g ms of a %.3g ms step (%.1f%% of a step)\n\n", 1e3 * m->stats_seconds,
-                1e3 * m->step_seconds, 100 * m->stats_seconds / m->step_seconds);
-    else fputs("- Cost of the statistics: not measured\n\n", f);
-}
-
-static void write_markdown(FILE *f, const doctor_meta *m, const ampc_stats *st) {
-    md_run(f, m, st);
-    fputs("## Recommendation\n\nFP16:\n\n", f);
-    md_block(f, m->recommended);
-    md_why(f, st, AMPC_FORMAT_FP16);
-    if (m->bf16_command && m->bf16_command[0]) {
-        fputs("BF16:\n\n", f);
-        md_block(f, m->bf16_command);
-        md_why(f, st, AMPC_FORMAT_BF16);
-    }
-    if (m->fp8_command && m->fp8_command[0]) {
-        fputs("FP8 (linear and matmul layers in E4M3 with E5M2 gradients, delayed per-tensor scaling; the FP8 "
-              "columns below judge their outputs and gradients):\n\n",
-              f);
-        md_block(f, m->fp8_command);
-    }
-    fputs("## Verdicts\n\n", f);
-    md_counts(f, st);
-    fputs("FP16 verdicts come with their reason; `scale 2^k` means the values need a scale of 2^k to stay in the "
-          "format's range (the loss scale for gradients, a per-tensor scale for FP8).\n\n",
-          f);
-    md_table(f, st, "Forward: op outputs", AMPC_STATS_OUTPUT);
-    md_table(f, st, "Backward: output gradients", AMPC_STATS_GRAD);
-    md_table(f, st, "Backward: parameter gradients", AMPC_STATS_PARAM_GRAD);
-    fputs("## The heat map\n\n![Where the values live](heatmap.svg)\n\n", f);
-    md_reading(f, st);
-}
-
 /* ---- files ---- */
 
 typedef int (*writer)(FILE *f, const doctor_meta *m, const ampc_stats *st);
 
 static int md_writer(FILE *f, const doctor_meta *m, const ampc_stats *st) {
-    write_markdown(f, m, st);
+    doctor_write_markdown(f, m, st);
     return ferror(f) ? -1 : 0;
 }
 static int svg_writer(FILE *f, const doctor_meta *m, const ampc_stats *st) { return heatmap(f, st, m); }

@@ -6,8 +6,8 @@
  * object. Everything but the timing fields is a function of the flags, the seed, the kernel level and the
  * thread count. Between steps the loop looks at the stop flag of safety.h (Ctrl-C: save, then stop); a
  * save that fails does not end the run (ckpt_save_or_rescue); a resumed run that is already complete does
- * nothing, and one whose learning rate the new options change says so. */
-#include "run.h"
+ * nothing. The checkpoints themselves, and --resume, are run_resume.c's. */
+#include "run_state.h"
 
 #include "ckpt.h"
 #include "dist_cli.h"
@@ -28,7 +28,7 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int fail(const char *prog, const char *what) {
+int run_fail(const char *prog, const char *what) {
     fprintf(stderr, "%s: %s: %s\n", prog, what, ampc_last_error());
     return 1;
 }
@@ -74,29 +74,6 @@ int run_open_data(const char *prog, const run_config *cfg, ampc_dataset **ds) {
     fprintf(stderr, "%s: data: %s%s\n", prog, ampc_last_error(), cfg->data_note ? cfg->data_note : "");
     return 1;
 }
-
-/* Everything a run owns. */
-typedef struct run_state {
-    const char *prog;
-    const run_config *cfg;
-    ampc_ctx *ctx;
-    ampc_model *model;
-    ampc_optim *opt;
-    ampc_grad_scaler *scaler;
-    ampc_loader *train, *eval;
-    ampc_dataset_info info;
-    bool lm;
-    int64_t steps, per_step; /* optimizer steps; samples (or tokens) per step */
-    int64_t start;           /* the first step of this process (> 0 after --resume) */
-    run_schedule sched;      /* the learning rate's, resolved */
-    int64_t saved_step;      /* the step of the newest checkpoint this process wrote (-1: none) */
-    bool save_failed;        /* that checkpoint is not at --checkpoint (see out->saved_to) */
-    int line_len;            /* columns of the live progress line on a terminal (0: none open) */
-    ampc_dist *dist;         /* data parallel: NULL for one process */
-    int rank, world;         /* 0 and 1 for one process */
-    int64_t rows, first_row; /* this rank's rows of each global batch */
-    bool hinted;             /* the doctor hint was printed (after the first skipped step) */
-} run_state;
 
 static void state_free(run_state *s) {
     ampc_loader_free(s->train), ampc_loader_free(s->eval);
@@ -147,9 +124,9 @@ static bool is_simple(const run_state *s) { return s->cfg->model.kind == AMPC_MO
 static int next_batch(run_state *s, ampc_tensor **x, ampc_tensor **y) {
     if (is_simple(s)) {
         simple_batch(s, x, y);
-        return *x && *y ? 0 : fail(s->prog, "data");
+        return *x && *y ? 0 : run_fail(s->prog, "data");
     }
-    return ampc_loader_next(s->train, x, y, NULL) == AMPC_OK ? 0 : fail(s->prog, "training data");
+    return ampc_loader_next(s->train, x, y, NULL) == AMPC_OK ? 0 : run_fail(s->prog, "training data");
 }
 
 static int setup(run_state *s, const ampc_dataset *ds) {
@@ -164,14 +141,15 @@ static int setup(run_state *s, const ampc_dataset *ds) {
         return CLI_EXIT_USAGE;
     }
     ampc_loader_shard_rows(B, s->rank, s->world, &s->first_row, &s->rows);
-    if (ampc_dataset_get_info(ds, &s->info) != AMPC_OK) return fail(s->prog, "data");
+    if (ampc_dataset_get_info(ds, &s->info) != AMPC_OK) return run_fail(s->prog, "data");
     s->lm = s->info.task == AMPC_TASK_CHAR_LM && !is_simple(s);
     int rc = check_pairing(s);
     if (rc) return rc;
-    if (ampc_ctx_new(&(ampc_ctx_params){.seed = cfg->seed, .threads = run_threads(s), .device = cfg->device}, &s->ctx) != AMPC_OK)
-        return fail(s->prog, "context");
+    if (ampc_ctx_new(&(ampc_ctx_params){.seed = cfg->seed, .threads = run_threads(s), .device = cfg->device},
+                     &s->ctx) != AMPC_OK)
+        return run_fail(s->prog, "context");
     ampc_autograd_set_detect_anomaly(s->ctx, cfg->check_finite);
-    if (cfg->stats && ampc_stats_attach(s->ctx, cfg->stats) != AMPC_OK) return fail(s->prog, "statistics");
+    if (cfg->stats && ampc_stats_attach(s->ctx, cfg->stats) != AMPC_OK) return run_fail(s->prog, "statistics");
     ampc_model_config mc = cfg->model;
     if (s->lm) {
         mc.vocab = (int)s->info.num_classes;
@@ -181,7 +159,7 @@ static int setup(run_state *s, const ampc_dataset *ds) {
         mc.image_size = (int)s->info.input_shape[1];
         mc.in_features = (int)(s->info.input_shape[0] * s->info.input_shape[1] * s->info.input_shape[2]);
     }
-    if (ampc_model_new(s->ctx, &mc, &s->model) != AMPC_OK) return fail(s->prog, "model");
+    if (ampc_model_new(s->ctx, &mc, &s->model) != AMPC_OK) return run_fail(s->prog, "model");
     ampc_optim_params op = {.kind = cfg->optimizer == RUN_OPTIM_SGD ? AMPC_OPTIM_SGD : AMPC_OPTIM_ADAMW,
                             .lr = cfg->lr,
                             .weight_decay = cfg->weight_decay,
@@ -190,18 +168,18 @@ static int setup(run_state *s, const ampc_dataset *ds) {
                             .master = cfg->master,
                             .stochastic_rounding = cfg->stochastic_rounding};
     if (ampc_optim_new(s->ctx, &op, &s->opt) != AMPC_OK || ampc_model_add_to_optim(s->model, s->opt) != AMPC_OK)
-        return fail(s->prog, "optimizer");
-    if (ampc_autocast_load_table(s->ctx, cfg->amp_table) != AMPC_OK) return fail(s->prog, "amp table");
+        return run_fail(s->prog, "optimizer");
+    if (ampc_autocast_load_table(s->ctx, cfg->amp_table) != AMPC_OK) return run_fail(s->prog, "amp table");
     if (ampc_ctx_set_fp32_matmul_precision(s->ctx, cfg->fp32_matmul) != AMPC_OK)
-        return fail(s->prog, "fp32 matmul precision");
+        return run_fail(s->prog, "fp32 matmul precision");
     for (int i = 0; i < cfg->n_fp32_ops; i++)
         if (ampc_autocast_set_policy(s->ctx, cfg->fp32_ops[i], AMPC_CAST_FP32) != AMPC_OK)
-            return fail(s->prog, "--fp32-ops");
+            return run_fail(s->prog, "--fp32-ops");
     int rc_rules = run_module_rules(s->prog, cfg, s->ctx, s->model);
     if (rc_rules) return rc_rules;
     ampc_grad_scaler_params sp = cfg->scaler;
     sp.enabled = scaler_enabled(cfg);
-    if (ampc_grad_scaler_new(s->ctx, &sp, &s->scaler) != AMPC_OK) return fail(s->prog, "scaler");
+    if (ampc_grad_scaler_new(s->ctx, &sp, &s->scaler) != AMPC_OK) return run_fail(s->prog, "scaler");
     if (is_simple(s)) {
         s->steps = cfg->steps;
         s->per_step = 6;
@@ -219,14 +197,14 @@ static int setup(run_state *s, const ampc_dataset *ds) {
                              .shard_count = s->world};
     ampc_loader_params ep = {.split = AMPC_SPLIT_EVAL, .batch = cfg->batch, .context = T};
     if (ampc_loader_new(s->ctx, ds, &tp, &s->train) != AMPC_OK || ampc_loader_new(s->ctx, ds, &ep, &s->eval) != AMPC_OK)
-        return fail(s->prog, "data");
+        return run_fail(s->prog, "data");
     s->steps = cfg->steps ? cfg->steps : cfg->epochs * ampc_loader_num_batches(s->train);
     s->per_step = cfg->batch * (s->lm ? T : 1);
     return 0;
 }
 
 /* A schedule's length in steps: given, or its run's (in epochs of this data). */
-static run_schedule resolve_schedule(const run_state *s, run_schedule sc, int64_t run_steps) {
+run_schedule run_resolve_schedule(const run_state *s, run_schedule sc, int64_t run_steps) {
     if (!sc.steps) sc.steps = sc.epochs && s->train ? sc.epochs * ampc_loader_num_batches(s->train) : run_steps;
     return sc;
 }
@@ -235,96 +213,12 @@ static run_schedule resolve_schedule(const run_state *s, run_schedule sc, int64_
 
 /* Past the schedule's end (--schedule-steps shorter than the run) the progress stays at 1: the lr holds at
  * its final value, lr/10 for cosine. Within it the formula is the one every earlier version used. */
-static double lr_at(const run_schedule *sc, int64_t step) {
+double run_lr_at(const run_schedule *sc, int64_t step) {
     if (step < sc->warmup) return sc->lr * (double)(step + 1) / (double)sc->warmup; /* either schedule */
     if (sc->kind == RUN_LR_CONSTANT) return sc->lr;
     double progress = sc->steps > sc->warmup ? (double)(step - sc->warmup) / (double)(sc->steps - sc->warmup) : 1.0;
     if (progress > 1) progress = 1;
     return sc->lr * (0.1 + 0.9 * 0.5 * (1.0 + cos(3.14159265358979323846 * progress)));
-}
-
-/* What a checkpoint holds of this run. */
-static ampc_checkpoint_state ck_state(run_state *s, int64_t step) {
-    return (ampc_checkpoint_state){.model = s->model,
-                                   .optim = s->opt,
-                                   .scaler = s->scaler,
-                                   .rng = ampc_ctx_rng(s->ctx),
-                                   .loader = s->train,
-                                   .step = step,
-                                   .extra = s->cfg->ck_meta,
-                                   .n_extra = s->cfg->n_ck_meta};
-}
-
-/* A resumed run whose learning rate differs from the one its checkpoint's own options give (a new --steps
- * stretches the cosine, a new --lr or --warmup moves it) says so, and how to keep the recorded one. */
-static void note_schedule_change(const run_state *s) {
-    const run_config *cfg = s->cfg;
-    if (!cfg->has_recorded_schedule) return;
-    run_schedule was = resolve_schedule(s, cfg->recorded_schedule, s->steps);
-    double old_lr = lr_at(&was, s->start), new_lr = lr_at(&s->sched, s->start);
-    if (old_lr == new_lr) return;
-    fprintf(stderr,
-            "%s: note: the learning-rate schedule changes here: lr %.3g at step %lld, where the schedule "
-            "recorded in the checkpoint (over %lld steps) gives %.3g",
-            s->prog, new_lr, (long long)s->start, (long long)was.steps, old_lr);
-    char warmup[48] = "";
-    if (was.warmup != run_default_warmup(cfg->model.kind, was.steps))
-        snprintf(warmup, sizeof warmup, " --warmup %lld", (long long)was.warmup);
-    if (was.steps != s->sched.steps) {
-        fprintf(stderr, "; --schedule-steps %lld%s keeps it", (long long)was.steps, warmup);
-        if (was.steps >= was.warmup)
-            fprintf(stderr, " (and holds the lr at %.3g after step %lld)", lr_at(&was, was.steps),
-                    (long long)was.steps);
-    }
-    fputc('\n', stderr);
-}
-
-/* A checkpoint's integer metadata (0 when absent). */
-static int64_t meta_int(const ampc_safetensors *ck, const char *key) {
-    const char *v = ampc_safetensors_metadata(ck, key);
-    return v ? strtoll(v, NULL, 10) : 0;
-}
-
-/* --allow-data-change on data of another length: the library refuses a cursor made for another number of
- * samples, so the loader is left out of the restore and continues at the recorded epoch and position
- * (cut to the new length), which is as close to the recorded run as other data can get. */
-static bool other_length(const run_state *s) {
-    const ampc_safetensors *ck = s->cfg->resume;
-    return s->cfg->allow_data_change && s->train && ampc_safetensors_metadata(ck, "ampc.data.samples") &&
-           meta_int(ck, "ampc.data.samples") != ampc_loader_num_samples(s->train);
-}
-
-static int take_cursor(run_state *s) {
-    const ampc_safetensors *ck = s->cfg->resume;
-    int64_t n = ampc_loader_num_samples(s->train), pos = meta_int(ck, "ampc.data.position");
-    ampc_loader_cursor c = {meta_int(ck, "ampc.data.epoch"), pos < n ? pos : n};
-    if (c.epoch < 0) c.epoch = 0;
-    if (c.position < 0) c.position = 0;
-    if (ampc_loader_set_cursor(s->train, &c) != AMPC_OK) return fail(s->prog, "--resume");
-    fprintf(stderr,
-            "%s: note: the data has %lld samples per epoch, the checkpoint's had %lld; it goes on at epoch "
-            "%lld, sample %lld\n",
-            s->prog, (long long)n, (long long)meta_int(ck, "ampc.data.samples"), (long long)c.epoch,
-            (long long)c.position);
-    return 0;
-}
-
-/* --resume: everything is checked before anything is loaded, so a refused file leaves the fresh run. */
-static int resume(run_state *s) {
-    if (!s->cfg->resume) return 0;
-    ampc_checkpoint_state st = ck_state(s, 0);
-    bool own_cursor = other_length(s);
-    if (own_cursor) st.loader = NULL;
-    if (ampc_checkpoint_restore(s->cfg->resume, &st) != AMPC_OK) return fail(s->prog, "--resume");
-    if (own_cursor && take_cursor(s)) return 1;
-    s->start = st.step;
-    if (s->start >= s->steps) return 0; /* complete: run_training says so */
-    if (!s->cfg->quiet)
-        fprintf(stderr, "%s: resumed from %s after %lld of %lld steps%s\n", s->cfg->label,
-                ampc_safetensors_name(s->cfg->resume), (long long)s->start, (long long)s->steps,
-                s->cfg->resume_note ? s->cfg->resume_note : "");
-    note_schedule_change(s);
-    return 0;
 }
 
 /* ---- status lines ---- */
@@ -356,31 +250,9 @@ static void status_close(run_state *s) {
 
 /* Blanks a live progress line, so that whatever is printed next starts a clean line (the next update
  * writes the progress again). */
-static void status_clear(run_state *s) {
+void run_status_clear(run_state *s) {
     if (s->line_len) fprintf(stderr, "\r%*s\r", s->line_len, "");
     s->line_len = 0;
-}
-
-/* A checkpoint that cannot be written at --checkpoint does not end the run: the state is still in memory,
- * so it goes to a rescue file (named), training goes on, and the next save tries --checkpoint again. */
-static void save(run_state *s, int64_t step, run_output *out) {
-    ampc_checkpoint_state st = ck_state(s, step);
-    char rescue[sizeof out->saved_to];
-    status_clear(s); /* a failure is reported on a line of its own */
-    int r = ckpt_save_or_rescue(s->prog, s->cfg->checkpoint, s->cfg->keep, &st, rescue, sizeof rescue);
-    s->saved_step = step;
-    s->save_failed = r != 0;
-    out->saved_elsewhere = r != 0;
-    snprintf(out->saved_to, sizeof out->saved_to, "%s", r == 0 ? s->cfg->checkpoint : rescue);
-    if (s->rank) return; /* rank 0 says it */
-    if (r == 1)
-        fprintf(stderr,
-                "%s: the checkpoint after %lld steps is saved to %s instead; training goes on (resume from "
-                "it with --resume %s --checkpoint %s)\n",
-                s->prog, (long long)step, rescue, rescue, s->cfg->checkpoint);
-    else if (r == 2)
-        fprintf(stderr, "%s: the checkpoint after %lld steps could not be saved anywhere; training goes on\n", s->prog,
-                (long long)step);
 }
 
 /* ---- data parallel ---- */
@@ -394,7 +266,7 @@ static int fatal(const run_state *s, int rc) {
 /* v summed over the ranks (v itself for one process). */
 static int sum_over_ranks(run_state *s, double *v, int n) {
     if (!s->dist || ampc_dist_allreduce(s->dist, v, n, AMPC_DTYPE_F64, AMPC_DIST_SUM) == AMPC_OK) return 0;
-    return fatal(s, fail(s->prog, "data parallel"));
+    return fatal(s, run_fail(s->prog, "data parallel"));
 }
 
 /* The stop signal, agreed: every rank stops before the same step (mpirun forwards Ctrl-C to all of them,
@@ -402,7 +274,7 @@ static int sum_over_ranks(run_state *s, double *v, int n) {
 static int stop_signal(run_state *s) {
     double sig = safety_stop_signal();
     if (s->dist && ampc_dist_allreduce(s->dist, &sig, 1, AMPC_DTYPE_F64, AMPC_DIST_MAX) != AMPC_OK)
-        fatal(s, fail(s->prog, "data parallel"));
+        fatal(s, run_fail(s->prog, "data parallel"));
     return (int)sig;
 }
 
@@ -417,7 +289,7 @@ static int attach(run_state *s) {
     int64_t B = is_simple(s) ? 6 : cfg->batch;
     if (ampc_dist_set_grad_weight(s->dist, (double)(s->rows * s->world) / (double)B) != AMPC_OK ||
         ampc_dist_attach(s->dist, s->opt, &tp) != AMPC_OK)
-        return fail(s->prog, "data parallel");
+        return run_fail(s->prog, "data parallel");
     ampc_memory_reset_peak(s->ctx); /* the peak of training, not of the one-time sharding of the state */
     return 0;
 }
@@ -473,7 +345,7 @@ static int evaluate_simple(run_state *s, eval_result *out) {
     autocast_end(s);
     ampc_no_grad_end(s->ctx);
     float v;
-    int rc = loss && ampc_tensor_copy_to(loss, &v, AMPC_DTYPE_F32) == AMPC_OK ? 0 : fail(s->prog, "evaluation");
+    int rc = loss && ampc_tensor_copy_to(loss, &v, AMPC_DTYPE_F32) == AMPC_OK ? 0 : run_fail(s->prog, "evaluation");
     double sum = (double)v * (double)s->rows / 6; /* the mean over all six rows */
     if (!rc) rc = sum_over_ranks(s, &sum, 1);
     out->loss = rc ? NAN : s->dist ? sum : v, out->accuracy = NAN;
@@ -487,7 +359,7 @@ static int evaluate(run_state *s, eval_result *out) {
     int64_t count = 0, correct = 0, batches = 0;
     /* shard full: ranks evaluate different batches, so no forward may need the others: every parameter is
      * gathered for the evaluation (FSDP's summon_full_params), until the next step releases them */
-    if (s->dist && ampc_dist_unshard(s->dist) != AMPC_OK) return fatal(s, fail(s->prog, "evaluation"));
+    if (s->dist && ampc_dist_unshard(s->dist) != AMPC_OK) return fatal(s, run_fail(s->prog, "evaluation"));
     ampc_model_set_training(s->model, false);
     ampc_no_grad_begin(s->ctx);
     ampc_loader_set_cursor(s->eval, &(ampc_loader_cursor){0, 0});
@@ -498,7 +370,7 @@ static int evaluate(run_state *s, eval_result *out) {
             rc = 128 + safety_stop_signal();
             break;
         }
-        if (ampc_loader_next(s->eval, &x, &y, &end) != AMPC_OK) rc = fail(s->prog, "evaluation data");
+        if (ampc_loader_next(s->eval, &x, &y, &end) != AMPC_OK) rc = run_fail(s->prog, "evaluation data");
         if (rc || end || (s->cfg->eval_batches && batches == s->cfg->eval_batches)) break;
         if (batches % s->world != s->rank) { /* data parallel: rank r evaluates batches r, r + N, ... */
             ampc_ctx_step_end(s->ctx);
@@ -511,7 +383,7 @@ static int evaluate(run_state *s, eval_result *out) {
                                   : ampc_cross_entropy(s->ctx, logits, y, AMPC_IGNORE_INDEX);
         autocast_end(s);
         float v;
-        if (!loss || ampc_tensor_copy_to(loss, &v, AMPC_DTYPE_F32) != AMPC_OK) rc = fail(s->prog, "evaluation");
+        if (!loss || ampc_tensor_copy_to(loss, &v, AMPC_DTYPE_F32) != AMPC_OK) rc = run_fail(s->prog, "evaluation");
         else {
             loss_sum += (double)v * (double)n, count += n;
             if (!s->lm) correct += count_correct(logits, y);
@@ -543,35 +415,35 @@ typedef struct step_result {
 static int train_step(run_state *s, int64_t step, step_result *r) {
     ampc_tensor *x, *y;
     if (next_batch(s, &x, &y)) return 1;
-    if (!autocast_begin(s)) return fail(s->prog, "autocast");
+    if (!autocast_begin(s)) return run_fail(s->prog, "autocast");
     ampc_tensor *loss = ampc_model_loss(s->model, x, y);
     autocast_end(s);
     float lv;
-    if (!loss || ampc_tensor_copy_to(loss, &lv, AMPC_DTYPE_F32) != AMPC_OK) return fail(s->prog, "forward");
+    if (!loss || ampc_tensor_copy_to(loss, &lv, AMPC_DTYPE_F32) != AMPC_OK) return run_fail(s->prog, "forward");
     r->loss = lv; /* data parallel: the global batch's mean, once the gradients are reduced (below) */
     r->scale = ampc_grad_scaler_get_scale(s->scaler); /* the scale this step's backward uses */
-    if (ampc_backward(s->ctx, ampc_grad_scaler_scale(s->scaler, loss)) != AMPC_OK) return fail(s->prog, "backward");
+    if (ampc_backward(s->ctx, ampc_grad_scaler_scale(s->scaler, loss)) != AMPC_OK) return run_fail(s->prog, "backward");
     if (ampc_grad_scaler_unscale(s->scaler, s->opt) != AMPC_OK ||
         ampc_clip_grad_norm(s->opt, s->cfg->clip > 0 ? s->cfg->clip : INFINITY, &r->grad_norm) != AMPC_OK)
-        return fail(s->prog, "unscale");
+        return run_fail(s->prog, "unscale");
     if (s->dist) { /* the mean over the global batch: each rank's mean weighted by its rows */
         double wl = (double)lv * (double)s->rows / (double)(is_simple(s) ? 6 : s->cfg->batch);
         if (sum_over_ranks(s, &wl, 1)) return 1;
         r->loss = wl;
     }
-    r->lr = lr_at(&s->sched, step);
+    r->lr = run_lr_at(&s->sched, step);
     ampc_optim_set_lr(s->opt, r->lr);
     bool stepped = false;
     const char *bad = NULL;
     r->inf_tensor[0] = '\0';
     if (ampc_grad_scaler_enabled(s->scaler)) {
-        if (ampc_grad_scaler_step(s->scaler, s->opt, &stepped) != AMPC_OK) return fail(s->prog, "step");
+        if (ampc_grad_scaler_step(s->scaler, s->opt, &stepped) != AMPC_OK) return run_fail(s->prog, "step");
         ampc_grad_scaler_overflow ov;
         ampc_grad_scaler_get_overflow(s->scaler, &ov);
         if (!stepped) snprintf(r->inf_tensor, sizeof r->inf_tensor, "%s", ov.first_tensor);
-        if (ampc_grad_scaler_update(s->scaler) != AMPC_OK) return fail(s->prog, "scaler update");
+        if (ampc_grad_scaler_update(s->scaler) != AMPC_OK) return run_fail(s->prog, "scaler update");
     } else if (isfinite(r->loss) && ampc_optim_grads_finite(s->opt, &bad)) { /* no scaler: skip non-finite steps */
-        if (ampc_optim_step(s->opt) != AMPC_OK) return fail(s->prog, "step");
+        if (ampc_optim_step(s->opt) != AMPC_OK) return run_fail(s->prog, "step");
         stepped = true;
     } else {
         snprintf(r->inf_tensor, sizeof r->inf_tensor, "%s", bad ? bad : "loss");
@@ -713,7 +585,7 @@ static void summarise(run_output *out, const run_state *s, double seconds) {
 static int stop(run_state *s, int64_t done, run_output *out, int sig) {
     status_close(s);
     out->stopped_by = sig;
-    if (s->cfg->checkpoint && done > s->start && s->saved_step != done) save(s, done, out);
+    if (s->cfg->checkpoint && done > s->start && s->saved_step != done) run_save(s, done, out);
     return 128 + out->stopped_by;
 }
 
@@ -758,7 +630,7 @@ static int loop(run_state *s, FILE *log, run_output *out) {
         if (log) log_step(log, s, step, &r, rate, mu.peak_bytes), fflush(log); /* written out before a checkpoint */
         progress(s, step, &r, elapsed);
         bool last = step + 1 == s->steps;
-        if (save_due(cfg, step + 1, last)) save(s, step + 1, out);
+        if (save_due(cfg, step + 1, last)) run_save(s, step + 1, out);
         if (cfg->eval_every && (step + 1) % cfg->eval_every == 0 && !last && (rc = periodic_eval(s, step + 1)))
             return rc > 128 ? stop(s, step + 1, out, rc - 128) : rc;
     }
@@ -768,7 +640,7 @@ static int loop(run_state *s, FILE *log, run_output *out) {
     if (s->dist) {
         ampc_dist_get_stats(s->dist, &out->dist);
         if (cfg->measure_comm && ampc_dist_time_reduction(s->dist, 5, &out->reduce_alone) != AMPC_OK)
-            return fatal(s, fail(s->prog, "timing the reductions"));
+            return fatal(s, run_fail(s->prog, "timing the reductions"));
     }
     return 0;
 }
@@ -798,8 +670,8 @@ int run_training(const char *prog, const run_config *cfg, const ampc_dataset *ds
     int rc = setup(&s, ds);
     if (!rc) {
         run_schedule sc = {cfg->lr, cfg->lr_schedule, cfg->warmup, cfg->schedule_steps, 0};
-        s.sched = resolve_schedule(&s, sc, s.steps);
-        rc = resume(&s);
+        s.sched = run_resolve_schedule(&s, sc, s.steps);
+        rc = run_resume(&s);
     }
     rc = dist_quiet_end(&q, cfg->dist, rc);
     if (!rc && cfg->dist) { /* every rank is ready: rank 0's weights go to all */

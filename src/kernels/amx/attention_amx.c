@@ -40,12 +40,13 @@
  * parts through at most 17 + 3 ceil(n / 32), plus 2^-125 sum |x| for lost parts; FTZ adds 34 2^-126 per
  * tile instruction. The softmax (exp, online rescaling, sums) is the avx512 kernel's, step by step.
  *
- * Everything but the tile instructions goes through amx_vec.h, so the emulated build (tests/test_amx.c,
+ * Everything but the tile instructions goes through ../avx512/attention_vec.h (the vector layer and the
+ * helpers this kernel shares with attention_avx512.c), so the emulated build (tests/test_amx.c,
  * tests/test_attention_fast.c: AMPCI_AMX_EMULATE, entries named ..._emu, F32 and F16 sent to the ref
  * kernel) runs this very code on any x86-64, and where AMX exists must give the native bits. */
 #include "../driver_util.h"
 #include "amx_tile.h"
-#include "amx_vec.h"
+#include "../avx512/attention_vec.h"
 
 #include <stdatomic.h>
 
@@ -64,9 +65,9 @@
 #define STORE_FENCE() ((void)0)
 #endif
 
-#define BQ 64  /* queries per block: the columns of every product, 4 groups of 16 */
-#define BK 64  /* keys per forward chunk, and the granule of the subnormal flags */
-#define TW 512 /* BF16 per tile: 16 rows of 32 (64 bytes, the tile-load stride) */
+#define BQ ATT_BQ /* queries per block: the columns of every product, 4 groups of 16 */
+#define BK 64     /* keys per forward chunk, and the granule of the subnormal flags */
+#define TW 512    /* BF16 per tile: 16 rows of 32 (64 bytes, the tile-load stride) */
 #define NONE INT64_MIN
 #define SERIAL_WORK (1 << 22) /* multiply-adds below which a call stays on the calling thread */
 
@@ -326,25 +327,6 @@ AI void put_row(uint16_t *pa, int64_t r, int64_t v, vf x) {
     for (int part = 0; part < 3; part++) vi_store_high(pa + part * TW + r % 16 * 32 + v % 2 * 16, hx[part]);
 }
 
-/* dst (nrow rows ld apart, ncol columns) = src (ncol rows x lanes, BQ apart) transposed, lane vector v
- * multiplied by sc[v] when sc is given. */
-static void unpack_t(const float *src, int64_t ncol, int64_t nrow, const vf *sc, float *dst, int64_t ld) {
-    for (int64_t i0 = 0; i0 < nrow; i0 += 16)
-        for (int64_t t0 = 0; t0 < ncol; t0 += 16) {
-            vf r[16];
-            for (int l = 0; l < 16; l++) {
-                r[l] = t0 + l < ncol ? vf_load(src + (t0 + l) * BQ + i0) : vf_zero();
-                if (sc) r[l] = vf_mul(r[l], sc[i0 / 16]);
-            }
-            vf_transpose(r);
-            for (int64_t l = 0; l < min64(16, nrow - i0); l++)
-                vf_storem(dst + (i0 + l) * ld + t0, vm_first(ncol - t0), r[l]);
-        }
-}
-
-/* Lanes of the vector whose lane 0 is query i that key j may see, for c = j - i: lanes l >= c. */
-AI vm causal_lanes(int64_t c) { return c <= 0 ? (vm)0xffff : c >= 16 ? 0 : (vm)(0xffffu << c); }
-
 /* ------------------------------------------------------------------------------------------------
  * Jobs and scratch slots
  * ---------------------------------------------------------------------------------------------- */
@@ -407,7 +389,7 @@ static void fw_softmax(const job *j, fw_state *f, int64_t i0, int64_t nqg, int64
         for (int64_t v = 0; v < nqg; v++) {
             float *p = f->st + r * BQ + 16 * v;
             vf s = vf_mul(vf_load(p), vs);
-            if (j->a->causal) s = vf_blend(causal_lanes(j0 + r - i0 - 16 * v), ninf, s);
+            if (j->a->causal) s = vf_blend(att_causal_lanes(j0 + r - i0 - 16 * v), ninf, s);
             vf_store(p, s);
             mx[v] = vf_max(mx[v], s);
         }
@@ -479,14 +461,7 @@ static void fw_block(const job *j, unsigned char *buf, int64_t h, int64_t i0) {
     for (int v = 0; v < 4; v++) f.m[v] = vf_set1(-INFINITY), f.l[v] = vf_zero();
     int64_t kend = a->causal ? min64(i0 + nq, a->Tk) : a->Tk;
     for (int64_t j0 = 0; j0 < kend; j0 += BK) fw_chunk(j, &f, h, i0, nq, j0, min64(BK, kend - j0));
-    vf inv[4];
-    _Alignas(64) float ms[BQ], is[BQ];
-    for (int v = 0; v < 4; v++) { /* vectors beyond the block's lanes are never stored */
-        inv[v] = vf_div(vf_set1(1.0f), f.l[v]);
-        vf_store(ms + 16 * v, f.m[v]), vf_store(is + 16 * v, inv[v]);
-    }
-    unpack_t(f.ot, Dv, nq, inv, j->o + r0 * Dv, Dv);
-    for (int64_t i = 0; j->stats && i < nq; i++) j->stats[2 * (r0 + i)] = ms[i], j->stats[2 * (r0 + i) + 1] = is[i];
+    att_fw_finish(f.ot, f.m, f.l, Dv, nq, j->o + r0 * Dv, j->stats ? j->stats + 2 * r0 : NULL);
 }
 
 static void fw_range(void *arg, int64_t t0, int64_t t1, int64_t chunk) {
@@ -557,12 +532,6 @@ static void bw_keys(const job *j, const bw_bufs *b, int64_t h) {
     memset(b->gvb, 0, (size_t)(rows * 16 * j->dvg) * sizeof(float));
 }
 
-/* Lanes of panel row `key` (vector v of the block at i0, nq queries) that are visible. */
-AI vm bw_lanes(bool causal, int64_t key, int64_t i0, int64_t nq, int64_t v) {
-    vm m = vm_first(nq - 16 * v);
-    return causal ? m & causal_lanes(key - i0 - 16 * v) : m;
-}
-
 /* Panel rows [0, kend): P^T = exp(s scale - m) inv where visible, else 0 (and rows up to the k-step's end
  * 0); into pa as A tiles when dV is wanted (query vectors up to the k-step's end: 0). */
 static void bw_probs(const job *j, const bw_bufs *b, int64_t i0, int64_t nq, int64_t kend, const vf *m, const vf *inv) {
@@ -574,7 +543,7 @@ static void bw_probs(const job *j, const bw_bufs *b, int64_t i0, int64_t nq, int
             vf x = vf_zero();
             if (r < kend && v < nqg) {
                 vf e = vf_exp(vf_sub(vf_mul(vf_load(p), vs), m[v]));
-                x = vf_maskz(bw_lanes(j->a->causal, r, i0, nq, v), vf_mul(e, inv[v]));
+                x = vf_maskz(att_lanes(j->a->causal, r, i0, nq, v), vf_mul(e, inv[v]));
             }
             if (v < nqg) vf_store(p, x);
             if (j->gv && r < 16 * ceil_div(kend, 16)) put_row(b->pa + (size_t)((r / 16 * 2 + v / 2) * 3 * TW), r, v, x);
@@ -590,7 +559,7 @@ static void bw_ds(const job *j, const bw_bufs *b, int64_t i0, int64_t nq, int64_
     for (int64_t v = 0; v < nqg; v++) di[v] = vf_zero();
     for (int64_t r = 0; r < kend; r++)
         for (int64_t v = 0; v < nqg; v++) {
-            vm mk = bw_lanes(a->causal, r, i0, nq, v);
+            vm mk = att_lanes(a->causal, r, i0, nq, v);
             di[v] = vf_fmadd(vf_loadz(mk, b->pt + r * BQ + 16 * v), vf_loadz(mk, b->dst + r * BQ + 16 * v), di[v]);
         }
     for (int64_t r = 0; r < 32 * ceil_div(kend, 32); r += 2)
@@ -599,7 +568,7 @@ static void bw_ds(const job *j, const bw_bufs *b, int64_t i0, int64_t nq, int64_
             for (int s = 0; s < 2; s++) {
                 x[s] = vf_zero();
                 if (r + s >= kend || v >= nqg) continue;
-                vm mk = bw_lanes(a->causal, r + s, i0, nq, v);
+                vm mk = att_lanes(a->causal, r + s, i0, nq, v);
                 vf p = vf_loadz(mk, b->pt + (r + s) * BQ + 16 * v);
                 vf d = vf_loadz(mk, b->dst + (r + s) * BQ + 16 * v);
                 x[s] = vf_maskz(mk, vf_mul(vf_mul(p, vf_sub(d, di[v])), vs));
@@ -628,10 +597,8 @@ static void bw_block(const job *j, const bw_bufs *b, int64_t h, int64_t i0) {
     bool osub = pack_b_t(b->dot, j->ktv, j->go + r0 * Dv, Dv, nq, Dv);
     if (j->gk) pack_b_rows(b->qb, 2, j->q + r0 * D, D, nq, D);
     if (j->gv) pack_b_rows(b->dob, 2, j->go + r0 * Dv, Dv, nq, Dv);
-    _Alignas(64) float ms[BQ] = {0}, is[BQ] = {0}; /* lanes beyond nq: m = 0, 1 / sum = 0 */
-    for (int64_t i = 0; i < nq; i++) ms[i] = j->stats_in[2 * (r0 + i)], is[i] = j->stats_in[2 * (r0 + i) + 1];
     vf m[4], inv[4];
-    for (int v = 0; v < 4; v++) m[v] = vf_load(ms + 16 * v), inv[v] = vf_load(is + 16 * v);
+    att_stats_lanes(j->stats_in + 2 * r0, nq, m, inv);
     for (int64_t c = 0; c * BK < kend; c++) {
         int64_t j0 = c * BK, cdiag = a->causal ? j0 - i0 : NONE, mg = ceil_div(min64(BK, kend - j0), 16);
         mm s = {.a = {b->ka + (size_t)(4 * c * j->ktd * TW), j->ktd, 1},
@@ -676,7 +643,7 @@ static void bw_block(const job *j, const bw_bufs *b, int64_t h, int64_t i0) {
                 .kq = a->causal ? -i0 : NONE,
                 .qk = NONE};
         mm_run(&q);
-        unpack_t(b->dqt, D, nq, NULL, j->gq + r0 * D, D);
+        att_unpack_t(b->dqt, D, nq, NULL, j->gq + r0 * D, D);
     }
     int64_t qk = a->causal ? i0 : NONE;
     if (j->gk) {

@@ -7,15 +7,15 @@
  * BF16 widened to F32, ampc_k_attention__avx512bf16 as BF16 pairs through vdpbf16ps (F32 and F16 take the
  * same path in both); likewise for the backward. */
 #include "../driver_util.h"
+#include "attention_vec.h"
 #include "kernels_avx512.h"
-#include "simd_avx512.h"
 
 #include <immintrin.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
 
-#define BQ 64                 /* queries per block: the lanes of every tile (4 vectors) */
+#define BQ ATT_BQ             /* queries per block: the lanes of every tile (4 vectors) */
 #define BK 64                 /* keys per forward chunk, and the granule of the subnormal decision */
 #define MR 6                  /* micro-tile rows */
 #define NV 4                  /* micro-tile vectors of 16 lanes */
@@ -31,35 +31,11 @@ enum { MODE_SET = 0, MODE_ADD, MODE_SCALE };
 
 static size_t fl16(int64_t n) { return (size_t)ceil_div(n, 16) * 16; } /* floats, rounded to a line */
 
-/* ------------------------------------------------------------------------------------------------
- * exp. x = n ln2 + r with n = rint(x / ln2) and r = x - n ln2 (ln2 in two parts, |r| <= ln2 / 2);
- * e^r = 1 + (r + r^2 p(r)) with Cephes' degree-5 minimax p for expf; e^x = scalef(e^r, n), which
- * rounds once and gives subnormals, 0 and inf correctly. Inputs are clamped to [-110, 89] first (e^-110
- * is below half the smallest subnormal, e^89 above FLT_MAX), so -inf -> +0 exactly, +inf -> inf, and
- * NaN stays NaN (vmaxps/vminps return their second operand, x, on NaN). Measured max error over every
- * 64th float of [-104, 89] (34M inputs; tests/test_attention_fast.c, against double exp): 0.99 ulp for
- * normal results (the test asserts <= 2 ulp), and within 2^-149 (one subnormal unit) for subnormal ones.
- * ---------------------------------------------------------------------------------------------- */
-AI __m512 exp16(__m512 x) {
-    x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-110.0f), x));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(0x1.715476p+0f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e43p-1f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-0x1.05c61p-29f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500E-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
-    __m512 em1 = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r); /* e^r - 1, accurate relative to itself */
-    return _mm512_scalef_ps(_mm512_add_ps(em1, _mm512_set1_ps(1.0f)), n);
-}
-
-/* y (n) = exp(x (n)): the accuracy test's hook (tests/test_attention_fast.c). */
+/* y (n) = exp(x (n)), the vf_exp of attention_vec.h both kernels run: the accuracy test's hook
+ * (tests/test_attention_fast.c). */
 void ampci_attn_exp_avx512(float *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i += 16)
-        _mm512_mask_storeu_ps(y + i, m16(n - i), exp16(_mm512_maskz_loadu_ps(m16(n - i), x + i)));
+        _mm512_mask_storeu_ps(y + i, m16(n - i), vf_exp(_mm512_maskz_loadu_ps(m16(n - i), x + i)));
 }
 
 /* ------------------------------------------------------------------------------------------------
@@ -302,25 +278,6 @@ static bool pack_t(kind kd, const void *src, int64_t ld, int64_t nrow, int64_t n
     return sub != 0;
 }
 
-/* dst (nrow rows ld floats apart, ncol columns) = src (ncol rows x lanes, BQ apart) transposed, each lane
- * vector v first multiplied by sc[v] when sc is given. */
-static void unpack_t(const float *src, int64_t ncol, int64_t nrow, const __m512 *sc, float *dst, int64_t ld) {
-    for (int64_t i0 = 0; i0 < nrow; i0 += 16)
-        for (int64_t t0 = 0; t0 < ncol; t0 += 16) {
-            __m512 r[16];
-            for (int l = 0; l < 16; l++) {
-                r[l] = t0 + l < ncol ? _mm512_loadu_ps(src + (t0 + l) * BQ + i0) : _mm512_setzero_ps();
-                if (sc) r[l] = _mm512_mul_ps(r[l], sc[i0 / 16]);
-            }
-            transpose16(r);
-            for (int64_t l = 0; l < min64(16, nrow - i0); l++)
-                _mm512_mask_storeu_ps(dst + (i0 + l) * ld + t0, m16(ncol - t0), r[l]);
-        }
-}
-
-/* Lanes of the vector whose lane 0 is query i that key j may see, for c = j - i: lanes l >= c. */
-AI __mmask16 causal_lanes(int64_t c) { return c <= 0 ? (__mmask16)0xffff : c >= 16 ? 0 : (__mmask16)(0xffffu << c); }
-
 /* ------------------------------------------------------------------------------------------------
  * Jobs and scratch slots
  * ---------------------------------------------------------------------------------------------- */
@@ -365,19 +322,19 @@ static void fw_softmax(float *st, int64_t jn, int64_t nvq, int64_t diag, bool ca
         for (int64_t v = 0; v < nvq; v++) {
             float *p = st + r * BQ + 16 * v;
             __m512 s = _mm512_mul_ps(_mm512_loadu_ps(p), vs);
-            if (causal) s = _mm512_mask_blend_ps(causal_lanes(r + diag - 16 * v), ninf, s);
+            if (causal) s = _mm512_mask_blend_ps(att_causal_lanes(r + diag - 16 * v), ninf, s);
             _mm512_storeu_ps(p, s);
             mx[v] = _mm512_max_ps(mx[v], s);
         }
     for (int64_t v = 0; v < nvq; v++) {
         __m512 mn = _mm512_max_ps(m[v], mx[v]);
-        alpha[v] = exp16(_mm512_sub_ps(m[v], mn));
+        alpha[v] = vf_exp(_mm512_sub_ps(m[v], mn));
         m[v] = mn;
     }
     for (int64_t r = 0; r < jn; r++)
         for (int64_t v = 0; v < nvq; v++) {
             float *p = st + r * BQ + 16 * v;
-            __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(p), m[v]));
+            __m512 e = vf_exp(_mm512_sub_ps(_mm512_loadu_ps(p), m[v]));
             _mm512_storeu_ps(p, e);
             sum[v] = _mm512_add_ps(sum[v], e);
         }
@@ -424,20 +381,6 @@ static void fw_chunk(const job *j, fw_state *f, int64_t h, int64_t i0, int64_t n
     mk_run(MK_F32, &o, Dv, nvq, NONE, NONE);
 }
 
-/* o rows of the block = O^T / l transposed; stats (m, 1 / l) per row. */
-static void fw_finish(const job *j, const fw_state *f, int64_t r0, int64_t nq) {
-    int64_t Dv = j->a->Dv;
-    __m512 inv[NV];
-    _Alignas(64) float ms[BQ], is[BQ];
-    for (int v = 0; v < NV; v++) { /* vectors beyond the block's lanes are never stored */
-        inv[v] = _mm512_div_ps(_mm512_set1_ps(1.0f), f->l[v]);
-        _mm512_store_ps(ms + 16 * v, f->m[v]);
-        _mm512_store_ps(is + 16 * v, inv[v]);
-    }
-    unpack_t(f->ot, Dv, nq, inv, j->o + r0 * Dv, Dv);
-    for (int64_t i = 0; j->stats && i < nq; i++) j->stats[2 * (r0 + i)] = ms[i], j->stats[2 * (r0 + i) + 1] = is[i];
-}
-
 static void fw_block(const job *j, float *buf, int64_t h, int64_t i0) {
     const ampci_attn *a = j->a;
     int64_t D = a->D, Dv = a->Dv, Tq = a->Tq, nq = min64(BQ, Tq - i0), nvq = ceil_div(nq, 16);
@@ -448,7 +391,8 @@ static void fw_block(const job *j, float *buf, int64_t h, int64_t i0) {
     for (int v = 0; v < NV; v++) f.m[v] = _mm512_set1_ps(-INFINITY), f.l[v] = _mm512_setzero_ps();
     int64_t kend = a->causal ? min64(i0 + nq, a->Tk) : a->Tk;
     for (int64_t j0 = 0; j0 < kend; j0 += BK) fw_chunk(j, &f, h, i0, nvq, j0, min64(BK, kend - j0));
-    fw_finish(j, &f, h * Tq + i0, nq);
+    int64_t r0 = h * Tq + i0; /* o rows of the block = O^T / l transposed; stats (m, 1 / l) per row */
+    att_fw_finish(f.ot, f.m, f.l, Dv, nq, j->o + r0 * Dv, j->stats ? j->stats + 2 * r0 : NULL);
 }
 
 static void fw_range(void *arg, int64_t t0, int64_t t1, int64_t chunk) {
@@ -514,12 +458,6 @@ static void bw_keys(const job *j, const bw_bufs *b, int64_t h) {
     }
 }
 
-/* Lanes of panel row `key` (vector v of the block at i0, nq queries) that are visible. */
-AI __mmask16 bw_lanes(bool causal, int64_t key, int64_t i0, int64_t nq, int64_t v) {
-    __mmask16 m = m16(nq - 16 * v);
-    return causal ? m & causal_lanes(key - i0 - 16 * v) : m;
-}
-
 /* Panel rows [j0, j0 + jn): S^T into pt, turned into P^T = exp(s scale - m) inv (0 where masked); and
  * dP^T into dst when wanted. */
 static void bw_chunk(const job *j, const bw_bufs *b, int64_t h, int64_t i0, int64_t nq, int64_t j0, int64_t jn,
@@ -537,8 +475,8 @@ static void bw_chunk(const job *j, const bw_bufs *b, int64_t h, int64_t i0, int6
     for (int64_t r = 0; r < jn; r++)
         for (int64_t v = 0; v < nvq; v++) {
             float *p = b->pt + (j0 + r) * BQ + 16 * v;
-            __m512 e = exp16(_mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(p), vs), m[v]));
-            _mm512_storeu_ps(p, _mm512_maskz_mul_ps(bw_lanes(a->causal, j0 + r, i0, nq, v), e, inv[v]));
+            __m512 e = vf_exp(_mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(p), vs), m[v]));
+            _mm512_storeu_ps(p, _mm512_maskz_mul_ps(att_lanes(a->causal, j0 + r, i0, nq, v), e, inv[v]));
         }
     if (!want_dp) return;
     const float *vr = dp ? b->vp + j0 * Dvw : f32 ? (const float *)j->v + (h * Tk + j0) * Dv : b->vf + j0 * Dv;
@@ -563,13 +501,13 @@ static void bw_ds(const job *j, const bw_bufs *b, int64_t i0, int64_t nq, int64_
     for (int64_t v = 0; v < nvq; v++) di[v] = _mm512_setzero_ps();
     for (int64_t r = 0; r < kend; r++)
         for (int64_t v = 0; v < nvq; v++) {
-            __mmask16 mk = bw_lanes(a->causal, r, i0, nq, v);
+            __mmask16 mk = att_lanes(a->causal, r, i0, nq, v);
             __m512 p = _mm512_maskz_loadu_ps(mk, b->pt + r * BQ + 16 * v);
             di[v] = _mm512_fmadd_ps(p, _mm512_maskz_loadu_ps(mk, b->dst + r * BQ + 16 * v), di[v]);
         }
     for (int64_t r = 0; r < kend; r++)
         for (int64_t v = 0; v < nvq; v++) {
-            __mmask16 mk = bw_lanes(a->causal, r, i0, nq, v);
+            __mmask16 mk = att_lanes(a->causal, r, i0, nq, v);
             float *d = b->dst + r * BQ + 16 * v;
             __m512 p = _mm512_maskz_loadu_ps(mk, b->pt + r * BQ + 16 * v);
             __m512 x = _mm512_mul_ps(p, _mm512_sub_ps(_mm512_maskz_loadu_ps(mk, d), di[v]));
@@ -602,7 +540,7 @@ static void bw_dq(const job *j, const bw_bufs *b, int64_t h, int64_t r0, int64_t
     const float *kf = j->kd == K_F32 ? (const float *)j->k + h * j->a->Tk * D : b->kf;
     mk g = {.K = kend, .a = kf, .ars = 1, .acs = D, .b = b->dst, .ldb = BQ, .c = b->dqt, .ldc = BQ, .mlast = 0xffff};
     mk_run(MK_F32, &g, D, ceil_div(nq, 16), NONE, NONE);
-    unpack_t(b->dqt, D, nq, NULL, j->gq + r0 * D, D);
+    att_unpack_t(b->dqt, D, nq, NULL, j->gq + r0 * D, D);
 }
 
 /* One query block [i0, i0 + nq) of head h: the panel, dS, then dQ of the block and its dK, dV terms. */
@@ -612,10 +550,8 @@ static void bw_block(const job *j, const bw_bufs *b, int64_t h, int64_t i0) {
     size_t es = esize(j->kd);
     const unsigned char *q = j->q + (size_t)(r0 * D) * es, *go = j->go + (size_t)(r0 * Dv) * es;
     bool qsub = pack_t(j->kd, q, D, nq, D, b->qt), osub = pack_t(j->kd, go, Dv, nq, Dv, b->dot);
-    _Alignas(64) float ms[BQ] = {0}, is[BQ] = {0}; /* lanes beyond nq: m = 0, 1 / sum = 0 */
-    for (int64_t i = 0; i < nq; i++) ms[i] = j->stats_in[2 * (r0 + i)], is[i] = j->stats_in[2 * (r0 + i) + 1];
     __m512 m[NV], inv[NV];
-    for (int v = 0; v < NV; v++) m[v] = _mm512_load_ps(ms + 16 * v), inv[v] = _mm512_load_ps(is + 16 * v);
+    att_stats_lanes(j->stats_in + 2 * r0, nq, m, inv);
     int64_t kend = a->causal ? min64(i0 + nq, Tk) : Tk;
     bool want_dp = j->gq || j->gk;
     for (int64_t j0 = 0; j0 < kend; j0 += BK)

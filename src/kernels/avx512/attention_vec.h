@@ -1,14 +1,16 @@
-/* amx_vec.h: the 16-lane vector layer of the AMX attention kernel (attention_amx.c), whose tile products go
- * through amx_tile.h and whose other work (softmax, exp, packing, splitting probabilities into BF16 parts)
- * goes through the operations below. Normally they are AVX-512 intrinsics. With AMPCI_AMX_EMULATE defined
- * (the emulated build of tests/test_amx.c and tests/test_attention_fast.c, compiled without ISA flags) they
- * are portable C, lane by lane, with the same results bit for bit: every operation is an IEEE operation
- * rounded once (add, sub, mul, div, fma, round to nearest even, scale by a power of two) or a bit
- * manipulation, and the two sides define it identically (max/min as x86 does them: a > b ? a : b, so the
- * second operand wins on NaN and on equal zeros). So the whole kernel, not only its tile instructions, is
- * checked on any x86-64 against ref, and against the native kernel where AMX exists. */
-#ifndef AMPC_AMX_VEC_H
-#define AMPC_AMX_VEC_H
+/* attention_vec.h: the 16-lane vector layer of the two fused attention kernels, attention_avx512.c and
+ * amx/attention_amx.c, and the helpers they share on it (the exp, the transposed write-out of a block,
+ * the causal lane masks, the stats of a block). Normally the operations are AVX-512 intrinsics (vf is
+ * __m512, so the avx512 kernel mixes them with its own intrinsics). With AMPCI_AMX_EMULATE defined (the
+ * emulated build of the AMX kernel in tests/test_amx.c and tests/test_attention_fast.c, compiled without
+ * ISA flags) they are portable C, lane by lane, with the same results bit for bit: every operation is an
+ * IEEE operation rounded once (add, sub, mul, div, fma, round to nearest even, scale by a power of two) or
+ * a bit manipulation, and the two sides define it identically (max/min as x86 does them: a > b ? a : b,
+ * so the second operand wins on NaN and on equal zeros). So the whole AMX kernel, not only its tile
+ * instructions, is checked on any x86-64 against ref, and against the native kernel where AMX exists;
+ * and what the two kernels share is one piece of code, so they round alike. */
+#ifndef AMPC_ATTENTION_VEC_H
+#define AMPC_ATTENTION_VEC_H
 
 #include <math.h>
 #include <stdbool.h>
@@ -21,7 +23,7 @@
 /* ------------------------------------------------------------------------------------------------
  * AVX-512
  * ---------------------------------------------------------------------------------------------- */
-#include "../avx512/simd_avx512.h"
+#include "simd_avx512.h"
 
 typedef __m512 vf;    /* 16 F32 */
 typedef __m512i vi;   /* 16 32-bit words */
@@ -185,10 +187,21 @@ VI void vi_transpose(vi w[16]) {
 
 #endif /* AMPCI_AMX_EMULATE */
 
-/* exp in 16 lanes: attention_avx512.c's exp16 (the same steps and constants, so its measured accuracy, 0.99
- * ulp for normal results and within 2^-149 for subnormal ones, holds here): x = n ln2 + r, n = rint(x /
- * ln2), e^r = 1 + (r + r^2 p(r)) with Cephes' degree-5 p, e^x = scalef(e^r, n); inputs clamped to
- * [-110, 89] first, so -inf gives +0, +inf gives inf and NaN stays NaN. */
+/* ------------------------------------------------------------------------------------------------
+ * What the two kernels share. A block of ATT_BQ queries is the lanes of 4 vectors: scores are computed
+ * transposed (keys x queries), so the softmax over keys is per lane.
+ * ---------------------------------------------------------------------------------------------- */
+
+#define ATT_BQ 64 /* queries per block: the lanes of 4 vectors */
+
+/* exp in 16 lanes. x = n ln2 + r with n = rint(x / ln2) and r = x - n ln2 (ln2 in two parts, |r| <=
+ * ln2 / 2); e^r = 1 + (r + r^2 p(r)) with Cephes' degree-5 minimax p for expf; e^x = scalef(e^r, n),
+ * which rounds once and gives subnormals, 0 and inf correctly. Inputs are clamped to [-110, 89] first
+ * (e^-110 is below half the smallest subnormal, e^89 above FLT_MAX), so -inf -> +0 exactly, +inf -> inf,
+ * and NaN stays NaN (vmaxps/vminps return their second operand, x, on NaN). Measured max error over every
+ * 64th float of [-104, 89] (34M inputs; tests/test_attention_fast.c, against double exp, through
+ * ampci_attn_exp_avx512): 0.99 ulp for normal results (the test asserts <= 2 ulp), and within 2^-149 (one
+ * subnormal unit) for subnormal ones. */
 VI vf vf_exp(vf x) {
     x = vf_min(vf_set1(89.0f), vf_max(vf_set1(-110.0f), x));
     vf n = vf_round(vf_mul(x, vf_set1(0x1.715476p+0f)));
@@ -200,8 +213,56 @@ VI vf vf_exp(vf x) {
     p = vf_fmadd(p, r, vf_set1(4.1665795894E-2f));
     p = vf_fmadd(p, r, vf_set1(1.6666665459E-1f));
     p = vf_fmadd(p, r, vf_set1(5.0000001201E-1f));
-    vf em1 = vf_fmadd(p, vf_mul(r, r), r);
+    vf em1 = vf_fmadd(p, vf_mul(r, r), r); /* e^r - 1, accurate relative to itself */
     return vf_scalef(vf_add(em1, vf_set1(1.0f)), n);
+}
+
+/* dst (nrow rows ld floats apart, ncol columns) = src (ncol rows x lanes, ATT_BQ floats apart) transposed,
+ * 16 x 16 at a time, lane vector v first multiplied by sc[v] when sc is given: a block's O^T or dQ^T
+ * written out as rows. */
+static inline void att_unpack_t(const float *src, int64_t ncol, int64_t nrow, const vf *sc, float *dst, int64_t ld) {
+    for (int64_t i0 = 0; i0 < nrow; i0 += 16)
+        for (int64_t t0 = 0; t0 < ncol; t0 += 16) {
+            vf r[16];
+            for (int l = 0; l < 16; l++) {
+                r[l] = t0 + l < ncol ? vf_load(src + (t0 + l) * ATT_BQ + i0) : vf_zero();
+                if (sc) r[l] = vf_mul(r[l], sc[i0 / 16]);
+            }
+            vf_transpose(r);
+            for (int64_t l = 0; l < 16 && l < nrow - i0; l++)
+                vf_storem(dst + (i0 + l) * ld + t0, vm_first(ncol - t0), r[l]);
+        }
+}
+
+/* Lanes of the vector whose lane 0 is query i that key j may see, for c = j - i: lanes l >= c. */
+VI vm att_causal_lanes(int64_t c) { return c <= 0 ? (vm)0xffff : c >= 16 ? 0 : (vm)(0xffffu << c); }
+
+/* Lanes of panel row `key` (vector v of the block at i0, nq queries) that are visible. */
+VI vm att_lanes(bool causal, int64_t key, int64_t i0, int64_t nq, int64_t v) {
+    vm m = vm_first(nq - 16 * v);
+    return causal ? m & att_causal_lanes(key - i0 - 16 * v) : m;
+}
+
+/* The end of a forward block of nq queries: o (nq rows, Dv floats apart) = O^T (Dv x lanes) / l,
+ * transposed; stats (nq pairs, or NULL) = m, 1 / l per query. */
+static inline void att_fw_finish(const float *ot, const vf m[4], const vf l[4], int64_t Dv, int64_t nq, float *o,
+                                 float *stats) {
+    vf inv[4];
+    _Alignas(64) float ms[ATT_BQ], is[ATT_BQ];
+    for (int v = 0; v < 4; v++) { /* vectors beyond the block's lanes are never stored */
+        inv[v] = vf_div(vf_set1(1.0f), l[v]);
+        vf_store(ms + 16 * v, m[v]), vf_store(is + 16 * v, inv[v]);
+    }
+    att_unpack_t(ot, Dv, nq, inv, o, Dv);
+    for (int64_t i = 0; stats && i < nq; i++) stats[2 * i] = ms[i], stats[2 * i + 1] = is[i];
+}
+
+/* The forward's stats of a block of nq queries (nq pairs) as lanes: m and 1 / sum; lanes beyond nq get
+ * m = 0 and 1 / sum = 0. */
+VI void att_stats_lanes(const float *stats, int64_t nq, vf m[4], vf inv[4]) {
+    _Alignas(64) float ms[ATT_BQ] = {0}, is[ATT_BQ] = {0};
+    for (int64_t i = 0; i < nq; i++) ms[i] = stats[2 * i], is[i] = stats[2 * i + 1];
+    for (int v = 0; v < 4; v++) m[v] = vf_load(ms + 16 * v), inv[v] = vf_load(is + 16 * v);
 }
 
 #endif

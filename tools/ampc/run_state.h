@@ -1,0 +1,49 @@
+/* run_state.h: what the files of the run engine share (run.c: setup, the step loop, evaluation, progress;
+ * run_resume.c: the checkpoints of a run and --resume): the state a run owns and the few helpers both
+ * call. Private to run.c and run_resume.c; the commands see run.h. */
+#ifndef AMPC_CLI_RUN_STATE_H
+#define AMPC_CLI_RUN_STATE_H
+
+#include "run.h"
+
+/* Everything a run owns. */
+typedef struct run_state {
+    const char *prog;
+    const run_config *cfg;
+    ampc_ctx *ctx;
+    ampc_model *model;
+    ampc_optim *opt;
+    ampc_grad_scaler *scaler;
+    ampc_loader *train, *eval;
+    ampc_dataset_info info;
+    bool lm;
+    int64_t steps, per_step; /* optimizer steps; samples (or tokens) per step */
+    int64_t start;           /* the first step of this process (> 0 after --resume) */
+    run_schedule sched;      /* the learning rate's, resolved */
+    int64_t saved_step;      /* the step of the newest checkpoint this process wrote (-1: none) */
+    bool save_failed;        /* that checkpoint is not at --checkpoint (see out->saved_to) */
+    int line_len;            /* columns of the live progress line on a terminal (0: none open) */
+    ampc_dist *dist;         /* data parallel: NULL for one process */
+    int rank, world;         /* 0 and 1 for one process */
+    int64_t rows, first_row; /* this rank's rows of each global batch */
+    bool hinted;             /* the doctor hint was printed (after the first skipped step) */
+} run_state;
+
+/* run.c */
+/* `prog: what: <the library's last error>` on stderr; returns 1. */
+int run_fail(const char *prog, const char *what);
+/* A schedule's length in steps: given, or its run's (in epochs of this data). */
+run_schedule run_resolve_schedule(const run_state *s, run_schedule sc, int64_t run_steps);
+/* The learning rate of step `step` (0-based) under sc. */
+double run_lr_at(const run_schedule *sc, int64_t step);
+/* Blanks a live progress line, so that whatever is printed next starts a clean line. */
+void run_status_clear(run_state *s);
+
+/* run_resume.c */
+/* --resume (cfg->resume): restores the checkpoint into the run and sets s->start; 0, or 1 after a message.
+ * A run already complete (s->start >= s->steps) returns 0: run_training says so. */
+int run_resume(run_state *s);
+/* Saves the checkpoint after `step` steps at --checkpoint, or a rescue file (out->saved_to says where). */
+void run_save(run_state *s, int64_t step, run_output *out);
+
+#endif
