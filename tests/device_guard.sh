@@ -7,21 +7,17 @@
 #
 #   sh tests/device_guard.sh AMPC MAKE_FASHION ST_DIFF [MPIEXEC]
 set -u
+. "$(dirname "$0")/test_lib.sh"
 AMPC=${1:?usage: device_guard.sh AMPC MAKE_FASHION ST_DIFF [MPIEXEC]}
 MAKE_FASHION=${2:?}
 ST_DIFF=${3:?}
 MPIEXEC=${4:-}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-FAILS=0
-
-fail() {
-    echo "FAIL: $*"
-    FAILS=$((FAILS + 1))
-}
+test_tmpdir guard
+test_kernel_cache # both devices must run the same kernels: one measurement for every process
+TMP=$TEST_TMP
 
 # The JSONL lines without the fields that measure time or memory (the only ones allowed to differ).
-strip() { sed -E 's/"(tokens_per_s|samples_per_s|peak_bytes|seconds)":[^,}]*,?//g' "$1"; }
+strip() { strip_timing <"$1" | sed -E 's/,"seconds":[^,}]*//'; }
 
 # pair NAME ARGS...: `ampc ARGS --device cpu|guard --log FILE`, both must succeed and log the same lines.
 pair() {
@@ -41,7 +37,7 @@ pair() {
         diff "$TMP/$name.cpu.s" "$TMP/$name.guard.s" | head -6 | sed 's/^/    /'
         return
     fi
-    echo "ok: $name ($(wc -l <"$TMP/$name.cpu.jsonl") log lines equal)"
+    ok "$name ($(lines "$TMP/$name.cpu.jsonl") log lines equal)"
 }
 
 GPT="train --layers 2 --d-model 32 --heads 2 --context 16 --batch 4 --steps 4 --threads 2 --seed 5"
@@ -79,7 +75,7 @@ for r in cpu-guard guard-cpu guard-guard; do
     strip "$TMP/r-cpu-cpu.jsonl" | cmp -s - "$TMP/r.s" || fail "resume $r: its log differs from cpu-cpu's"
     "$ST_DIFF" "$TMP/r-cpu-cpu.st" "$TMP/r-$r.st" >/dev/null 2>&1 || fail "resume $r: its checkpoint differs"
 done
-echo "ok: checkpoints and resume across devices"
+ok "checkpoints and resume across devices"
 
 # ---- compare and doctor ----
 for dev in cpu guard; do
@@ -95,7 +91,7 @@ done
 sed -E 's/"(seconds|[a-z_]*per_s|peak_bytes|device)":[^,}]*,?//g' "$TMP/doc-cpu.json" >"$TMP/d1"
 sed -E 's/"(seconds|[a-z_]*per_s|peak_bytes|device)":[^,}]*,?//g' "$TMP/doc-guard.json" >"$TMP/d2"
 cmp -s "$TMP/d1" "$TMP/d2" || { fail "doctor: the statistics differ between the devices"; diff "$TMP/d1" "$TMP/d2" | head -4; }
-echo "ok: compare and doctor"
+ok "compare and doctor"
 
 # ---- data parallel ----
 if [ -n "$MPIEXEC" ]; then
@@ -109,11 +105,7 @@ if [ -n "$MPIEXEC" ]; then
         strip "$TMP/mpi-cpu-$shard.jsonl" >"$TMP/m1" && strip "$TMP/mpi-guard-$shard.jsonl" >"$TMP/m2" &&
             cmp -s "$TMP/m1" "$TMP/m2" || fail "mpirun -np 2, shard $shard: the logs differ between the devices"
     done
-    echo "ok: mpirun -np 2 (shard none and full)"
+    ok "mpirun -np 2 (shard none and full)"
 fi
 
-if [ "$FAILS" -ne 0 ]; then
-    echo "device_guard: $FAILS failure(s)"
-    exit 1
-fi
-echo "device_guard: every flow gives the CPU's bits on the guard device"
+test_summary "every flow gives the CPU's bits on the guard device"
