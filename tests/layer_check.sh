@@ -13,15 +13,16 @@
 #
 # With OBJECT_DIR it also checks the order of the files within the kernels floor (KERNEL_RANKS): the
 # registry at the bottom, the measurement on it, dispatch on both, the users of the resolved tables on
-# top; a file may call files of its own rank or below. The ISA folders (kernels/ref, avx2, avx512, amx:
-# kernels and their tables) rank below the registry. A file of src/kernels/ itself that has no rank here
+# top, and the devices' operations (kernels/cpu/, device_ops.c) above them all; a file may call files of
+# its own rank or below. The ISA folders (kernels/ref, avx2, avx512, amx: kernels and their tables) rank
+# below the registry. A file of src/kernels/ itself that has no rank here
 # fails the check, so a new file takes its place in the order.
 set -eu
 . "$(dirname "$0")/test_lib.sh" # test_tmpdir
 
 LAYERS="core numerics kernels tensor autograd amp ops optim nn data io dist ctx"
 KERNEL_RANKS="registry.c:1 tune.c:2 tune_work.c:2 tune_cache.c:2 dispatch.c:3 choices.c:4 kernel_info.c:4
-fp32_precision.c:4 convert.c:4"
+fp32_precision.c:4 convert.c:4 cpu/:5 device_ops.c:5"
 
 src=${1:?usage: layer_check.sh SRC_DIR [OBJECT_DIR]}
 obj=${2:-}
@@ -126,6 +127,7 @@ if [ -n "$obj" ]; then
     awk -v ranks="$KERNEL_RANKS" '
         BEGIN { n = split(ranks, P, /[ \n]+/); for (i = 1; i <= n; i++) { split(P[i], f, ":"); R[f[1]] = f[2] } }
         function rank(path) {   # path relative to src/kernels/; -1: none
+            if (path ~ /^cpu\//) return R["cpu/"]   # the CPU device operations, above the tables they run
             if (path ~ /\//) return 0
             if (path in R) return R[path]
             if (!(path in said)) print "layer_check: src/kernels/" path " has no rank in KERNEL_RANKS" > "/dev/stderr"

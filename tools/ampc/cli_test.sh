@@ -46,12 +46,23 @@ expect_rc 2
 expect_exact_err "ampc: unknown command 'trian'; expected one of: train, compare, doctor, info, formats, inspect, bench"
 run info --jsn
 expect_rc 2
-expect_exact_err "ampc info: unknown option '--jsn' (did you mean --json?); accepted: --json, --help"
+expect_exact_err "ampc info: unknown option '--jsn' (did you mean --json?); accepted: --device, --json, --help"
 
 usage_error "missing command" "train, compare, doctor, info, formats, inspect, bench" --
 usage_error "'trian'" "train, compare, doctor, info, formats, inspect, bench" -- trian
 usage_error "'--jsn'" "--help, --version" -- --jsn
 usage_error "'--jsn'" "--json, --help" -- info --jsn
+# --device: a device that is not a device, not built or not present is refused before anything starts
+for cmd in train compare doctor "bench step" info; do
+    # shellcheck disable=SC2086 # "bench step" is two words
+    usage_error "--device" "'gpu'" "cpu, cuda, cuda:N or guard" -- $cmd --device gpu
+    # shellcheck disable=SC2086
+    usage_error "--device" "'cuda:1'" "no cuda support" "-DAMPC_CUDA=ON" -- $cmd --device cuda:1
+done
+usage_error "--device" "'cpu:1'" "cpu, cuda, cuda:N or guard" -- train --device cpu:1
+run info --device guard
+expect_rc 0
+expect_has "$OUT" "* guard   present"
 usage_error "--json" "'--json=1'" -- info --json=1
 usage_error "'extra'" "--json, --help" -- info extra
 usage_error "'--bogus'" "--json, --help" -- formats --bogus
