@@ -104,6 +104,9 @@ static void test_names_and_folders(void **state) {
         for (size_t j = i + 1; j < n; j++)
             if (strcmp(all[i]->name, all[j]->name) == 0) FAILF("%s is registered twice", all[i]->name);
     for (size_t i = 0; i < n; i++) assert_ptr_equal(ampci_kernel_find(all[i]->name), all[i]);
+    /* the device is the registry's outer key: the ISA folders are the CPU device's ladder */
+    for (size_t i = 0; i < n; i++)
+        if (all[i]->device != AMPC_DEVICE_CPU) FAILF("%s is registered for device %d", all[i]->name, all[i]->device);
 }
 
 /* Every cell: one ref entry, usable everywhere (an oracle exactly in the split slots, whose ref level runs

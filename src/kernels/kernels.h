@@ -318,6 +318,8 @@ typedef union ampci_kernel_fn {
 
 /* One registered kernel. */
 typedef struct ampci_kernel {
+    ampc_device_kind device; /* the registry's outer key: the device whose operations run it (the CPU for
+                                the ISA folders; a GPU's kernels will register under their own device) */
     ampci_slot slot;
     ampc_dtype dtype;   /* key of CONVERT (the dst), GEMM, IM2COL, UNSCALE, SUMSQ; F32 elsewhere */
     ampc_dtype src;     /* key of CONVERT; elsewhere equal to dtype */
@@ -335,8 +337,8 @@ typedef struct ampci_kernel {
  * The short forms take the level from AMPCI_FOLDER_LEVEL, which each table file defines. */
 #define AMPCI_ENTRY(SLOT, DT, SRC, OP, FN, LEVEL, NEEDS, SLOW_WITH, ROLE)                                              \
     {                                                                                                                  \
-        .slot = AMPCI_SLOT_##SLOT, .dtype = DT, .src = SRC, .op = OP, .name = AMPCI_STR(FN), .level = LEVEL,           \
-        .needs = NEEDS, .slow_with = SLOW_WITH, .role = ROLE, .fn = {                                                  \
+        .device = AMPC_DEVICE_CPU, .slot = AMPCI_SLOT_##SLOT, .dtype = DT, .src = SRC, .op = OP,                       \
+        .name = AMPCI_STR(FN), .level = LEVEL, .needs = NEEDS, .slow_with = SLOW_WITH, .role = ROLE, .fn = {           \
             .SLOT = FN                                                                                                 \
         }                                                                                                              \
     }
@@ -401,8 +403,8 @@ AMPCI_HIDDEN const ampci_kernel *ampci_kernel_find(const char *name);
 /* The level whose table runs for isa: AUTO and levels above the process's chosen one become the chosen
  * one (so AMPC_ISA and a context's cap can only lower what runs). */
 AMPCI_HIDDEN ampc_isa ampci_kernel_level(ampc_isa isa);
-/* The candidates the rule chooses from for cell (slot, key) in the table of `level` (lowered as by
- * ampci_kernel_level): role KERNEL, level <= the table's, usable; registry order. Fills out[0..max) and
+/* The candidates the rule chooses from for cell (slot, key) in the CPU device's table of `level` (lowered
+ * as by ampci_kernel_level): device CPU, role KERNEL, level <= the table's, usable; registry order. Fills out[0..max) and
  * returns how many there are. A cell has a choice when it has two or more, or is a split F32 cell with
  * one (its choice may be none: the F32 GEMM). */
 AMPCI_HIDDEN size_t ampci_candidates(ampc_isa level, ampci_slot slot, int key, const ampci_kernel **out, size_t max);

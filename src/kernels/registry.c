@@ -106,7 +106,7 @@ size_t ampci_candidates_at(ampc_isa level, ampci_slot slot, int key, const ampci
     size_t n = 0;
     for (size_t i = 0; i < g_nall; i++) {
         const ampci_kernel *e = g_all[i];
-        if (e->slot != slot || ampci_kernel_key(e) != key) continue;
+        if (e->device != AMPC_DEVICE_CPU || e->slot != slot || ampci_kernel_key(e) != key) continue;
         if (e->role != AMPCI_ROLE_KERNEL || e->level > level || !g_usable[i]) continue;
         if (n < max) out[n] = e;
         n++;
