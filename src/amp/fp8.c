@@ -1,15 +1,16 @@
 /* fp8.c: FP8 regions and the per-parameter scaling state of TransformerEngine's recipes. Each parameter an
- * FP8 op meets gets a scale and an amax history for its op's input, itself and its output gradient;
- * quantising a tensor casts x * scale to E4M3 or E5M2 through the quant8 kernel (saturating, counted),
- * raises the history's current row to the tensor's amax and hands back q / scale as BF16, exact because
- * the scales are powers of two: the GEMMs that follow compute what an FP8 GEMM computes. Delayed scales
- * update at every step end (ampc_fp8_delayed_update, TE's roll); current scaling takes each tensor's own
- * amax first. */
+ * FP8 op meets gets a scale and an amax history for its op's input, itself and its output gradient (host
+ * memory: the scales decide on the host, and checkpoints hold them). Quantising a tensor is the device's
+ * quant8 operation: x * scale cast to E4M3 or E5M2 (saturating, counted), handed back as q / scale in BF16
+ * (a step buffer on the device), exact because the scales are powers of two, so the GEMMs that follow
+ * compute what an FP8 GEMM computes; the host reads the tensor's amax and saturation count in one
+ * synchronisation (AMPC_SYNC_FP8_AMAX) and raises the history's current row. Delayed scales update at
+ * every step end (ampc_fp8_delayed_update, TE's roll); current scaling reads each tensor's own amax first
+ * (one more synchronisation: its scale is needed before the cast). */
 #include "amp.h"
 
-#include "../kernels/kernels.h"
+#include "../kernels/device.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,6 @@
 #define DEFAULT_HISTORY 1024
 #define E4M3_MAX 448.0
 #define E5M2_MAX 57344.0
-#define QCHUNK 16384 /* values per parallel task */
 
 struct ampci_fp8 {
     int depth;
@@ -192,75 +192,16 @@ ampc_status ampci_fp8_restore(ampc_ctx *ctx, const ampc_fp8_recipe *recipe, cons
 
 static bool e5m2_role(const struct ampci_fp8 *f, int role) { return role == 2 && f->recipe.format == AMPC_FP8_HYBRID; }
 
-/* q / scale on BF16 patterns: the exponent lowered by log2(scale) (every FP8 value is a normal BF16 one,
- * and the result stays in BF16's range); zeros and NaN stay. Branch-free, so it vectorises. */
-static inline uint16_t descale1(uint16_t v, uint16_t step) {
-    uint16_t e = v & 0x7f80u;
-    return (uint16_t)(v - (uint16_t)(step & -(uint16_t)(e != 0 && e != 0x7f80u)));
-}
-
-/* Blocks of 32 with a fixed trip count: gcc -O2's vectoriser takes those (it leaves open-ended loops). */
-static void descale(uint16_t *v, int64_t n, int k) {
-    uint16_t step = (uint16_t)((unsigned)k << 7); /* k < 0 (a scale below 1) wraps to the right add */
-    if (step == 0) return;                        /* scale 1 */
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        for (int j = 0; j < 32; j++) v[i + j] = descale1(v[i + j], step);
-    for (; i < n; i++) v[i] = descale1(v[i], step);
-}
-
-typedef struct quant_job {
-    const struct ampc_kernels *k;
-    const unsigned char *x;
-    ampc_dtype dt;
-    int64_t n;
-    float scale;
-    int fmt;
-    uint16_t *dst;
-    float *amax;    /* per task */
-    uint64_t *sat;  /* per task */
-    bool amax_only; /* current scaling's first pass */
-} quant_job;
-
-static void quant_task(void *arg, int64_t b, int64_t e, int64_t chunk) {
-    const quant_job *j = arg;
-    (void)e;
-    int64_t lo = b * QCHUNK, hi = lo + QCHUNK < j->n ? lo + QCHUNK : j->n;
-    float buf[1024], amax = 0;
-    uint16_t scratch[1024];
-    uint64_t sat = 0;
-    size_t es = ampc_dtype_size(j->dt);
-    for (int64_t i = lo; i < hi; i += 1024) {
-        int64_t m = hi - i < 1024 ? hi - i : 1024;
-        const float *src = (const float *)(j->x + (size_t)i * es);
-        if (j->dt != AMPC_DTYPE_F32)
-            ampci_convert_with(j->k, buf, AMPC_DTYPE_F32, j->x + (size_t)i * es, j->dt, (size_t)m), src = buf;
-        uint16_t *dst = j->amax_only ? scratch : j->dst + i;
-        sat += j->k->quant8(dst, src, m, j->scale, j->fmt, &amax);
-        if (!j->amax_only) descale(dst, m, ilogb(j->scale)); /* while the chunk is in cache */
-    }
-    j->amax[chunk] = amax, j->sat[chunk] = sat;
-}
-
-/* Runs the job over t's values; the largest amax and the saturation count. False (error recorded) when
- * the per-task results find no memory. */
-static bool quant_run(ampc_ctx *ctx, quant_job *j, float *amax, uint64_t *sat) {
-    int64_t tasks = (j->n + QCHUNK - 1) / QCHUNK;
-    float am_small[64];
-    uint64_t sat_small[64];
-    j->amax = tasks <= 64 ? am_small : malloc((size_t)tasks * sizeof(float));
-    j->sat = tasks <= 64 ? sat_small : malloc((size_t)tasks * sizeof(uint64_t));
-    *amax = 0, *sat = 0;
-    if (j->amax && j->sat && tasks == 1) quant_task(j, 0, 1, 0); /* small: no hand-off to the threads */
-    else if (j->amax && j->sat && tasks > 1) ampc_parallel_for(ctx, tasks, 1, quant_task, j);
-    if (j->amax && j->sat && tasks > 0) {
-        for (int64_t i = 0; i < tasks; i++) *amax = j->amax[i] > *amax ? j->amax[i] : *amax, *sat += j->sat[i];
-    }
-    bool ok = j->amax && j->sat;
-    if (j->amax != am_small) free(j->amax);
-    if (j->sat != sat_small) free(j->sat);
-    if (!ok) ampci_fail(AMPC_STATUS_OOM, "FP8: out of memory quantising %lld values", (long long)j->n);
-    return ok;
+/* One pass of the device's quant8 over t's values (dst NULL: the amax only) and its report, read by the host
+ * in one synchronisation (amax and saturation count together). False with the error recorded. */
+static bool quant_pass(ampc_ctx *ctx, const ampc_tensor *t, float scale, int fmt, uint16_t *dst,
+                       ampci_quant8_result *res, const char *op) {
+    ampci_quant8_result *r = ampci_step_alloc(ctx, sizeof *r, op);
+    if (!r || AMPCI_DEV(ctx, quant8, .x = ampci_dev_ptr(t), .x_dt = t->dtype, .n = ampci_numel(t), .scale = scale,
+                        .fmt = fmt, .dst = dst, .res = r) != AMPC_OK)
+        return false;
+    ampci_sync_read(ctx, AMPC_SYNC_FP8_AMAX, res, r, sizeof *res);
+    return true;
 }
 
 ampc_tensor *ampci_fp8_quantize(ampc_ctx *ctx, ampci_fp8_meta *m, int role, const ampc_tensor *t, const char *op) {
@@ -270,27 +211,17 @@ ampc_tensor *ampci_fp8_quantize(ampc_ctx *ctx, ampci_fp8_meta *m, int role, cons
     ampc_tensor *out = data ? ampci_tensor_wrap(op, ctx, AMPC_DTYPE_BF16, t->ndim, t->shape, data) : NULL;
     if (!out) return NULL;
     bool e5 = e5m2_role(f, role);
-    double fmax = e5 ? E5M2_MAX : E4M3_MAX;
-    quant_job j = {.k = ctx->kernels,
-                   .x = ampci_dev_ptr(t),
-                   .dt = t->dtype,
-                   .n = n,
-                   .scale = m->scale[role],
-                   .fmt = e5 ? AMPCI_QUANT8_E5M2 : AMPCI_QUANT8_E4M3,
-                   .dst = (uint16_t *)ampci_dev_ptr(out)};
-    float amax;
-    uint64_t sat;
-    if (f->recipe.scaling == AMPC_FP8_CURRENT) { /* the tensor's own amax first */
-        j.amax_only = true, j.scale = 1;
-        if (!quant_run(ctx, &j, &amax, &sat)) return NULL;
-        j.amax_only = false, j.scale = (float)ampc_fp8_current_scale(amax, fmax, f->recipe.margin);
-        m->scale[role] = j.scale;
+    int fmt = e5 ? AMPCI_QUANT8_E5M2 : AMPCI_QUANT8_E4M3;
+    ampci_quant8_result r;
+    if (f->recipe.scaling == AMPC_FP8_CURRENT) { /* the tensor's own amax first: the scale depends on it */
+        if (!quant_pass(ctx, t, 1.0f, fmt, NULL, &r, op)) return NULL;
+        m->scale[role] = (float)ampc_fp8_current_scale(r.amax, e5 ? E5M2_MAX : E4M3_MAX, f->recipe.margin);
     }
-    if (!quant_run(ctx, &j, &amax, &sat)) return NULL;
-    f->saturated += sat;
+    if (!quant_pass(ctx, t, m->scale[role], fmt, (uint16_t *)ampci_dev_ptr(out), &r, op)) return NULL;
+    f->saturated += r.sat;
     float *row0 = &m->history[(size_t)role * (size_t)f->recipe.amax_history_len];
     if (role == 2 || ampc_grad_enabled(ctx)) { /* evaluation leaves the history alone */
-        if (amax > *row0) *row0 = amax;
+        if (r.amax > *row0) *row0 = r.amax;
         m->touched = true;
     }
     return out;

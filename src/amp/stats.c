@@ -1,14 +1,14 @@
 /* stats.c: range statistics, the numerics doctor's eyes. While an ampc_stats object is attached, the op
  * epilogue hands every op output here and autograd every output gradient and parameter contribution
- * (through ctx->grad_stats); each is summarised into its site (module path, op, role) by the range kernel
- * of the context's table: a binade histogram and counts against each format's thresholds, found once
- * through the format's own conversion code. Sites also learn whether their values would be 16-bit
- * under autocast (simulated from the policies when the run is FP32) and which F32 producers they would
- * cast down. Detached, the ops pay one pointer test. */
+ * (its grad-seen listener); each is summarised into its site (module path, op, role) by the device's range
+ * operation (one synchronisation per tensor reads its counts back): a binade histogram and counts against
+ * each format's thresholds, found once through the format's own conversion code. Sites also learn whether
+ * their values would be 16-bit under autocast (simulated from the policies when the run is FP32) and which
+ * F32 producers they would cast down. Detached, the ops pay one pointer test. */
 #include "stats.h"
 
 #include "../autograd/autograd.h"
-#include "../kernels/kernels.h"
+#include "../kernels/device.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -185,36 +185,6 @@ static int site_find(ampc_stats *st, const char *module, const char *op, ampc_st
 
 /* ---- summarising one tensor ---- */
 
-#define CHUNK 65536 /* elements per parallel task */
-#define MAX_TASKS 64
-
-typedef struct sum_job {
-    const struct ampc_kernels *k;
-    const unsigned char *data;
-    ampc_dtype dtype;
-    int64_t n, per_task;
-    const uint32_t *thr;
-    ampci_range_acc *acc; /* one per task */
-} sum_job;
-
-static void sum_task(void *arg, int64_t begin, int64_t end, int64_t chunk) {
-    const sum_job *j = arg;
-    (void)end;
-    ampci_range_acc *a = &j->acc[chunk];
-    int64_t lo = begin * j->per_task, hi = lo + j->per_task < j->n ? lo + j->per_task : j->n;
-    size_t es = ampc_dtype_size(j->dtype);
-    if (j->dtype == AMPC_DTYPE_F32) {
-        j->k->range((const float *)j->data + lo, hi - lo, j->thr, 3 * AMPCI_STATS_NFMT, a);
-        return;
-    }
-    float buf[1024]; /* 16-bit values widen exactly */
-    for (int64_t i = lo; i < hi; i += 1024) {
-        size_t m = (size_t)(hi - i < 1024 ? hi - i : 1024);
-        ampc_convert(buf, AMPC_DTYPE_F32, j->data + (size_t)i * es, j->dtype, m);
-        j->k->range(buf, (int64_t)m, j->thr, 3 * AMPCI_STATS_NFMT, a);
-    }
-}
-
 /* The site's per-format counts from its raw threshold counts. */
 static void site_ranges(ampci_site *s) {
     ampc_stats_entry *e = &s->e;
@@ -226,37 +196,40 @@ static void site_ranges(ampci_site *s) {
     }
 }
 
-static void summarise(ampc_ctx *ctx, ampci_site *s, const ampc_tensor *t) {
-    ampc_stats *st = ctx->stats;
-    int64_t n = ampci_numel(t);
-    int64_t tasks = n > 0 ? (n + CHUNK - 1) / CHUNK : 0;
-    if (tasks > MAX_TASKS) tasks = MAX_TASKS;
-    ampci_range_acc stack_acc[4], *acc = tasks <= 4 ? stack_acc : calloc((size_t)tasks, sizeof *acc);
-    if (!acc) return;
-    for (int64_t i = 0; i < tasks; i++) acc[i] = (ampci_range_acc){.min_bits = 0x7f800000u};
-    sum_job job = {ctx->kernels, ampci_dev_ptr(t), t->dtype, n, tasks ? (n + tasks - 1) / tasks : 0, st->thr, acc};
-    if (tasks == 1) sum_task(&job, 0, 1, 0);
-    else if (tasks > 1) ampc_parallel_for(ctx, tasks, 1, sum_task, &job);
+/* Adds acc (one tensor's counts) into the site. */
+static void site_add(ampci_site *s, const ampci_range_acc *acc, int64_t n) {
     ampc_stats_entry *e = &s->e;
     uint32_t amax = 0, amin = 0x7f800000u;
     if (e->count > e->zeros + e->nonfinite) { /* earlier values: fold them in */
         float f = (float)e->amax, g = (float)e->min_nonzero;
         memcpy(&amax, &f, sizeof f), memcpy(&amin, &g, sizeof g);
     }
-    for (int64_t i = 0; i < tasks; i++) {
-        for (int b = 0; b < AMPC_STATS_BINS; b++) e->hist[b] += acc[i].hist[b];
-        for (int k = 0; k < 3 * AMPCI_STATS_NFMT; k++) s->ge[k] += acc[i].ge[k];
-        e->zeros += acc[i].zeros;
-        e->nonfinite += acc[i].hist[255];
-        if (acc[i].amax_bits > amax) amax = acc[i].amax_bits;
-        if (acc[i].min_bits < amin) amin = acc[i].min_bits;
-    }
+    for (int b = 0; b < AMPC_STATS_BINS; b++) e->hist[b] += acc->hist[b];
+    for (int k = 0; k < 3 * AMPCI_STATS_NFMT; k++) s->ge[k] += acc->ge[k];
+    e->zeros += acc->zeros;
+    e->nonfinite += acc->hist[255];
+    if (acc->amax_bits > amax) amax = acc->amax_bits;
+    if (acc->min_bits < amin) amin = acc->min_bits;
     float f;
     memcpy(&f, &amax, sizeof f), e->amax = f;
     memcpy(&f, &amin, sizeof f), e->min_nonzero = amin < 0x7f800000u ? f : 0;
     e->count += (uint64_t)n, e->calls++;
     site_ranges(s);
-    if (acc != stack_acc) free(acc);
+}
+
+/* The device's range operation over t (contiguous: an op output or a gradient) into a device block, read
+ * back in one synchronisation (AMPC_SYNC_STATS) and added into the site. A failure (no memory) leaves the
+ * values unrecorded, as the statistics never stop a run. */
+static void summarise(ampc_ctx *ctx, ampci_site *s, const ampc_tensor *t) {
+    ampc_stats *st = ctx->stats;
+    int64_t n = ampci_numel(t);
+    ampci_range_acc *dev = ampci_step_alloc(ctx, sizeof *dev, "range statistics"), acc;
+    ampci_range_args a = {.x = ampci_dev_ptr(t), .x_dt = t->dtype, .n = n, .nthr = 3 * AMPCI_STATS_NFMT, .acc = dev};
+    memcpy(a.thr, st->thr, sizeof st->thr); /* by value: the thresholds are host memory */
+    if (!dev || ctx->dev->range(ctx, &a) != AMPC_OK) return;
+    ampci_sync_read(ctx, AMPC_SYNC_STATS, &acc, dev, sizeof acc);
+    ampci_step_free(ctx, dev);
+    site_add(s, &acc, n);
 }
 
 /* ---- what the ops and autograd report ---- */
@@ -359,11 +332,9 @@ ampc_status ampc_stats_classify(ampc_format fmt, const void *x, ampc_dtype src_d
                           ampc_dtype_name(src_dtype));
     uint32_t thr[3 * AMPCI_STATS_NFMT];
     thresholds(thr);
-    const struct ampc_kernels *k = ampci_kernels(AMPC_ISA_AUTO);
     ampci_site s = {0};
-    ampci_range_acc acc = {.min_bits = 0x7f800000u};
-    sum_job job = {k, x, src_dtype, (int64_t)n, (int64_t)n, thr, &acc};
-    if (n) sum_task(&job, 0, 1, 0);
+    ampci_range_acc acc = {.min_bits = 0x7f800000u}; /* host values: counted here, on this thread */
+    ampci_range_host(ampci_kernels(AMPC_ISA_AUTO), x, src_dtype, (int64_t)n, thr, 3 * AMPCI_STATS_NFMT, &acc);
     s.e.count = n, s.e.zeros = acc.zeros, s.e.nonfinite = acc.hist[255];
     memcpy(s.ge, acc.ge, sizeof s.ge);
     site_ranges(&s);

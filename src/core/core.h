@@ -158,6 +158,12 @@ AMPCI_HIDDEN void ampci_dev_memset(ampc_ctx *ctx, void *dev, int value, size_t b
 AMPCI_HIDDEN void ampci_dev_copy_in(ampc_ctx *ctx, void *dev, const void *host, size_t bytes);
 AMPCI_HIDDEN void ampci_dev_copy_out(ampc_ctx *ctx, void *host, const void *dev, size_t bytes);
 AMPCI_HIDDEN void ampci_dev_copy(ampc_ctx *ctx, void *dev_dst, const void *dev_src, size_t bytes);
+/* Device memory not needed for a while whose addresses must stay (src/dist, shard FULL's parameters between
+ * uses): the whole pages of [dev, dev + bytes) go back through the buffer type's discard (their contents
+ * read as zeros afterwards); ampci_dev_account moves bytes out of (add false) or back into (add true) the
+ * device's live count, which on the CPU is the host's (ampci_account). */
+AMPCI_HIDDEN void ampci_dev_discard(ampc_ctx *ctx, void *dev, size_t bytes);
+AMPCI_HIDDEN void ampci_dev_account(ampc_ctx *ctx, size_t bytes, bool add);
 /* The guard device's test buffer type and its region allocator (device_guard.c). */
 extern AMPCI_HIDDEN const ampci_buft ampci_guard_buft;
 /* A host synchronisation point: bytes of device memory dev read into host memory, counted under

@@ -176,6 +176,27 @@ void ampci_dev_copy(ampc_ctx *ctx, void *dst, const void *src, size_t bytes) {
     if (bytes && dst != src) ctx->dev_mem.buft->copy(ctx, dst, src, bytes);
 }
 
+/* ---- memory given back for a while (src/dist: shard FULL) ---- */
+
+void ampci_dev_discard(ampc_ctx *ctx, void *dev, size_t bytes) {
+    if (bytes) ctx->dev_mem.buft->discard(ctx, dev, bytes);
+}
+
+void ampci_dev_account(ampc_ctx *ctx, size_t bytes, bool add) {
+    ampci_devmem *m = &ctx->dev_mem;
+    if (m->buft->is_host) {
+        ampci_account(ctx, bytes, add);
+        return;
+    }
+    size_t padded = (bytes + AMPCI_ALIGN - 1) / AMPCI_ALIGN * AMPCI_ALIGN;
+    if (!add) {
+        atomic_fetch_sub(&m->live, padded);
+        return;
+    }
+    size_t live = atomic_fetch_add(&m->live, padded) + padded, peak = atomic_load(&m->peak);
+    while (live > peak && !atomic_compare_exchange_weak(&m->peak, &peak, live)) {}
+}
+
 /* ---- host synchronisation points ---- */
 
 static const char *const sync_names[AMPC_SYNC_POINT_COUNT] = {"found_inf", "clip_norm", "fp8_amax", "anomaly",

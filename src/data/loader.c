@@ -1,8 +1,9 @@
 /* loader.c: batches from one split of a data set. The order of an epoch is a pure function of (seed,
  * epoch) through the counter-based RNG, and the cursor {epoch, position} is the loader's whole state, so
  * a checkpoint that saves the cursor resumes with exactly the batches the uninterrupted run would have
- * seen. Batches are written straight into the step arena, one sample per parallel-for item, each item
- * writing only its own rows, so the bits do not depend on the thread count. */
+ * seen. Batches are written on the host through the tensors' host maps (on the CPU straight into the step
+ * arena), one sample per parallel-for item, each item writing only its own rows, so the bits do not depend
+ * on the thread count. */
 #include "data.h"
 
 #include "../tensor/tensor.h"
@@ -206,9 +207,20 @@ ampc_status ampc_loader_next(ampc_loader *ld, ampc_tensor **x, ampc_tensor **y, 
     ampc_status s = alloc_batch(fn, ld, rows, x, y);
     if (s != AMPC_OK) return s;
     for (int64_t b = 0; b < rows; b++) idx[b] = sample_at(ld, ld->cur.position + lo + b);
-    batch_rows job = {ld, idx, ampci_dev_ptr(*x), (int64_t *)ampci_dev_ptr(*y)};
+    /* the batch is written on the host: into the tensors themselves on the CPU, into host copies that go to
+     * the device at the unmap elsewhere (write-only maps: nothing is read back) */
+    ampci_host_mapping mx, my;
+    void *hx = ampci_tensor_host_map(*x, AMPCI_MAP_WRITE, AMPC_SYNC_READ, fn, &mx);
+    void *hy = hx ? ampci_tensor_host_map(*y, AMPCI_MAP_WRITE, AMPC_SYNC_READ, fn, &my) : NULL;
+    if (!hy) {
+        ampci_host_unmap(&mx);
+        *x = *y = NULL;
+        return ampc_last_status();
+    }
+    batch_rows job = {ld, idx, hx, hy};
     bool text = ld->ds->task == AMPC_TASK_CHAR_LM;
     ampc_parallel_for(ld->ctx, rows, text ? 64 : 16, text ? fill_text : fill_images, &job);
+    ampci_host_unmap(&mx), ampci_host_unmap(&my);
     ld->cur.position += B; /* the cursor counts whole global batches: the same on every shard */
     return AMPC_OK;
 }

@@ -4,11 +4,14 @@
  * hook, which packs a bucket (pre-divided, in the reduce dtype) and starts its non-blocking reduction
  * the moment its last gradient is final, and the optimizer's dist calls, which wait for the reductions
  * before anything reads a gradient, agree on decisions, and (sharded) all-gather updated parameters.
- * Sharded (ZeRO-1), each bucket is reduce-scattered and rank r owns the r-th of its N equal slices. */
+ * Sharded (ZeRO-1), each bucket is reduce-scattered and rank r owns the r-th of its N equal slices.
+ * MPI works on host memory: a view bucket (F32 gradients reduced in F32: the gradients' own device memory)
+ * reaches it through its host map, held while the reduction is in flight (the bucket itself on the CPU);
+ * other buckets are host staging buffers packed from, and unpacked into, the gradients' host maps. */
 #include "dist.h"
 
 #include "../autograd/autograd.h"
-#include "../kernels/kernels.h"
+#include "../kernels/device.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -40,52 +43,65 @@ static void scale_convert(void *dst, ampc_dtype ddt, const void *src, ampc_dtype
     }
 }
 
-/* x[0..n) *= f in place (F32; the vector kernel; f a power of two keeps it exact). */
-static void scale_in_place(const ampc_dist *d, float *x, int64_t n, float f) {
-    if (f != 1.0f && n > 0) d->opt->ctx->kernels->unscale[AMPC_DTYPE_F32](x, n, f);
+/* x[0..n) *= f in place, on the device (F32; the unscale kernel, f a power of two keeps it exact). */
+static ampc_status scale_in_place(const ampc_dist *d, float *x, int64_t n, float f) {
+    if (f == 1.0f || n <= 0) return AMPC_OK;
+    return AMPCI_DEV(d->opt->ctx, grad_unscale, .g = x, .dt = AMPC_DTYPE_F32, .n = n, .factor = f, .flag = NULL);
 }
 
-static void pack(ampc_dist *d, ampci_bucket *b) {
+static ampc_status pack(ampc_dist *d, ampci_bucket *b) {
     ampc_optim *opt = d->opt;
+    ampc_ctx *ctx = opt->ctx;
     ampc_dtype rd = d->tp.reduce_dtype;
     size_t rs = ampc_dtype_size(rd);
+    ampc_status s = AMPC_OK;
     if (b->buf_t) { /* the gradients are the bucket: pre-divide in place, zero the absent ones */
-        for (int k = 0; k < b->count; k++) {
+        for (int k = 0; k < b->count && s == AMPC_OK; k++) {
             const ampci_param *pp = &opt->params[b->param[k]];
             float *x = (float *)b->buf + b->offset[k];
-            if (pp->p->grad) scale_in_place(d, x, pp->n, (float)d->pre);
-            else memset(x, 0, (size_t)pp->n * sizeof *x);
+            if (pp->p->grad) s = scale_in_place(d, x, pp->n, (float)d->pre);
+            else ampci_dev_memset(ctx, x, 0, (size_t)pp->n * sizeof *x);
         }
-        return; /* the padding was zeroed once and nothing writes it */
+        return s; /* the padding was zeroed once and nothing writes it */
     }
-    for (int k = 0; k < b->count; k++) { /* absent gradients count as zeros */
+    for (int k = 0; k < b->count; k++) { /* absent gradients count as zeros; host staging (b->buf) */
         const ampci_param *pp = &opt->params[b->param[k]];
         const ampc_tensor *g = pp->p->grad;
         char *dst = (char *)b->buf + (size_t)b->offset[k] * rs;
-        if (g) scale_convert(dst, rd, ampc_tensor_data(g), g->dtype, pp->n, (float)d->pre);
-        else memset(dst, 0, (size_t)pp->n * rs);
+        if (!g) {
+            memset(dst, 0, (size_t)pp->n * rs);
+            continue;
+        }
+        ampci_host_mapping m;
+        const void *src = ampci_tensor_host_map(g, AMPCI_MAP_READ, AMPC_SYNC_COMM, "gradient reduction", &m);
+        if (!src) return ampc_last_status();
+        scale_convert(dst, rd, src, g->dtype, pp->n, (float)d->pre);
+        ampci_host_unmap(&m);
     }
     int64_t used = b->offset[b->count - 1] + opt->params[b->param[b->count - 1]].n; /* the padding too */
     memset((char *)b->buf + (size_t)used * rs, 0, (size_t)(b->elems - used) * rs);
+    return AMPC_OK;
 }
 
 /* The reduced values back into the gradients: everything (all-reduce) or the owned slice (sharded). */
-static void unpack(ampc_dist *d, ampci_bucket *b) {
+static ampc_status unpack(ampc_dist *d, ampci_bucket *b) {
     ampc_optim *opt = d->opt;
     ampc_dtype rd = d->tp.reduce_dtype;
     size_t rs = ampc_dtype_size(rd);
     int64_t slice = b->elems / d->size, base = d->tp.shard ? (int64_t)d->rank * slice : 0;
     if (b->buf_t) { /* the reduced values are the gradients: the owned slice back in place, post-divided */
         float *x = b->buf;
-        if (base) memmove(x + base, x, (size_t)slice * sizeof *x); /* reduce-scatter left it at the start */
-        scale_in_place(d, x + base, d->tp.shard ? slice : b->elems, (float)d->post);
+        /* reduce-scatter left it at the start; base = rank * slice, so the two ranges never overlap */
+        if (base) ampci_dev_copy(opt->ctx, x + base, x, (size_t)slice * sizeof *x);
+        ampc_status s = scale_in_place(d, x + base, d->tp.shard ? slice : b->elems, (float)d->post);
+        if (s != AMPC_OK) return s;
         for (int k = 0; k < b->count; k++) {
             ampc_tensor *p = opt->params[b->param[k]].p;
             if (!d->had_grad[b->param[k]]) continue;
             p->grad = p->grad_slot;
             p->grad->storage->version++;
         }
-        return;
+        return AMPC_OK;
     }
     for (int k = 0; k < b->count; k++) {
         ampci_param *pp = &opt->params[b->param[k]];
@@ -95,23 +111,50 @@ static void unpack(ampc_dist *d, ampci_bucket *b) {
         ampc_tensor *g = p->grad;
         size_t gs = ampc_dtype_size(g->dtype);
         int64_t lo = d->tp.shard ? pp->lo : 0, hi = d->tp.shard ? pp->hi : pp->n;
-        if (hi > lo)
-            scale_convert((char *)ampc_tensor_data(g) + (size_t)lo * gs, g->dtype,
-                          (char *)b->buf + (size_t)(b->offset[k] + lo - base) * rs, rd, hi - lo, (float)d->post);
+        if (hi > lo) { /* host staging into the gradient's host map (write only: every value is written) */
+            ampci_host_mapping m;
+            void *dst = ampci_host_map(g->ctx, ampci_dev_ptr(g) + (size_t)lo * gs, (size_t)(hi - lo) * gs,
+                                       AMPCI_MAP_WRITE, AMPC_SYNC_COMM, "gradient reduction", &m);
+            if (!dst) return ampc_last_status();
+            scale_convert(dst, g->dtype, (char *)b->buf + (size_t)(b->offset[k] + lo - base) * rs, rd, hi - lo,
+                          (float)d->post);
+            ampci_host_unmap(&m);
+        }
         g->storage->version++;
     }
+    return AMPC_OK;
 }
 
 /* ---- launching and waiting ---- */
 
+/* The bucket's values for MPI: a view bucket (device memory) through its host map, held while the
+ * reduction is in flight (the bucket itself on the CPU; elsewhere a copy, written back by settle()); a
+ * staging bucket is host memory already. */
+static void *bucket_host(ampc_dist *d, ampci_bucket *b) {
+    if (!b->buf_t) return b->buf;
+    return ampci_host_map(d->opt->ctx, b->buf, (size_t)b->elems * sizeof(float), AMPCI_MAP_READ | AMPCI_MAP_WRITE,
+                          AMPC_SYNC_COMM, "gradient reduction", &b->map);
+}
+
+/* A reduction is over (waited for, or refused): the view bucket's host map ends (not while MPI may still
+ * write there: a wait that failed leaves it). */
+static void settle(ampci_bucket *b) {
+    if (b->buf_t && b->req == MPI_REQUEST_NULL) ampci_host_unmap(&b->map);
+}
+
 static ampc_status launch(ampc_dist *d, ampci_bucket *b) {
-    pack(d, b);
+    ampc_status s = pack(d, b);
+    void *buf = s == AMPC_OK ? bucket_host(d, b) : NULL;
+    if (!buf) return s == AMPC_OK ? ampc_last_status() : s;
     MPI_Datatype t = ampci_dist_type(d, d->tp.reduce_dtype);
     MPI_Op op = ampci_dist_sum(d, d->tp.reduce_dtype);
     int err = d->tp.shard
-                  ? MPI_Ireduce_scatter_block(MPI_IN_PLACE, b->buf, (int)(b->elems / d->size), t, op, d->comm, &b->req)
-                  : MPI_Iallreduce(MPI_IN_PLACE, b->buf, (int)b->elems, t, op, d->comm, &b->req);
-    if (err != MPI_SUCCESS) return ampci_dist_mpi_fail(d, err, "gradient reduction");
+                  ? MPI_Ireduce_scatter_block(MPI_IN_PLACE, buf, (int)(b->elems / d->size), t, op, d->comm, &b->req)
+                  : MPI_Iallreduce(MPI_IN_PLACE, buf, (int)b->elems, t, op, d->comm, &b->req);
+    if (err != MPI_SUCCESS) {
+        if (b->buf_t) ampci_host_unmap(&b->map); /* nothing was started */
+        return ampci_dist_mpi_fail(d, err, "gradient reduction");
+    }
     b->launched = true;
     b->t_launch = ampci_dist_now();
     return AMPC_OK;
@@ -170,8 +213,10 @@ static void grad_ready(void *arg, ampc_tensor *leaf) {
  * unpacked, and every later call refuses too, until a new backward begins. */
 static ampc_status refuse(ampc_dist *d) {
     if (d->in_backward)
-        for (int i = 0; i < d->nbuckets; i++)
+        for (int i = 0; i < d->nbuckets; i++) {
             if (d->buckets[i].req != MPI_REQUEST_NULL) ampci_dist_wait(d, &d->buckets[i].req, "gradient reduction");
+            settle(&d->buckets[i]);
+        }
     d->in_backward = false;
     return ampci_fail(d->failed,
                       "data parallel: the gradients of the last backward cannot be used (%s); zero "
@@ -208,7 +253,8 @@ ampc_status ampc_dist_sync_grads(ampc_dist *d) {
         b->t_done = 0;
     }
     d->stats.exposed_seconds += ampci_dist_now() - t0; /* waiting only: unpacking is work either way */
-    for (int i = 0; i < d->nbuckets && s == AMPC_OK; i++) unpack(d, &d->buckets[i]);
+    for (int i = 0; i < d->nbuckets; i++) settle(&d->buckets[i]);
+    for (int i = 0; i < d->nbuckets && s == AMPC_OK; i++) s = unpack(d, &d->buckets[i]);
     d->in_backward = false;
     if (s != AMPC_OK) return s;
     d->stats.steps++;
@@ -237,10 +283,10 @@ static ampc_status gather_cb(void *arg) {
         ampci_bucket *b = &d->buckets[i];
         ampc_dtype pdt = opt->params[b->param[0]].p->dtype;
         size_t ps = ampc_dtype_size(pdt);
-        for (int k = 0; k < b->count; k++) {
+        for (int k = 0; k < b->count; k++) { /* the own slices into the host staging buffer */
             const ampci_param *pp = &opt->params[b->param[k]];
-            memcpy((char *)b->pbuf + (size_t)(b->offset[k] + pp->lo) * ps,
-                   (const char *)ampc_tensor_data(pp->p) + (size_t)pp->lo * ps, (size_t)(pp->hi - pp->lo) * ps);
+            ampci_sync_read(opt->ctx, AMPC_SYNC_COMM, (char *)b->pbuf + (size_t)(b->offset[k] + pp->lo) * ps,
+                            ampci_dev_ptr(pp->p) + (size_t)pp->lo * ps, (size_t)(pp->hi - pp->lo) * ps);
         }
         int err = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b->pbuf, (int)(b->elems / d->size),
                                  ampci_dist_type(d, pdt), d->comm, &b->req);
@@ -252,8 +298,8 @@ static ampc_status gather_cb(void *arg) {
         size_t ps = ampc_dtype_size(opt->params[b->param[0]].p->dtype);
         for (int k = 0; k < b->count; k++) {
             ampc_tensor *p = opt->params[b->param[k]].p;
-            memcpy(ampc_tensor_data(p), (const char *)b->pbuf + (size_t)b->offset[k] * ps,
-                   (size_t)ampc_tensor_numel(p) * ps);
+            ampci_dev_copy_in(opt->ctx, ampci_dev_ptr(p), (const char *)b->pbuf + (size_t)b->offset[k] * ps,
+                              (size_t)ampc_tensor_numel(p) * ps);
             p->storage->version++; /* the weight-cast cache must see the new values */
         }
     }
@@ -317,7 +363,7 @@ static ampc_status add_bucket(ampc_dist *d, const int *idx, int count) {
     bool view = d->tp.reduce_dtype == AMPC_DTYPE_F32;
     for (int k = 0; k < count; k++) view &= opt->params[idx[k]].p->grad_slot->dtype == AMPC_DTYPE_F32;
     if (view && (b->buf_t = ampc_tensor_new(opt->ctx, AMPC_DTYPE_F32, 1, &b->elems)))
-        b->buf = ampc_tensor_data(b->buf_t), memset(b->buf, 0, (size_t)b->elems * rs);
+        b->buf = ampci_dev_ptr(b->buf_t); /* made zero, the padding included */
     else if (!view) b->buf = malloc((size_t)b->elems * rs);
     b->pbuf = gather ? malloc((size_t)b->elems * ps) : NULL;
     d->nbuckets++; /* counted now, so that free_buckets frees what was made */
@@ -329,7 +375,8 @@ static ampc_status add_bucket(ampc_dist *d, const int *idx, int count) {
         ampc_tensor *slot = ampci_tensor_owned_view(b->buf_t, b->offset[k], p->ndim, p->shape);
         if (!slot) return ampc_last_status();
         if (p->grad == old) /* a gradient already there moves along */
-            memcpy(ampc_tensor_data(slot), ampc_tensor_data(old), (size_t)ampc_tensor_numel(p) * sizeof(float)),
+            ampci_dev_copy(opt->ctx, ampci_dev_ptr(slot), ampci_dev_ptr(old),
+                           (size_t)ampc_tensor_numel(p) * sizeof(float)),
                 p->grad = slot;
         p->grad_slot = slot;
         ampc_tensor_free(old);
@@ -396,7 +443,7 @@ static ampc_status make_buckets(ampc_dist *d) {
     for (int g = 0; g < opt->ngroups && s == AMPC_OK; g++) {
         ampc_tensor *blk = opt->groups[g].grad_block[AMPC_DTYPE_F32];
         if (blk && blk->storage->refs == 1 && blk->storage->data) {
-            ampci_free(opt->ctx, blk->storage->data, blk->storage->bytes);
+            ampci_dev_free(opt->ctx, blk->storage->data, blk->storage->bytes);
             blk->storage->data = NULL;
         }
     }
@@ -432,13 +479,18 @@ static ampc_status broadcast_state(ampc_dist *d) {
     uint64_t h = 0xcbf29ce484222325ull;
     for (int i = 0; i < opt->n; i++) {
         ampci_param *pp = &opt->params[i];
-        void *bufs[4] = {ampc_tensor_data(pp->p), pp->master, pp->m, pp->v};
+        void *bufs[4] = {ampci_dev_ptr(pp->p), pp->master, pp->m, pp->v};
         ampc_dtype dts[4] = {pp->p->dtype, AMPC_DTYPE_F32, AMPC_DTYPE_F32, AMPC_DTYPE_F32};
         for (int k = 0; k < 4; k++) {
             if (!bufs[k]) continue;
-            ampc_status s = ampc_dist_broadcast(d, bufs[k], pp->n, dts[k], 0);
+            size_t bytes = (size_t)pp->n * ampc_dtype_size(dts[k]);
+            ampci_host_mapping m; /* MPI works on host memory: the buffer itself on the CPU */
+            void *host = ampci_host_map(opt->ctx, bufs[k], bytes, AMPCI_MAP_READ | AMPCI_MAP_WRITE, AMPC_SYNC_COMM,
+                                        "ampc_dist_attach", &m);
+            ampc_status s = host ? ampc_dist_broadcast(d, host, pp->n, dts[k], 0) : ampc_last_status();
+            if (s == AMPC_OK) h = fnv(h, host, bytes);
+            ampci_host_unmap(&m);
             if (s != AMPC_OK) return s;
-            h = fnv(h, bufs[k], (size_t)pp->n * ampc_dtype_size(dts[k]));
         }
         pp->p->storage->version++;
     }
@@ -537,6 +589,7 @@ ampc_status ampc_dist_time_reduction(ampc_dist *d, int reps, double *seconds) {
         for (int i = 0; i < d->nbuckets && s == AMPC_OK; i++) s = launch(d, &d->buckets[i]);
         for (int i = 0; i < d->nbuckets && s == AMPC_OK; i++)
             s = ampci_dist_wait(d, &d->buckets[i].req, "gradient reduction");
+        for (int i = 0; i < d->nbuckets; i++) settle(&d->buckets[i]);
         t[r] = ampci_dist_now() - t0;
     }
     if (s != AMPC_OK) return s;

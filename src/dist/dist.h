@@ -16,11 +16,13 @@ typedef struct ampci_bucket {
     int64_t elems;      /* their elements, padded to a multiple of N */
     int64_t *offset;    /* element offset of each parameter within the bucket (count entries) */
     int pending;        /* gradients not final yet this backward */
-    void *buf;          /* elems values of the reduce dtype (sharded: the owned slice reduced into buf) */
+    void *buf;          /* elems values of the reduce dtype (sharded: the owned slice reduced into buf): host
+                           staging memory, or device memory for a view bucket */
     ampc_tensor *buf_t; /* view buckets: buf as a tensor, whose views are the parameters' gradient slots
                            (PyTorch DDP's gradient_as_bucket_view: no packing copy, no unpacking copy) */
-    void *pbuf;         /* sharded: elems values of the parameters' dtype, for the all-gather */
+    void *pbuf;         /* sharded: elems values of the parameters' dtype, for the all-gather (host memory) */
     MPI_Request req;
+    ampci_host_mapping map; /* a view bucket's host map while its reduction is in flight (MPI's buffer) */
     bool launched;
     double t_launch, t_done; /* t_done: when a test in the backward saw it complete (0: not yet) */
 } ampci_bucket;
@@ -34,6 +36,7 @@ typedef struct ampci_unit {
     bool root;
     bool filling; /* an all-gather into it is in flight (req): a prefetch, or a gather being waited for */
     MPI_Request req;
+    ampci_host_mapping map; /* while filling: the storage's host map MPI writes into */
 } ampci_unit;
 
 struct ampc_dist {

@@ -1,13 +1,14 @@
 /* full.c: shard FULL, FSDP2's parameter sharding on top of ZeRO-1. Every unit (a run of parameters of one
- * numbered module in the optimizer's order, or a run of root parameters) gets one storage laid out like
- * its bucket, so the unit's all-gather lands in place: each rank writes its slice (its F32 masters
- * rounded to the parameters' dtype) and MPI_Iallgather fills in the others. Between uses a non-root
- * unit's pages are given back to the OS (madvise DONTNEED: the addresses stay, so the raw pointers ops
- * save for their backward stay valid) and its storage is marked absent; the context's parameter hook,
- * called by the op prologue and before a backward reads a saved input, gathers the unit on first touch,
- * starts the next unit's gather (the prefetch) and releases the module gathered before, so forward and
- * backward each hold about two modules whole at a time (FSDP2's reshard after forward and after
- * backward). Live and peak memory counts follow. */
+ * numbered module in the optimizer's order, or a run of root parameters) gets one storage laid out like its
+ * bucket, so the unit's all-gather lands in place: each rank writes its slice (its F32 masters rounded to
+ * the parameters' dtype on the device) and MPI_Iallgather fills in the others in the unit's host map (the
+ * storage itself on the CPU; elsewhere a host copy, written back when the gather is waited for). Between
+ * uses a non-root unit's pages are given back (the buffer type's discard, madvise DONTNEED on the CPU: the
+ * addresses stay, so the raw pointers ops save for their backward stay valid) and its storage is marked
+ * absent; the context's parameter hook, called by the op prologue and before a backward reads a saved
+ * input, gathers the unit on first touch, starts the next unit's gather (the prefetch) and releases the
+ * module gathered before, so forward and backward each hold about two modules whole at a time (FSDP2's
+ * reshard after forward and after backward). Live and peak memory counts follow. */
 #include "dist.h"
 
 #include <ctype.h>
@@ -32,20 +33,29 @@ static ampc_ctx *ctx_of(const ampc_dist *d) { return d->opt->ctx; }
 /* Starts unit u's all-gather: this rank's slice from its masters, the others' by MPI_Iallgather in place.
  * The storage stays absent (unreadable) until finish(). */
 static ampc_status start(ampc_dist *d, int u) {
+    ampc_ctx *ctx = ctx_of(d);
     ampci_unit *un = &d->units[u];
     const ampci_bucket *b = &d->buckets[un->bucket];
     ampci_storage *st = un->st;
     ampc_dtype dt = d->opt->params[b->param[0]].p->dtype;
     size_t ps = ampc_dtype_size(dt);
-    ampci_account(ctx_of(d), st->bytes, true);
-    for (int k = 0; k < b->count; k++) {
+    ampci_dev_account(ctx, st->bytes, true);
+    for (int k = 0; k < b->count; k++) { /* the own slice, rounded from the masters on the device */
         const ampci_param *pp = &d->opt->params[b->param[k]];
-        ampc_convert(st->data + (size_t)(b->offset[k] + pp->lo) * ps, dt, pp->master, AMPC_DTYPE_F32,
-                     (size_t)(pp->hi - pp->lo));
+        ampc_status s = AMPCI_DEV(ctx, convert, .dst = st->data + (size_t)(b->offset[k] + pp->lo) * ps, .dst_dt = dt,
+                                  .src = pp->master, .src_dt = AMPC_DTYPE_F32, .n = pp->hi - pp->lo);
+        if (s != AMPC_OK) return s;
     }
-    int err = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, st->data, (int)(b->elems / d->size),
+    /* MPI fills the host map in place (the storage itself on the CPU); finish() ends the map */
+    void *host = ampci_host_map(ctx, st->data, st->bytes, AMPCI_MAP_READ | AMPCI_MAP_WRITE, AMPC_SYNC_COMM,
+                                "parameter all-gather", &un->map);
+    if (!host) return ampc_last_status();
+    int err = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, host, (int)(b->elems / d->size),
                              ampci_dist_type(d, dt), d->comm, &un->req);
-    if (err != MPI_SUCCESS) return ampci_dist_mpi_fail(d, err, "parameter all-gather");
+    if (err != MPI_SUCCESS) {
+        ampci_host_unmap(&un->map);
+        return ampci_dist_mpi_fail(d, err, "parameter all-gather");
+    }
     un->filling = true;
     return AMPC_OK;
 }
@@ -55,6 +65,7 @@ static ampc_status finish(ampc_dist *d, int u) {
     if (!un->filling) return AMPC_OK;
     un->filling = false;
     ampc_status s = ampci_dist_wait(d, &un->req, "parameter all-gather");
+    ampci_host_unmap(&un->map); /* the gathered unit to the device */
     if (s == AMPC_OK) un->st->absent = false;
     return s;
 }
@@ -63,8 +74,8 @@ static void release(ampc_dist *d, int u) {
     ampci_unit *un = &d->units[u];
     if (un->st->absent && !un->filling) return;
     if (un->filling) finish(d, u); /* MPI is still writing there */
-    ampci_discard_pages(un->st->data, un->st->bytes);
-    ampci_account(ctx_of(d), un->st->bytes, false);
+    ampci_dev_discard(ctx_of(d), un->st->data, un->st->bytes);
+    ampci_dev_account(ctx_of(d), un->st->bytes, false);
     un->st->absent = true;
 }
 
@@ -118,16 +129,20 @@ static ampc_status make_storage(ampc_dist *d, int u, ampci_storage **old) {
     ampc_tensor *p0 = d->opt->params[b->param[0]].p;
     size_t ps = ampc_dtype_size(p0->dtype);
     ampci_storage *st = ampci_alloc(ctx, sizeof *st, "shard full: a unit");
-    unsigned char *data = st ? ampci_alloc(ctx, (size_t)b->elems * ps, "shard full: a unit") : NULL;
+    unsigned char *data = st ? ampci_dev_alloc(ctx, (size_t)b->elems * ps, "shard full: a unit") : NULL;
     if (!data) {
         ampci_free(ctx, st, sizeof *st);
         return ampc_last_status();
     }
-    memset(data, 0, (size_t)b->elems * ps);
-    *st = (ampci_storage){.ctx = ctx, .data = data, .bytes = (size_t)b->elems * ps, .version = p0->storage->version};
+    ampci_dev_memset(ctx, data, 0, (size_t)b->elems * ps);
+    *st = (ampci_storage){.ctx = ctx,
+                          .buft = ctx->dev_mem.buft,
+                          .data = data,
+                          .bytes = (size_t)b->elems * ps,
+                          .version = p0->storage->version};
     for (int k = 0; k < b->count; k++) {
         ampc_tensor *p = d->opt->params[b->param[k]].p;
-        memcpy(data + (size_t)b->offset[k] * ps, ampc_tensor_data(p), (size_t)ampc_tensor_numel(p) * ps);
+        ampci_dev_copy(ctx, data + (size_t)b->offset[k] * ps, ampci_dev_ptr(p), (size_t)ampc_tensor_numel(p) * ps);
         *old = p->storage; /* the model's block: every parameter leaves it */
         p->storage->refs--;
         p->storage = st, p->offset = b->offset[k];
@@ -149,7 +164,7 @@ ampc_status ampci_dist_full_attach(ampc_dist *d) {
         if (s != AMPC_OK) return s;
     }
     if (old && old->refs == 1) { /* only the model's own handle is left on its block: its memory goes */
-        ampci_free(ctx, old->data, old->bytes);
+        ampci_dev_free(ctx, old->data, old->bytes);
         old->data = NULL;
     }
     for (int u = 0; u < d->nbuckets; u++)

@@ -6,7 +6,6 @@
 #include "dist.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 /* Owned floats of rank r: master (where the parameter has one), m and v, for every parameter. */
 static int64_t packed_len(const ampc_optim *opt, const int64_t *lo, const int64_t *hi) {
@@ -19,17 +18,18 @@ static int64_t packed_len(const ampc_optim *opt, const int64_t *lo, const int64_
     return n;
 }
 
-/* Copies between the packed form and the state; `to_packed` packs this rank's own state (its pointers
- * hold elements [lo, hi)), else unpacks into rank 0's whole state (pointers hold [0, n)). */
+/* Copies between the packed form (host memory, for MPI) and the state (device memory); `to_packed` packs
+ * this rank's own state (its pointers hold elements [lo, hi)) with one read per buffer, counted as
+ * AMPC_SYNC_COMM, else unpacks into rank 0's whole state (pointers hold [0, n)). */
 static void walk_pack(ampc_optim *opt, const int64_t *lo, const int64_t *hi, float *packed, bool to_packed) {
     for (int i = 0; i < opt->n; i++) {
         ampci_param *pp = &opt->params[i];
         int64_t k = hi[i] - lo[i];
         float *bufs[3] = {pp->master, pp->m, pp->v};
         for (int j = 0; j < 3; j++) {
-            if (!bufs[j]) continue;
-            if (to_packed) memcpy(packed, bufs[j], (size_t)k * sizeof *packed);
-            else memcpy(bufs[j] + lo[i], packed, (size_t)k * sizeof *packed);
+            if (!bufs[j] || k == 0) continue; /* nothing owned: no copy (packed does not move) */
+            if (to_packed) ampci_sync_read(opt->ctx, AMPC_SYNC_COMM, packed, bufs[j], (size_t)k * sizeof *packed);
+            else ampci_dev_copy_in(opt->ctx, bufs[j] + lo[i], packed, (size_t)k * sizeof *packed);
             packed += k;
         }
     }

@@ -1,10 +1,13 @@
-/* checkpoint.c: a training run's whole state as one safetensors file (layout in ampc.h). Saving gathers
- * the tensors by reference and the scalar state as metadata text, then writes atomically. Restoring is
- * two-phase so a bad file never leaves a half-loaded model: every metadata value is parsed and every
- * tensor matched to its destination (name, dtype, shape, nothing left over) into a plan, and only then
- * is anything copied. Scalar fields are described once, by tables of (key, type, offset), and the same
- * tables write, parse and compare them. The kernels the model's context ran (ampc.kernels) are recorded
- * and, where usable, run again after a restore, so the resumed run computes the same bits. */
+/* checkpoint.c: a training run's whole state as one safetensors file (layout in ampc.h). Saving gathers the
+ * tensors by reference and the scalar state as metadata text, then writes atomically (the writer reads
+ * device memory through its host map, so a file is the same whatever device wrote it). Restoring is
+ * two-phase so a bad file never leaves a half-loaded model: every metadata value is parsed and every tensor
+ * matched to its destination (name, dtype, shape, nothing left over) into a plan, and only then is anything
+ * copied (into tensors through the tensor floor, whatever their device, so any device loads any file; only
+ * the optimizer's step counts are host memory). Scalar fields are described once, by tables of (key, type,
+ * offset), and the same tables write, parse and compare them. The kernels the model's context ran
+ * (ampc.kernels) are recorded and, where usable, run again after a restore, so the resumed run computes the
+ * same bits. */
 #include "../kernels/kernels.h"
 #include "../amp/amp.h"
 #include "../nn/nn.h"
@@ -261,6 +264,7 @@ static int tensor_shape(const ampc_tensor *t, int64_t *shape) {
 
 /* ---- save ---- */
 
+/* A tensor entry (device memory, read through the writer's host map) or host memory (the step count). */
 static ampc_status save_entry(void *w, const char *name, ampc_tensor *t, ampc_dtype dt, int nd, const int64_t *shape,
                               void *data) {
     return t ? ampc_safetensors_add_tensor(w, name, t) : ampc_safetensors_add(w, name, dt, nd, shape, data);
@@ -440,8 +444,8 @@ ampc_status ampc_checkpoint_model_config(const ampc_safetensors *ck, ampc_model_
 
 typedef struct copy_op {
     const ampc_st_tensor *src;
-    ampc_tensor *dst_t; /* a tensor destination (version counters move) ... */
-    void *dst;          /* ... or raw F32/I64 memory */
+    ampc_tensor *dst_t; /* a tensor destination (version counters move; any device) ... */
+    void *dst;          /* ... or host memory (the optimizer's step counts) */
 } copy_op;
 
 typedef struct plan {
@@ -654,7 +658,7 @@ static void apply(const plan *pl) {
     for (int i = 0; i < pl->n; i++) {
         const copy_op *o = &pl->ops[i];
         if (o->dst_t) ampc_tensor_copy_from(o->dst_t, o->src->data, o->src->dtype); /* moves the version */
-        else memcpy(o->dst, o->src->data, (size_t)(o->src->end - o->src->begin));
+        else memcpy(o->dst, o->src->data, (size_t)(o->src->end - o->src->begin));   /* host memory */
     }
 }
 

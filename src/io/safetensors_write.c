@@ -5,8 +5,12 @@
  * first and serde_json's string escapes; spaces to a multiple of 8. The same tensors therefore give the
  * same bytes as Python's safetensors. Metadata keys are written sorted byte-wise: the reference keeps
  * them in a hash map, whose order is not defined, so no order could match it in general; sorted order at
- * least makes our output independent of the order of the calls. Files are written atomically. */
+ * least makes our output independent of the order of the calls. Files are written atomically. A tensor's
+ * elements, in its device's memory, are read through its host map while a write runs (the memory itself on
+ * the CPU), so the bytes do not depend on the device. */
 #include "io.h"
+
+#include "../tensor/tensor.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,8 +25,11 @@ typedef struct w_tensor {
     ampc_dtype dtype;
     int ndim;
     int64_t shape[AMPC_ST_MAX_DIMS];
-    const void *data;
+    const void *data; /* host memory (for a device tensor: its host map during a write) */
     uint64_t bytes;
+    ampc_ctx *ctx;   /* a tensor's context: its elements are at `dev` in its device's memory */
+    const void *dev; /* ... and are mapped for the host only while a write reads them */
+    ampci_host_mapping map;
 } w_tensor;
 
 typedef struct w_meta {
@@ -130,8 +137,9 @@ static bool byte_size(const char *name, ampc_dtype dt, int ndim, const int64_t *
     return true;
 }
 
-ampc_status ampc_safetensors_add(ampc_safetensors_writer *w, const char *name, ampc_dtype dtype, int ndim,
-                                 const int64_t *shape, const void *data) {
+/* One entry: host data, or (ctx set) device memory of ctx at data. */
+static ampc_status add_entry(ampc_safetensors_writer *w, const char *name, ampc_dtype dtype, int ndim,
+                             const int64_t *shape, const void *data, ampc_ctx *ctx) {
     if (!w) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_safetensors_add: writer is NULL");
     ampc_status s = grow_slots(w);
     if (s == AMPC_OK) s = check_name(w, name);
@@ -148,11 +156,18 @@ ampc_status ampc_safetensors_add(ampc_safetensors_writer *w, const char *name, a
     w_tensor *t = &w->t[w->n];
     memset(t, 0, sizeof *t);
     if (!(t->name = strdup(name))) return ampci_fail(AMPC_STATUS_OOM, "ampc_safetensors_add: out of memory");
-    t->dtype = dtype, t->ndim = ndim, t->data = data, t->bytes = bytes;
+    t->dtype = dtype, t->ndim = ndim, t->bytes = bytes;
+    if (ctx) t->ctx = ctx, t->dev = data;
+    else t->data = data;
     if (ndim) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
     w->n++;
     w->slots[find_slot(w, name)] = w->n;
     return AMPC_OK;
+}
+
+ampc_status ampc_safetensors_add(ampc_safetensors_writer *w, const char *name, ampc_dtype dtype, int ndim,
+                                 const int64_t *shape, const void *data) {
+    return add_entry(w, name, dtype, ndim, shape, data, NULL);
 }
 
 ampc_status ampc_safetensors_add_tensor(ampc_safetensors_writer *w, const char *name, const ampc_tensor *t) {
@@ -168,7 +183,7 @@ ampc_status ampc_safetensors_add_tensor(ampc_safetensors_writer *w, const char *
     int64_t shape[AMPC_MAX_DIMS];
     int nd = ampc_tensor_ndim(t);
     for (int i = 0; i < nd; i++) shape[i] = ampc_tensor_dim(t, i);
-    return ampc_safetensors_add(w, name, ampc_tensor_dtype(t), nd, shape, ampc_tensor_data(t));
+    return add_entry(w, name, t->dtype, nd, shape, ampci_dev_ptr(t), t->ctx);
 }
 
 static ampc_status set_meta(ampc_safetensors_writer *w, const char *fn, const char *key, const char *value) {
@@ -343,6 +358,26 @@ static ampc_status make_plan(const ampc_safetensors_writer *w, const char *fn, p
     return AMPC_OK;
 }
 
+/* The device tensors' elements on the host for the write (their host maps: the memory itself on the CPU, a
+ * copy read from the device elsewhere, counted as AMPC_SYNC_READ), and their release. */
+static void unmap_all(ampc_safetensors_writer *w) {
+    for (int i = 0; i < w->n; i++)
+        if (w->t[i].ctx) ampci_host_unmap(&w->t[i].map), w->t[i].data = NULL;
+}
+
+static ampc_status map_all(ampc_safetensors_writer *w, const char *fn) {
+    for (int i = 0; i < w->n; i++) {
+        w_tensor *t = &w->t[i];
+        if (!t->ctx || !t->bytes) continue;
+        t->data = ampci_host_map(t->ctx, (void *)t->dev, (size_t)t->bytes, AMPCI_MAP_READ, AMPC_SYNC_READ, fn, &t->map);
+        if (!t->data) {
+            unmap_all(w);
+            return ampc_last_status();
+        }
+    }
+    return AMPC_OK;
+}
+
 static void put_le64(unsigned char *o, uint64_t v) {
     for (int i = 0; i < 8; i++) o[i] = (unsigned char)(v >> (8 * i));
 }
@@ -351,8 +386,10 @@ ampc_status ampc_safetensors_serialize(ampc_safetensors_writer *w, void **bytes,
     const char *fn = "ampc_safetensors_serialize";
     if (!w || !bytes || !len) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: NULL argument", fn);
     *bytes = NULL, *len = 0;
+    ampc_status s = map_all(w, fn);
+    if (s != AMPC_OK) return s;
     plan p;
-    ampc_status s = make_plan(w, fn, &p);
+    s = make_plan(w, fn, &p);
     size_t n = 8 + p.h.len + (size_t)p.total;
     unsigned char *o = s == AMPC_OK ? malloc(n) : NULL;
     if (s == AMPC_OK && !o) s = ampci_fail(AMPC_STATUS_OOM, "%s: out of memory for %zu bytes", fn, n);
@@ -367,6 +404,7 @@ ampc_status ampc_safetensors_serialize(ampc_safetensors_writer *w, void **bytes,
         *bytes = o, *len = n;
     }
     plan_free(&p);
+    unmap_all(w);
     return s;
 }
 
@@ -421,8 +459,10 @@ static ampc_status sync_dir(const char *path) {
 ampc_status ampc_safetensors_write(ampc_safetensors_writer *w, const char *path) {
     const char *fn = "ampc_safetensors_write";
     if (!w || !path || !path[0]) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: NULL or empty argument", fn);
+    ampc_status s = map_all(w, fn);
+    if (s != AMPC_OK) return s;
     plan p;
-    ampc_status s = make_plan(w, fn, &p);
+    s = make_plan(w, fn, &p);
     size_t pl = strlen(path);
     char *tmp = s == AMPC_OK ? malloc(pl + 5) : NULL;
     if (s == AMPC_OK && !tmp) s = ampci_fail(AMPC_STATUS_OOM, "%s: out of memory", fn);
@@ -442,5 +482,6 @@ ampc_status ampc_safetensors_write(ampc_safetensors_writer *w, const char *path)
     }
     free(tmp);
     plan_free(&p);
+    unmap_all(w);
     return s;
 }
