@@ -151,8 +151,36 @@ if [ -n "$obj" ]; then
     fi
 fi
 
+# ---- run-time upward edges: a lower floor's event whose listener a higher floor subscribes ----
+# (allowed: the lower floor owns the list and knows only the listener's type; printed so a reader sees them)
+# EVENT_FLOORS: the subscribing call and the floor that owns (fires) the event.
+EVENT_FLOORS="ampci_autograd_on_grad_seen:autograd ampci_autograd_on_grad_ready:autograd
+ampci_tensor_on_absent:tensor ampci_tensor_on_free:tensor ampci_optim_set_dist:optim"
+echo "run-time upward edges (listeners: SUBSCRIBER -> FIRING FLOOR: event, file):"
+for ev in $EVENT_FLOORS; do
+    call=${ev%%:*}
+    (cd "$src" && grep -l "$call(" -- */*.c 2>/dev/null) | while read -r f; do
+        [ "$(floor_of "$f")" = "${ev#*:}" ] && continue # the owner's own definition
+        printf '  %-8s -> %-8s %s, %s\n' "$(floor_of "$f")" "${ev#*:}" "${call#ampci_}" "$f"
+    done
+done | sort -u
+
+# ---- the device seam: above the kernels floor nothing runs the CPU's kernel table or splits element work
+# itself (that is a device operation's job, src/kernels/device.h); the guard device catches reads and writes
+# of tensor memory at run time, this catches the CPU-only shortcuts that would work on it ----
+SEAM_PATTERNS='->kernels|ampci_convert_with\(|ampci_gemm_fn\(|ampci_parallel_rows\(|ampc_k_[a-z0-9_]+__'
+# (ctx.c, the context assembly, installs the table: it is the one file allowed to name it)
+(cd "$src" && grep -nE -e "$SEAM_PATTERNS" -- tensor/*.c autograd/*.c amp/*.c ops/*.c optim/*.c nn/*.c data/*.c \
+    io/*.c dist/*.c deprecated.c 2>/dev/null) >"$tmp/seam" || true
+seam=$(wc -l <"$tmp/seam" | tr -d ' ')
+if [ "$seam" -gt 0 ]; then
+    echo "the device seam is bypassed above the kernels floor (use a device operation, src/kernels/device.h):"
+    sed 's/^/  /' "$tmp/seam"
+fi
+
 files=$(awk '{ print $3 }' "$tmp/up_inc" "$tmp/up_call" 2>/dev/null | sort -u | wc -l)
 echo "floors: $LAYERS"
+echo "device seam bypasses above the kernels floor: $seam"
 echo "upward edges: $up_inc includes, $up_call calls, in $files files"
 if [ -n "$obj" ]; then
     echo "kernels floor order (rank: files): $(printf '%s\n' $KERNEL_RANKS | awk -F: '
@@ -161,4 +189,4 @@ if [ -n "$obj" ]; then
     echo "upward calls within the kernels floor: $up_kern"
 fi
 [ ! -f "$tmp/missing" ] && [ ! -f "$tmp/unranked" ] &&
-    [ "$up_inc" -eq 0 ] && [ "$up_call" -eq 0 ] && [ "$up_kern" -eq 0 ]
+    [ "$up_inc" -eq 0 ] && [ "$up_call" -eq 0 ] && [ "$up_kern" -eq 0 ] && [ "$seam" -eq 0 ]

@@ -387,7 +387,7 @@ static const char *recorded(const char *path) {
 
 static const char *format(const ampc_ctx *ctx) {
     static char v[8192];
-    ampci_kernels_format(ctx->kernels, v, sizeof v);
+    ampci_kernels_format(ctx, v, sizeof v);
     return v;
 }
 
@@ -469,7 +469,7 @@ static void test_checkpoint_kernels(void **state) {
     /* capped at ref, the higher levels' kernels warn and the context keeps its own */
     restore(r, path);
     assert_ptr_equal(r->kernels, ampci_kernels(AMPC_ISA_REF));
-    bool capped = ampci_kernels(AMPC_ISA_AUTO)->isa > AMPC_ISA_REF && ampci_kernels_format(a->kernels, NULL, 0) > 0;
+    bool capped = ampci_kernels(AMPC_ISA_AUTO)->isa > AMPC_ISA_REF && ampci_kernels_format(a, NULL, 0) > 0;
     if (capped && (!strstr(g_warned, "of the recorded kernels cannot run here (the first: ") ||
                    !strstr(g_warned, ": above the context's kernel level)")))
         FAILF("capped restore: warnings \"%s\"", g_warned);

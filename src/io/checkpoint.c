@@ -309,10 +309,10 @@ static ampc_status add_scalars(ampc_safetensors_writer *w, const ampc_checkpoint
 
 /* The kernels of every cell with a choice in the model's context (choices.c formats them). */
 static ampc_status add_kernels(ampc_safetensors_writer *w, const ampc_model *m) {
-    int len = ampci_kernels_format(m->ctx->kernels, NULL, 0);
+    int len = ampci_kernels_format(m->ctx, NULL, 0);
     char *v = malloc((size_t)len + 1);
     if (!v) return ampci_fail(AMPC_STATUS_OOM, "ampc_checkpoint_save: out of memory");
-    ampci_kernels_format(m->ctx->kernels, v, (size_t)len + 1);
+    ampci_kernels_format(m->ctx, v, (size_t)len + 1);
     ampc_status s = ampc_safetensors_set_metadata(w, KERNELS_KEY, v);
     free(v);
     return s;

@@ -51,7 +51,8 @@ static void format_cell(void *arg, ampci_slot slot, int key) {
     for (int c = 0; c < (same ? 1 : AMPCI_SIZE_CLASSES); c++) put(o, c ? "," : ""), put(o, name_or_none(by[c]));
 }
 
-int ampci_kernels_format(const struct ampc_kernels *k, char *buf, size_t size) {
+int ampci_kernels_format(const ampc_ctx *ctx, char *buf, size_t size) {
+    const struct ampc_kernels *k = ctx->kernels;
     out o = {k, buf, size, 0};
     if (size) buf[0] = '\0';
     each_cell(k, format_cell, &o);

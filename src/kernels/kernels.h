@@ -497,10 +497,10 @@ AMPCI_HIDDEN const ampci_kernel *ampci_gemm_pick(const struct ampc_kernels *k, a
 
 /* ---- a context's own table (kernels/choices.c): the kernels a checkpoint recorded ---- */
 
-/* The choices of every cell with a choice in k, as the checkpoint key ampc.kernels holds them:
+/* The choices of every cell with a choice in ctx's table, as the checkpoint key ampc.kernels holds them:
  * "cell=kernel" joined by ';', a GEMM cell whose size classes differ "cell=small,medium,large", "-" for
  * none. Returns the length (like snprintf). */
-AMPCI_HIDDEN int ampci_kernels_format(const struct ampc_kernels *k, char *buf, size_t size);
+AMPCI_HIDDEN int ampci_kernels_format(const ampc_ctx *ctx, char *buf, size_t size);
 /* A copy of ctx's table with the recorded choices applied where they are usable at its level (the others
  * keep ctx's choice; one warning through ctx's log, naming `what`, the file, says how many and the first).
  * *out = NULL when the recorded choices equal ctx's table. Fails only for lack of memory. */
