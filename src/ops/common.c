@@ -143,6 +143,20 @@ bool ampci_op_index_input(ampc_ctx *ctx, const char *op, const ampc_tensor *t, c
     return true;
 }
 
+int64_t *ampci_ids_checked(ampc_ctx *ctx, const char *op, const ampc_tensor *ids, int64_t limit, bool has_ignore,
+                           int64_t ignore_index, int64_t r[3]) {
+    int64_t n = ampci_numel(ids);
+    int64_t *v = ampci_step_alloc(ctx, (size_t)(n > 0 ? n : 1) * sizeof *v, op);
+    int64_t *check = v ? ampci_step_alloc(ctx, 3 * sizeof *check, op) : NULL;
+    if (!check || ampci_tensor_gather(ids, v, AMPC_DTYPE_I64) != AMPC_OK ||
+        AMPCI_DEV(ctx, index_check, .ids = v, .n = n, .limit = limit, .has_ignore = has_ignore,
+                  .ignore_index = ignore_index, .result = check) != AMPC_OK)
+        return NULL;
+    ampci_sync_read(ctx, AMPC_SYNC_INDEX, r, check, 3 * sizeof *r);
+    ampci_step_free(ctx, check);
+    return v;
+}
+
 ampc_dtype ampci_promote(ampc_dtype a, ampc_dtype b) { return a == b ? a : AMPC_DTYPE_F32; }
 
 bool ampci_same_dtype(const char *op, const ampc_tensor *a, const char *an, const ampc_tensor *b, const char *bn) {

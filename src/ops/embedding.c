@@ -24,15 +24,9 @@ static int64_t *checked_ids(ampc_ctx *ctx, const char *op, const ampc_tensor *we
     if (ids->ndim > AMPC_MAX_DIMS - 1)
         return ampci_fail_null(AMPC_STATUS_SHAPE, "%s: ids %s have %d dims; expected at most %d (the output adds D)",
                                op, ampc_tensor_describe(ids, a, sizeof a), ids->ndim, AMPC_MAX_DIMS - 1);
-    int64_t n = ampci_numel(ids), V = weight->shape[0];
-    int64_t *v = ampci_step_alloc(ctx, (size_t)(n > 0 ? n : 1) * sizeof *v, op);
-    int64_t *check = v ? ampci_step_alloc(ctx, 3 * sizeof *check, op) : NULL, r[3];
-    if (!check || ampci_tensor_gather(ids, v, AMPC_DTYPE_I64) != AMPC_OK ||
-        AMPCI_DEV(ctx, index_check, .ids = v, .n = n, .limit = V, .result = check) != AMPC_OK)
-        return NULL;
-    ampci_sync_read(ctx, AMPC_SYNC_INDEX, r, check, sizeof r);
-    ampci_step_free(ctx, check);
-    if (r[0] >= 0)
+    int64_t V = weight->shape[0], r[3];
+    int64_t *v = ampci_ids_checked(ctx, op, ids, V, false, 0, r);
+    if (v && r[0] >= 0)
         return ampci_fail_null(AMPC_STATUS_INVALID_ARG,
                                "%s: id %lld at flat position %lld of ids %s is out of "
                                "range for weight %s (expected 0 <= id < V = %lld)",

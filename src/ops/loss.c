@@ -22,14 +22,9 @@ static int64_t *class_targets(ampc_ctx *ctx, const char *op, const ampc_tensor *
         return ampci_fail_null(AMPC_STATUS_SHAPE, "%s: targets %s for logits %s; expected targets (N) = (%lld)", op,
                                ampc_tensor_describe(t, a, sizeof a), ampc_tensor_describe(logits, b, sizeof b),
                                (long long)N);
-    int64_t *v = ampci_step_alloc(ctx, (size_t)(N > 0 ? N : 1) * sizeof *v, op);
-    int64_t *check = v ? ampci_step_alloc(ctx, 3 * sizeof *check, op) : NULL, r[3];
-    if (!check || ampci_tensor_gather(t, v, AMPC_DTYPE_I64) != AMPC_OK ||
-        AMPCI_DEV(ctx, index_check, .ids = v, .n = N, .limit = C, .has_ignore = true, .ignore_index = ignore_index,
-                  .result = check) != AMPC_OK)
-        return NULL;
-    ampci_sync_read(ctx, AMPC_SYNC_INDEX, r, check, sizeof r);
-    ampci_step_free(ctx, check);
+    int64_t r[3];
+    int64_t *v = ampci_ids_checked(ctx, op, t, C, true, ignore_index, r);
+    if (!v) return NULL;
     if (r[0] >= 0)
         return ampci_fail_null(AMPC_STATUS_INVALID_ARG,
                                "%s: target %lld at index %lld is not a class of logits %s "

@@ -72,6 +72,12 @@ AMPCI_HIDDEN bool ampci_op_input(ampc_ctx *ctx, const char *op, const ampc_tenso
  * " class indices"). */
 AMPCI_HIDDEN bool ampci_op_index_input(ampc_ctx *ctx, const char *op, const ampc_tensor *t, const char *what,
                                        const char *kind);
+/* ids (an I32/I64 tensor of ctx, any strides) as int64 in step memory (what kernels read and nodes save),
+ * checked on the device against [0, limit), values equal to ignore_index skipped when has_ignore: r =
+ * {the first position out of range or -1, its value, how many values are not ignore_index}, read at one
+ * AMPC_SYNC_INDEX point. NULL (error recorded) when memory runs out; the caller words the range error. */
+AMPCI_HIDDEN int64_t *ampci_ids_checked(ampc_ctx *ctx, const char *op, const ampc_tensor *ids, int64_t limit,
+                                        bool has_ignore, int64_t ignore_index, int64_t r[3]);
 /* A float dtype an op accepts: F32, F16 or BF16. */
 AMPCI_HIDDEN bool ampci_op_dtype(ampc_dtype dt);
 /* PyTorch's promotion for two float dtypes: equal stays, F16 with BF16 or anything with F32 gives F32. */
