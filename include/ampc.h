@@ -1001,6 +1001,12 @@ AMPC_API ampc_status ampc_clip_grad_norm(ampc_optim *opt, double max_norm, doubl
  * GradScaler: dynamic loss scaling with PyTorch's rule to the bit, plus opt-in min/max scale and
  * Megatron-style hysteresis. Per optimizer: READY -> (unscale) UNSCALED -> (step) STEPPED -> (update)
  * READY.
+ * Gradient accumulation (PyTorch's recipe): for each of N micro-batches, ampc_backward(ctx,
+ * ampc_grad_scaler_scale(gs, loss / N)) (the scale does not change between updates, so every
+ * micro-batch is scaled alike, and the backwards add into the gradients), optionally ampc_ctx_step_end
+ * between them (the gradients of owned parameters survive it); then unscale once, clip, step and update.
+ * A non-finite value from any micro-batch makes the whole step skip. Data parallel: see
+ * ampc_dist_set_sync.
  * ---------------------------------------------------------------------------------------------- */
 
 typedef struct ampc_grad_scaler ampc_grad_scaler;
@@ -1541,7 +1547,10 @@ AMPC_API ampc_status ampc_checkpoint_restore(const ampc_safetensors *ck, ampc_ch
  *     with F32 masters for the full saving: F32 parameters under autocast are cast, and the cast cache
  *     keeps the casts for the step), reduce_dtype = reduce_dtype, the output dtype = the autocast dtype.
  *     Gradients keep their full-size block in this version.
- * One backward per optimizer step (accumulate with a bigger batch instead). Every collective waits at most
+ * One backward per optimizer step reduces; gradient accumulation (several backwards before one step) runs
+ * the backwards before the last with ampc_dist_set_sync(d, false), DDP's no_sync: they add into the local
+ * gradients without any communication, and the last backward, with sync on, reduces the sums once. A
+ * second backward with sync on before the step is refused. Every collective waits at most
  * timeout_s seconds: a rank that died or stopped answering makes the others fail with AMPC_STATUS_DIST and
  * a message naming the collective, never hang. Without MPI in the build every call but ampc_dist_available
  * and the rank queries fails with AMPC_STATUS_UNSUPPORTED.
@@ -1610,6 +1619,13 @@ AMPC_API ampc_status ampc_dist_attach(ampc_dist *d, ampc_optim *opt, const ampc_
  * divides evenly): its gradient counts that much in the average, so uneven shards average exactly like
  * one process on the whole batch. */
 AMPC_API ampc_status ampc_dist_set_grad_weight(ampc_dist *d, double weight);
+/* DDP's no_sync for gradient accumulation: while sync is false, backwards reduce nothing (the gradients
+ * add up locally, in their own blocks); the next backward with sync true (the default) reduces the
+ * accumulated gradients, once. Sharded runs accumulate the same way (the gradients keep their full-size
+ * blocks until the reduction). An optimizer step (or unscale, clip) after a backward that ran with sync
+ * false and before one that ran with sync true fails with STATE: the ranks' gradients were never reduced.
+ * Every rank must switch alike. */
+AMPC_API ampc_status ampc_dist_set_sync(ampc_dist *d, bool sync);
 /* Waits for the gradient reductions of the last backward (the optimizer and the GradScaler call it
  * themselves before they read gradients). */
 AMPC_API ampc_status ampc_dist_sync_grads(ampc_dist *d);

@@ -53,6 +53,7 @@ pair gpt-fp8-current $GPT --precision fp8 --fp8-scaling current
 pair gpt-sr $GPT --precision bf16 --param-dtype bf16 --master none --stochastic-rounding
 pair gpt-modules $GPT --precision fp16 --module-precision 'blocks.*.attn=fp32' --optimizer sgd --momentum 0.9
 pair gpt-anomaly $GPT --precision bf16 --check-finite
+pair gpt-accum $GPT --precision fp16 --batch 2 --grad-accum 3
 for p in fp32 bf16 fp16 fp8; do pair "mlp-$p" $MLP --precision "$p" --clip 1.0; done
 for p in fp32 bf16 fp16 fp8; do pair "cnn-$p" $CNN --precision "$p" --clip 1.0; done
 pair mlp-f16-params $MLP --precision fp16 --param-dtype f16 --optimizer sgd --momentum 0.9
@@ -110,7 +111,7 @@ section_ok "compare and doctor"
 if [ -n "$MPIEXEC" ]; then
     for dev in cpu guard; do
         for shard in none optimizer full; do
-            $MPIEXEC -np 2 "$AMPC" $GPT --precision bf16 --shard "$shard" --device "$dev" --log "$TMP/mpi-$dev-$shard.jsonl" \
+            $MPIEXEC -np 2 "$AMPC" $GPT --precision bf16 --grad-accum 2 --shard "$shard" --device "$dev" --log "$TMP/mpi-$dev-$shard.jsonl" \
                 --quiet >"$TMP/mpi.out" 2>&1 || { fail "mpirun -np 2 on $dev, shard $shard"; tail -3 "$TMP/mpi.out"; }
         done
     done
@@ -118,7 +119,7 @@ if [ -n "$MPIEXEC" ]; then
         strip "$TMP/mpi-cpu-$shard.jsonl" >"$TMP/m1" && strip "$TMP/mpi-guard-$shard.jsonl" >"$TMP/m2" &&
             cmp -s "$TMP/m1" "$TMP/m2" || fail "mpirun -np 2, shard $shard: the logs differ between the devices"
     done
-    section_ok "mpirun -np 2 (shard none, optimizer and full)"
+    section_ok "mpirun -np 2 with --grad-accum 2 (shard none, optimizer and full)"
 fi
 
 test_summary "every flow gives the CPU's bits on the guard device"

@@ -255,7 +255,7 @@ static void test_second_backward_refused(void **state) {
     for (int retry = 0; retry < 2; retry++) {
         rep_backward(&a, retry, first, rows), rep_backward(&a, retry, first, rows);
         assert_int_equal(ampc_optim_step(a.opt), AMPC_STATUS_STATE);
-        ASSERT_ERROR_MENTIONS("second backward", "one backward per step");
+        ASSERT_ERROR_MENTIONS("second backward", "one backward with sync on per step");
         if (!retry) rep_end_step(&a), rep_backward(&a, 2, first, rows); /* a clean one */
         ampc_status s = ampc_optim_step(a.opt);
         read_all(a.m, false, p);
@@ -265,6 +265,59 @@ static void test_second_backward_refused(void **state) {
         rep_end_step(&a);
     }
     rep_free(&a);
+}
+
+/* Gradient accumulation (DDP's no_sync): two micro-batches per step, the first with sync off, reduce once
+ * per step (counted) and train as one process does on both micro-batches' whole batches, in every shard
+ * mode; a step after a backward under no_sync alone is refused (the gradients were never reduced), and a
+ * backward under no_sync after one that reduced is refused too. */
+static void test_accumulation_no_sync(void **state) {
+    (void)state;
+    static float pa[NP], pw[NP];
+    int64_t first, rows;
+    my_rows(B, &first, &rows);
+    for (int sh = AMPC_DIST_SHARD_NONE; sh <= AMPC_DIST_SHARD_FULL; sh++) {
+        replica a = rep_new(F32), w = rep_new(F32);
+        rep_attach(&a, F32, (ampc_dist_shard)sh, 1024);
+        ampc_dist_reset_stats(g_d);
+        for (int step = 0; step < 2; step++) {
+            for (int k = 0; k < 2; k++) {
+                ASSERT_OK(ampc_dist_set_sync(g_d, k == 1));
+                rep_backward(&a, (2 * step + k) % STEPS, first, rows);
+                rep_backward(&w, (2 * step + k) % STEPS, 0, B);
+                if (k == 0) ampc_ctx_step_end(a.ctx), ampc_ctx_step_end(w.ctx); /* as the CLI: activations go */
+            }
+            ASSERT_OK(ampc_optim_step(a.opt));
+            ASSERT_OK(ampc_optim_step(w.opt));
+            rep_end_step(&a), rep_end_step(&w);
+        }
+        ampc_dist_stats st;
+        ASSERT_OK(ampc_dist_get_stats(g_d, &st));
+        AGREE(st.steps == 2, "shard %d: %lld reductions for 2 optimizer steps of 2 micro-batches", sh,
+              (long long)st.steps);
+        ASSERT_OK(ampc_dist_unshard(g_d)); /* shard FULL: the parameters whole again, to be read */
+        read_all(a.m, false, pa), read_all(w.m, false, pw);
+        double err = 0;
+        for (int i = 0; i < NP; i++) err = fmax(err, fabs(pa[i] - pw[i]) / (1 + fabs(pw[i])));
+        AGREE(err <= 1e-5, "shard %d: accumulated parameters off one process's by %g", sh, err);
+        AGREE(same_everywhere(pa, sizeof pa), "shard %d: the ranks' parameters differ", sh);
+        /* misuse: a step after no_sync backwards only; no_sync after a reducing backward */
+        ASSERT_OK(ampc_dist_set_sync(g_d, false));
+        rep_backward(&a, 0, first, rows);
+        assert_int_equal(ampc_optim_step(a.opt), AMPC_STATUS_STATE);
+        ASSERT_ERROR_MENTIONS("never reduced", "sync on");
+        rep_end_step(&a);
+        ASSERT_OK(ampc_dist_set_sync(g_d, true));
+        rep_backward(&a, 0, first, rows);
+        ASSERT_OK(ampc_dist_set_sync(g_d, false));
+        rep_backward(&a, 1, first, rows);
+        assert_int_equal(ampc_optim_step(a.opt), AMPC_STATUS_STATE);
+        ASSERT_ERROR_MENTIONS("after one that reduced");
+        rep_end_step(&a);
+        ASSERT_OK(ampc_dist_set_sync(g_d, true));
+        rep_free(&a), rep_free(&w);
+    }
+    assert_int_equal(ampc_dist_set_sync(NULL, true), AMPC_STATUS_INVALID_ARG);
 }
 
 /* ---- 3. ZeRO-1: about 1/N of the optimizer state per rank ---- */
@@ -598,6 +651,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest all[] = {
         DIST_TEST(test_ddp_matches_one_process), DIST_TEST(test_bucket_size_changes_nothing),
         DIST_TEST(test_reductions_overlap_backward), DIST_TEST(test_second_backward_refused),
+        DIST_TEST(test_accumulation_no_sync),
         DIST_TEST(test_zero1_state_is_sharded), DIST_TEST(test_found_inf_agreed),
         DIST_TEST(test_unused_parameter_left_alone), DIST_TEST(test_fp16_reduce_does_not_overflow),
         DIST_TEST(test_uneven_shards_average_exactly), DIST_TEST(test_checkpoint_sharded_equals_unsharded),

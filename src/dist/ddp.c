@@ -179,6 +179,15 @@ static int param_index(const ampc_dist *d, const ampc_tensor *t, int hint) {
 static void grad_ready(void *arg, ampc_tensor *leaf) {
     ampc_dist *d = arg;
     if (!d->opt) return;
+    if (d->no_sync) { /* accumulation: the gradients add up here, the last backward reduces them */
+        d->unsynced = true;
+        if (d->in_backward && !d->failed) { /* into buckets already being reduced: the sums would be torn */
+            d->failed = AMPC_STATUS_STATE;
+            d->failed_why = "a backward under ampc_dist_set_sync(false) after one that reduced, before the step: "
+                            "the backward with sync on must be the step's last";
+        }
+        return;
+    }
     if (!d->in_backward) backward_begins(d);
     if (d->failed) return;
     if (!leaf) { /* a node ended: let MPI move the reductions in flight along */
@@ -197,15 +206,14 @@ static void grad_ready(void *arg, ampc_tensor *leaf) {
     d->hint = i;
     ampci_bucket *b = &d->buckets[d->bucket_of[i]];
     if (b->launched || b->pending <= 0) {
-        d->failed = ampci_fail(AMPC_STATUS_STATE,
-                               "data parallel: a second backward reached '%s' before the "
-                               "optimizer step; one backward per step (accumulate with a larger batch)",
-                               leaf->name);
+        d->failed = AMPC_STATUS_STATE;
+        d->failed_why = "a second backward reached a bucket already sent: one backward with sync on per step "
+                        "(accumulate the others under ampc_dist_set_sync(false))";
         return;
     }
     if (--b->pending == 0) {
         ampc_status s = launch(d, b);
-        if (s != AMPC_OK) d->failed = s;
+        if (s != AMPC_OK) d->failed = s, d->failed_why = "a reduction failed";
     }
 }
 
@@ -219,10 +227,9 @@ static ampc_status refuse(ampc_dist *d) {
         }
     d->in_backward = false;
     return ampci_fail(d->failed,
-                      "data parallel: the gradients of the last backward cannot be used (%s); zero "
-                      "them and run one backward per step",
-                      d->failed == AMPC_STATUS_STATE ? "a second backward reached a bucket already sent"
-                                                     : "a reduction failed");
+                      "data parallel: the gradients of the last backward cannot be used (%s); zero them and "
+                      "start the step again",
+                      d->failed_why);
 }
 
 /* Which parameters have a gradient on any rank: those that have none anywhere stay without one (the
@@ -234,9 +241,19 @@ static ampc_status agree_presence(ampc_dist *d) {
     return ampci_dist_complete(d, err, &r, "gradient presence");
 }
 
+ampc_status ampc_dist_set_sync(ampc_dist *d, bool sync) {
+    if (!d) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_dist_set_sync: the handle is NULL");
+    d->no_sync = !sync;
+    return AMPC_OK;
+}
+
 ampc_status ampc_dist_sync_grads(ampc_dist *d) {
     if (!d || !d->opt) return ampci_fail(AMPC_STATUS_STATE, "ampc_dist_sync_grads: no optimizer is attached");
     if (d->failed) return refuse(d);
+    if (d->unsynced && !d->in_backward)
+        return ampci_fail(AMPC_STATUS_STATE, "data parallel: the gradients were accumulated under "
+                                             "ampc_dist_set_sync(false) and never reduced; run the last "
+                                             "backward of the step with sync on");
     if (!d->in_backward) return AMPC_OK;
     double t0 = ampci_dist_now();
     ampc_status s = agree_presence(d);
@@ -257,6 +274,7 @@ ampc_status ampc_dist_sync_grads(ampc_dist *d) {
     for (int i = 0; i < d->nbuckets && s == AMPC_OK; i++) s = unpack(d, &d->buckets[i]);
     d->in_backward = false;
     if (s != AMPC_OK) return s;
+    d->unsynced = false;
     d->stats.steps++;
     return AMPC_OK;
 }

@@ -55,8 +55,11 @@ struct ampc_dist {
     int nbuckets;
     int *bucket_of;     /* parameter -> bucket */
     bool in_backward;   /* buckets launched since the last sync */
+    bool no_sync;       /* ampc_dist_set_sync(d, false): backwards accumulate locally, nothing is launched */
+    bool unsynced;      /* a backward ran under no_sync and no backward with sync has reduced it yet */
     int hint;           /* the parameter the hook found last (backward goes down the list) */
     ampc_status failed; /* an error inside the hook, reported by the next sync */
+    const char *failed_why; /* what it was, for that report */
     uint64_t checksum;  /* of the parameters and state after the attach broadcast */
     ampc_dist_stats stats;
     bool no_agreement;       /* test hook AMPC_TEST_DIST_NO_AGREEMENT: MIN/MAX reductions are not shared */

@@ -49,6 +49,7 @@ ampc_status ampc_dist_set_grad_weight(ampc_dist *d, double weight) {
     return no_mpi("ampc_dist_set_grad_weight");
 }
 ampc_status ampc_dist_sync_grads(ampc_dist *d) { return (void)d, no_mpi("ampc_dist_sync_grads"); }
+ampc_status ampc_dist_set_sync(ampc_dist *d, bool sync) { return (void)d, (void)sync, no_mpi("ampc_dist_set_sync"); }
 ampc_status ampc_dist_unshard(ampc_dist *d) { return (void)d, no_mpi("ampc_dist_unshard"); }
 ampc_status ampc_dist_get_stats(const ampc_dist *d, ampc_dist_stats *out) {
     (void)d, (void)out;

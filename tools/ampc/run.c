@@ -198,8 +198,8 @@ static int setup(run_state *s, const ampc_dataset *ds) {
     ampc_loader_params ep = {.split = AMPC_SPLIT_EVAL, .batch = cfg->batch, .context = T};
     if (ampc_loader_new(s->ctx, ds, &tp, &s->train) != AMPC_OK || ampc_loader_new(s->ctx, ds, &ep, &s->eval) != AMPC_OK)
         return run_fail(s->prog, "data");
-    s->steps = cfg->steps ? cfg->steps : cfg->epochs * ampc_loader_num_batches(s->train);
-    s->per_step = cfg->batch * (s->lm ? T : 1);
+    s->steps = cfg->steps ? cfg->steps : cfg->epochs * ampc_loader_num_batches(s->train) / cfg->grad_accum;
+    s->per_step = cfg->batch * cfg->grad_accum * (s->lm ? T : 1); /* throughput counts every micro-batch */
     return 0;
 }
 
@@ -412,22 +412,44 @@ typedef struct step_result {
     ampc_fp8_stats fp8; /* --precision fp8: this step's saturations, the scales for the next */
 } step_result;
 
-static int train_step(run_state *s, int64_t step, step_result *r) {
+/* One micro-batch: forward, the loss (its value into *lv), the backward of the scaled loss / N (the
+ * gradients add into the parameters' own: PyTorch's gradient accumulation under AMP, every micro-batch
+ * scaled alike). Data parallel: only the step's last micro-batch reduces (DDP's no_sync for the others).
+ * Every micro-batch but the last ends its context step, so activations never pile up. */
+static int micro_batch(run_state *s, int64_t k, int64_t n, float *lv) {
     ampc_tensor *x, *y;
+    if (s->dist && ampc_dist_set_sync(s->dist, k == n - 1) != AMPC_OK) return run_fail(s->prog, "data parallel");
     if (next_batch(s, &x, &y)) return 1;
     if (!autocast_begin(s)) return run_fail(s->prog, "autocast");
     ampc_tensor *loss = ampc_model_loss(s->model, x, y);
     autocast_end(s);
-    float lv;
-    if (!loss || ampc_tensor_copy_to(loss, &lv, AMPC_DTYPE_F32) != AMPC_OK) return run_fail(s->prog, "forward");
-    r->loss = lv; /* data parallel: the global batch's mean, once the gradients are reduced (below) */
-    r->scale = ampc_grad_scaler_get_scale(s->scaler); /* the scale this step's backward uses */
-    if (ampc_backward(s->ctx, ampc_grad_scaler_scale(s->scaler, loss)) != AMPC_OK) return run_fail(s->prog, "backward");
+    if (!loss || ampc_tensor_copy_to(loss, lv, AMPC_DTYPE_F32) != AMPC_OK) return run_fail(s->prog, "forward");
+    ampc_tensor *part = n > 1 ? ampc_div_scalar(s->ctx, loss, (double)n) : loss; /* loss / N, as PyTorch's recipe */
+    if (ampc_backward(s->ctx, ampc_grad_scaler_scale(s->scaler, part)) != AMPC_OK) return run_fail(s->prog, "backward");
+    if (k == n - 1) return 0;
+    ampc_fp8_stats f;
+    ampc_fp8_get_stats(s->ctx, &f); /* step end moves the scales: what this micro-batch used */
+    s->fp8_saturated += f.saturated;
+    ampc_ctx_step_end(s->ctx);
+    return 0;
+}
+
+static int train_step(run_state *s, int64_t step, step_result *r) {
+    int64_t n = s->cfg->grad_accum;
+    double sum = 0; /* the micro-batches' losses: their mean is the step's loss (the big batch's) */
+    r->scale = ampc_grad_scaler_get_scale(s->scaler); /* the scale this step's backwards use */
+    s->fp8_saturated = 0;
+    for (int64_t k = 0; k < n; k++) {
+        float lv;
+        if (micro_batch(s, k, n, &lv)) return 1;
+        sum += lv;
+    }
+    r->loss = n > 1 ? sum / (double)n : sum; /* data parallel: the global batch's mean, once reduced (below) */
     if (ampc_grad_scaler_unscale(s->scaler, s->opt) != AMPC_OK ||
         ampc_clip_grad_norm(s->opt, s->cfg->clip > 0 ? s->cfg->clip : INFINITY, &r->grad_norm) != AMPC_OK)
         return run_fail(s->prog, "unscale");
     if (s->dist) { /* the mean over the global batch: each rank's mean weighted by its rows */
-        double wl = (double)lv * (double)s->rows / (double)(is_simple(s) ? 6 : s->cfg->batch);
+        double wl = r->loss * (double)s->rows / (double)(is_simple(s) ? 6 : s->cfg->batch);
         if (sum_over_ranks(s, &wl, 1)) return 1;
         r->loss = wl;
     }
@@ -450,7 +472,8 @@ static int train_step(run_state *s, int64_t step, step_result *r) {
     }
     r->skipped = !stepped;
     ampc_optim_zero_grad(s->opt);
-    ampc_fp8_get_stats(s->ctx, &r->fp8); /* the scales this step used: step end moves them */
+    ampc_fp8_get_stats(s->ctx, &r->fp8);  /* the scales this step used: step end moves them */
+    r->fp8.saturated += s->fp8_saturated; /* and the earlier micro-batches' saturations */
     ampc_ctx_step_end(s->ctx);
     return 0;
 }

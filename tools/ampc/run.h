@@ -50,7 +50,9 @@ typedef struct run_config {
     ampc_fp32_precision fp32_matmul;
     ampc_fp8_recipe fp8; /* --precision fp8 */
     int64_t steps, epochs; /* exactly one > 0 after defaults */
-    int64_t batch;
+    int64_t batch;         /* the micro-batch: samples (sequences) of one forward and backward */
+    int64_t grad_accum;    /* micro-batches per optimizer step (>= 1 after defaults) */
+    int64_t total_batch;   /* --total-batch: samples per optimizer step (0: batch x grad_accum) */
     double lr;
     run_optimizer optimizer;
     double weight_decay, momentum;

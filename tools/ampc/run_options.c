@@ -126,7 +126,12 @@ int run_options(run_config *cfg, cli_opt *o, int max) {
         CLI_OPT(.name = "epochs", .kind = CLI_INT, .out = &cfg->epochs, .imin = 1, .imax = 100000,
                 .help = "epochs instead of steps"),
         CLI_OPT(.name = "batch", .kind = CLI_INT, .out = &cfg->batch, .imin = 1, .imax = 1 << 20,
-                .defval = "gpt 16, mlp/cnn 64, simple 6", .help = "batch size"),
+                .defval = "gpt 16, mlp/cnn 64, simple 6",
+                .help = "batch size (with --grad-accum: of each micro-batch)"),
+        CLI_OPT(.name = "grad-accum", .kind = CLI_INT, .out = &cfg->grad_accum, .imin = 1, .imax = 1 << 16,
+                .defval = "1", .help = "micro-batches whose gradients add up before one optimizer step"),
+        CLI_OPT(.name = "total-batch", .kind = CLI_INT, .out = &cfg->total_batch, .imin = 1, .imax = (int64_t)1 << 40,
+                .metavar = "N", .help = "samples per optimizer step (sequences for gpt): --grad-accum = N / --batch"),
         CLI_OPT(.name = "lr", .kind = CLI_DOUBLE, .out = &cfg->lr, .dmin = 1e-12, .dmax = 100,
                 .defval = "adamw 1e-3, sgd 0.1", .help = "learning rate"),
         CLI_OPT(.name = "optimizer", .kind = CLI_CHOICE, .out = &cfg->optimizer, .choices = optimizers,
@@ -295,6 +300,19 @@ int run_finish_options(const char *prog, run_config *cfg, const cli_opt *opts, i
     bool text_model = m->kind == AMPC_MODEL_GPT;
     if (!given(opts, nopts, seen, "batch"))
         cfg->batch = m->kind == AMPC_MODEL_GPT ? 16 : m->kind == AMPC_MODEL_SIMPLE ? 6 : 64;
+    if (!cfg->grad_accum) cfg->grad_accum = 1;
+    if (cfg->total_batch) { /* llm.c's total batch: it must be whole micro-batches */
+        if (cfg->total_batch % cfg->batch ||
+            (given(opts, nopts, seen, "grad-accum") && cfg->total_batch != cfg->batch * cfg->grad_accum)) {
+            fprintf(stderr,
+                    "%s: --total-batch %lld is not %s--batch %lld: a step is whole micro-batches (--total-batch = "
+                    "--batch x --grad-accum)\n",
+                    prog, (long long)cfg->total_batch,
+                    cfg->total_batch % cfg->batch ? "a multiple of " : "--grad-accum x ", (long long)cfg->batch);
+            return CLI_EXIT_USAGE;
+        }
+        cfg->grad_accum = cfg->total_batch / cfg->batch;
+    }
     if (!given(opts, nopts, seen, "lr")) cfg->lr = cfg->optimizer == RUN_OPTIM_SGD ? 0.1 : 1e-3;
     /* small char-level GPTs at lr 1e-3 hit loss spikes early on without it (in every precision) */
     if (!given(opts, nopts, seen, "clip") && m->kind == AMPC_MODEL_GPT) cfg->clip = 1.0;

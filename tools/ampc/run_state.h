@@ -17,7 +17,8 @@ typedef struct run_state {
     ampc_loader *train, *eval;
     ampc_dataset_info info;
     bool lm;
-    int64_t steps, per_step; /* optimizer steps; samples (or tokens) per step */
+    int64_t steps, per_step; /* optimizer steps; samples (or tokens) per step, every micro-batch counted */
+    uint64_t fp8_saturated;  /* FP8 saturations of the step's micro-batches before its last */
     int64_t start;           /* the first step of this process (> 0 after --resume) */
     run_schedule sched;      /* the learning rate's, resolved */
     int64_t saved_step;      /* the step of the newest checkpoint this process wrote (-1: none) */
