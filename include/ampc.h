@@ -1098,7 +1098,7 @@ typedef struct ampc_model_config {
     int d_model;    /* 384 */
     int heads;      /* 6; must divide d_model */
     int context;    /* 256: the longest sequence */
-    int vocab;      /* 256 (bytes) */
+    int vocab;      /* 256 (bytes); for token data the data set's (ampc_dataset_info.num_classes) */
     double dropout; /* literal: 0 = none */
     /* classifiers (0 = default): */
     int in_features;                   /* mlp: 784 */
@@ -1204,21 +1204,33 @@ AMPC_API ampc_status ampc_model_add_to_optim(ampc_model *m, ampc_optim *opt);
 /* ------------------------------------------------------------------------------------------------
  * Data sets and loaders.
  *
- * A data set holds a whole corpus in host memory (malloc'd, not counted by ampc_memory_stats; it needs no
- * context and may be shared by several loaders and contexts). Two tasks:
+ * A data set holds a whole corpus in host memory (malloc'd, or for token files mapped read-only; not
+ * counted by ampc_memory_stats; it needs no context and may be shared by several loaders and contexts).
+ * Two tasks:
  *  - image classification (Fashion-MNIST): samples are 28 x 28 grey images with a label in 0..9;
  *    a batch is x (B, 1, 28, 28) F32, each pixel byte p becoming ((p / 255) - 0.2860) / 0.3530 (evaluated
  *    in double, rounded once to F32: the data set's mean and standard deviation), and y (B) I64 labels.
- *  - character language modelling (the built-in corpus and any text file): the bytes are the tokens (a
- *    vocabulary of 256); the last val_fraction of the bytes is the validation split. With context T a
- *    split of L bytes is cut into (L - 1) / T windows (integer division): window i covers bytes
- *    [i*T, i*T + T], T + 1 bytes, so consecutive windows share one byte and each byte after the first,
- *    up to the end of the last window, is a target exactly once. A batch is x (B, T) I64 = bytes
- *    [i*T, i*T + T) and y (B, T) I64 = bytes [i*T + 1, i*T + T]: y is x shifted left by one.
- * Files may be gzip-compressed or plain (zlib reads both). Files over AMPC_DATA_MAX_BYTES uncompressed are
- * refused. Malformed files fail with AMPC_STATUS_FORMAT (truncated data, a bad IDX header, dims that
- * disagree with the data or with each other, labels out of range), missing or unreadable ones with
- * AMPC_STATUS_IO; the message names the file and what was expected.
+ *  - language modelling (AMPC_TASK_CHAR_LM): the built-in corpus and any text file, whose bytes are the
+ *    tokens (a vocabulary of 256 at least), or token files (AMPC_DATA_TOKENS: uint16 ids, see below).
+ *    Without a separate validation file the last val_fraction of the ids is the validation split. With
+ *    context T a split of L ids is cut into (L - 1) / T windows (integer division): window i covers ids
+ *    [i*T, i*T + T], T + 1 ids, so consecutive windows share one id and each id after the first, up to
+ *    the end of the last window, is a target exactly once; no window crosses from the training split
+ *    into the validation split. A batch is x (B, T) I64 = ids [i*T, i*T + T) and y (B, T) I64 = ids
+ *    [i*T + 1, i*T + T]: y is x shifted left by one.
+ * Token files come in two formats, told apart by their first bytes:
+ *  - nanoGPT's train.bin / val.bin: raw uint16 little-endian ids, no header (an even number of bytes);
+ *  - llm.c's: a header of 256 int32 little-endian, [0] = AMPC_TOKENS_LLMC_MAGIC (20240520), [1] = 1
+ *    (version 1: uint16 ids), [2] = the number of ids, the rest 0; then the ids, uint16 little-endian;
+ *    the file is exactly 1024 + 2 * count bytes. Headers of other llm.c formats (another version, or
+ *    another magic such as Llama 3's 20240801 with uint32 ids) are refused, not read as raw ids.
+ *  They are mapped read-only (mmap), never copied, and scanned once at open for the largest id.
+ * Text and IDX files may be gzip-compressed or plain (zlib reads both); files over AMPC_DATA_MAX_BYTES
+ * uncompressed are refused (token files, which are mapped, are not capped). Malformed files fail with
+ * AMPC_STATUS_FORMAT (truncated data, a bad IDX or llm.c header, dims that disagree with the data or with
+ * each other, labels out of range, a token file of odd length), missing or unreadable ones with
+ * AMPC_STATUS_IO, a vocabulary that cannot hold the data with AMPC_STATUS_INVALID_ARG; the message names
+ * the file and what was expected (for an id outside the vocabulary: the file and its position).
  * ---------------------------------------------------------------------------------------------- */
 
 typedef struct ampc_dataset ampc_dataset;
@@ -1228,12 +1240,13 @@ typedef enum ampc_data_kind {
     AMPC_DATA_BUILTIN = 0,   /* the arithmetic corpus below, made by code: needs no file */
     AMPC_DATA_FASHION_MNIST, /* the four IDX files of Fashion-MNIST in a directory */
     AMPC_DATA_TEXT,          /* any file, read as bytes */
+    AMPC_DATA_TOKENS,        /* uint16 token ids: nanoGPT's raw .bin files or llm.c's headered ones */
     AMPC_DATA_KIND_COUNT
 } ampc_data_kind;
 
 typedef enum ampc_task {
     AMPC_TASK_IMAGE_CLASSIFICATION = 0,
-    AMPC_TASK_CHAR_LM,
+    AMPC_TASK_CHAR_LM, /* language modelling: next-id prediction over bytes or token ids */
 } ampc_task;
 
 typedef enum ampc_split {
@@ -1246,6 +1259,8 @@ typedef enum ampc_split {
 #define AMPC_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist" /* Debian's dataset-fashion-mnist */
 #define AMPC_FASHION_MNIST_MEAN 0.2860
 #define AMPC_FASHION_MNIST_STD 0.3530
+#define AMPC_TOKENS_LLMC_MAGIC 20240520 /* llm.c's GPT-2 token files (version 1: uint16 ids) */
+#define AMPC_TOKENS_VOCAB_ROUND 64      /* default vocabulary of token data: largest id + 1, rounded up to this */
 
 /* The built-in corpus (AMPC_DATA_BUILTIN), a char-LM data set generated by code: AMPC_BUILTIN_LINES
  * lines of integer arithmetic, line k (k = 0, 1, ...) made from the words w[0..3] of
@@ -1266,47 +1281,70 @@ typedef struct ampc_dataset_params {
     ampc_data_kind kind;
     /* FASHION_MNIST: the directory (NULL = AMPC_FASHION_MNIST_DIR) holding train-images-idx3-ubyte,
      * train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, each as NAME.gz or plain
-     * NAME (the .gz is tried first). TEXT: the file (required). BUILTIN: ignored. Copied. */
+     * NAME (the .gz is tried first). TEXT: the file (required). TOKENS: "TRAIN" or "TRAIN,VAL", the
+     * training file and optionally the validation file, as in the CLI's spec (a file whose name holds a
+     * comma cannot be named: link it under another name). BUILTIN: ignored. Copied. */
     const char *path;
-    /* Char-LM sets: the fraction of the bytes, at the end, held out for validation: the validation split
-     * is the last round(len * val_fraction) bytes. 0 = 0.1; otherwise it must be in (0, 1), and both
-     * splits must keep at least one byte. Ignored for Fashion-MNIST (its split is fixed). */
+    /* Language modelling: the fraction of the ids, at the end, held out for validation: the validation
+     * split is the last round(len * val_fraction) ids. 0 = 0.1; otherwise it must be in (0, 1), and both
+     * splits must keep at least one id. Ignored for Fashion-MNIST (its split is fixed) and for token data
+     * with a validation file (which is the whole validation split). */
     double val_fraction;
+    /* Language modelling: the vocabulary V, the model's number of ids (ampc_dataset_info.num_classes).
+     * 0 = the default: 256 for bytes; for token data the largest id in the files + 1, rounded up to a
+     * multiple of AMPC_TOKENS_VOCAB_ROUND (llm.c pads GPT-2's 50257 ids to 50304 the same way, for faster
+     * GEMMs). Given, it must hold every id: at least 256 for bytes, above the largest id for tokens
+     * (INVALID_ARG naming the first id >= V: its file and position). Must be 0 for Fashion-MNIST. */
+    int vocab;
 } ampc_dataset_params;
 
-/* Reads (or generates) the whole data set. params NULL: the built-in corpus. Errors: IO (a missing
- * file: the message names it and, for Fashion-MNIST, how to install the package or pass a directory),
- * FORMAT (malformed or empty data), INVALID_ARG (bad parameters), OOM. */
+/* Reads (or generates, or for token files maps) the whole data set. params NULL: the built-in corpus.
+ * Errors: IO (a missing file: the message names it and, for Fashion-MNIST, how to install the package or
+ * pass a directory), FORMAT (malformed or empty data), INVALID_ARG (bad parameters, a vocabulary too small
+ * for the data), UNSUPPORTED (an llm.c token file of another format), OOM. */
 AMPC_API ampc_status ampc_dataset_open(const ampc_dataset_params *params, ampc_dataset **out);
 AMPC_API void ampc_dataset_free(ampc_dataset *ds);
 
-/* Parses the CLI's data spec: "builtin", "fashion-mnist", "fashion-mnist:DIR" or "text:FILE", into
- * out->kind and out->path (pointing into spec, so spec must outlive the use of out; val_fraction is left
- * as it was). INVALID_ARG naming the accepted forms otherwise. */
+/* Parses the CLI's data spec: "builtin", "fashion-mnist", "fashion-mnist:DIR", "text:FILE" or
+ * "tokens:TRAIN[,VAL]", into out->kind and out->path (pointing into spec, so spec must outlive the use of
+ * out; for tokens the path is "TRAIN[,VAL]"; val_fraction and vocab are left as they were). INVALID_ARG
+ * naming the accepted forms otherwise (also for more than two token files, or an empty name). */
 AMPC_API ampc_status ampc_dataset_parse(const char *spec, ampc_dataset_params *out);
 
 typedef struct ampc_dataset_info {
     ampc_data_kind kind;
     ampc_task task;
     const char *name;    /* for display: "builtin (integer arithmetic)", "fashion-mnist",
-                                  "text:FILE"; owned by the data set */
-    int64_t num_classes; /* image classification: 10; char LM: the vocabulary size, 256 */
+                                  "text:FILE", "tokens:TRAIN[,VAL]"; owned by the data set */
+    int64_t num_classes; /* image classification: 10; language modelling: the vocabulary V */
     /* Shape of one input sample: images (1, 28, 28); char LM: ndim 1 with input_shape[0] = 0, standing
      * for the context length T a loader chooses. */
     int input_ndim;
     int64_t input_shape[AMPC_MAX_DIMS];
-    int64_t split_size[AMPC_SPLIT_COUNT]; /* images (60000 / 10000), or bytes of text */
+    int64_t split_size[AMPC_SPLIT_COUNT]; /* images (60000 / 10000), or ids (bytes of text, tokens) */
+    int64_t max_id; /* language modelling: the largest id in the data (both splits); -1 for images */
+    /* One line naming the data for a run's first message: the files, their formats and sizes, the split,
+     * the vocabulary and where it came from ("tokens: a.bin (llm.c, 1000 tokens, the last 100 for
+     * validation); largest id 300, vocab 320 (largest id + 1, rounded up to a multiple of 64)"; "text:
+     * b.txt (5000 bytes, the last 500 for validation), vocab 256"; images: the name); owned by the data
+     * set. */
+    const char *summary;
 } ampc_dataset_info;
 
 AMPC_API ampc_status ampc_dataset_get_info(const ampc_dataset *ds, ampc_dataset_info *out);
-AMPC_API const char *ampc_data_kind_name(ampc_data_kind kind); /* "builtin", "fashion-mnist", "text" */
+AMPC_API const char *ampc_data_kind_name(ampc_data_kind kind); /* "builtin", "fashion-mnist", "text", "tokens" */
 AMPC_API const char *ampc_split_name(ampc_split split);        /* "train", "eval"; "?" out of range */
 /* Fashion-MNIST's class names ("T-shirt/top", "Trouser", ... "Ankle boot"); NULL for other data sets
  * and out-of-range classes. */
 AMPC_API const char *ampc_dataset_class_name(const ampc_dataset *ds, int64_t cls);
-/* Char-LM sets: the bytes of a split (owned by ds, valid until ampc_dataset_free) and their count in
- * *len (may be NULL). NULL (and *len = 0) for image sets or a bad split. */
+/* Byte-level sets (text, built-in): the bytes of a split (owned by ds, valid until ampc_dataset_free) and
+ * their count in *len (may be NULL). NULL (and *len = 0) for image and token sets or a bad split. */
 AMPC_API const uint8_t *ampc_dataset_text(const ampc_dataset *ds, ampc_split split, size_t *len);
+/* Language-modelling sets: the ids of a split as stored, *count ids of *id_bytes bytes each, little-endian
+ * (1: the bytes of a text; 2: uint16 tokens, a view into the mapped file past its header); owned by ds,
+ * valid until ampc_dataset_free. count and id_bytes may be NULL. NULL (and 0s) for image sets or a bad
+ * split. */
+AMPC_API const void *ampc_dataset_ids(const ampc_dataset *ds, ampc_split split, size_t *count, int *id_bytes);
 
 /* Loaders: batches of one split, epoch after epoch.
  *
@@ -1330,8 +1368,8 @@ AMPC_API const uint8_t *ampc_dataset_text(const ampc_dataset *ds, ampc_split spl
 typedef struct ampc_loader_params {
     ampc_split split;
     int64_t batch;   /* B: 0 = 32; must be >= 1 */
-    int64_t context; /* T, char LM only: 0 = 64; must be >= 1 and the split must hold at least T + 1
-                           bytes. Must be 0 for images. */
+    int64_t context; /* T, language modelling only: 0 = 64; must be >= 1 and the split must hold at least
+                           T + 1 ids (and fewer than 2^32 windows). Must be 0 for images. */
     uint64_t seed;   /* shuffling seed */
     /* Literal flags (a zeroed struct gives an evaluation loader: in order, every sample, one pass at a
      * time). Training: {.shuffle = true, .drop_last = true, .repeat = true}. */
@@ -1368,7 +1406,7 @@ AMPC_API ampc_status ampc_loader_next(ampc_loader *ld, ampc_tensor **x, ampc_ten
 AMPC_API ampc_status ampc_loader_get_cursor(const ampc_loader *ld, ampc_loader_cursor *out);
 /* INVALID_ARG when epoch < 0 or position is outside [0, samples per epoch]. */
 AMPC_API ampc_status ampc_loader_set_cursor(ampc_loader *ld, const ampc_loader_cursor *cursor);
-/* Samples per epoch (images, or windows of T + 1 bytes); 0 for NULL. */
+/* Samples per epoch (images, or windows of T + 1 ids); 0 for NULL. */
 AMPC_API int64_t ampc_loader_num_samples(const ampc_loader *ld);
 /* Batches per epoch: n / B with drop_last, ceil(n / B) without; 0 for NULL. */
 AMPC_API int64_t ampc_loader_num_batches(const ampc_loader *ld);

@@ -351,7 +351,7 @@ static void test_parse_spec(void **state) {
     const char *bad[] = {"", "text:", "text", "fashion-mnist:", "mnist", "Builtin", "builtin:x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_equal(ampc_dataset_parse(bad[i], &p), AMPC_STATUS_INVALID_ARG);
-        ASSERT_ERROR_MENTIONS("builtin, fashion-mnist, fashion-mnist:DIR or text:FILE");
+        ASSERT_ERROR_MENTIONS("builtin, fashion-mnist, fashion-mnist:DIR, text:FILE or tokens:TRAIN[,VAL]");
     }
     assert_string_equal(ampc_data_kind_name(AMPC_DATA_FASHION_MNIST), "fashion-mnist");
     assert_string_equal(ampc_split_name(AMPC_SPLIT_EVAL), "eval");

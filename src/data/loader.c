@@ -19,8 +19,9 @@ struct ampc_loader {
     uint32_t *perm;       /* the order of epoch perm_epoch (shuffle only) */
     int64_t perm_epoch;   /* -1: perm not made yet */
     ampc_loader_cursor cur;
-    const uint8_t *text; /* char LM: the split's bytes */
-    float lut[256];      /* images: pixel byte -> normalised F32 */
+    const uint8_t *ids; /* language modelling: the split's ids, id_bytes each (1: bytes, 2: uint16 LE) */
+    int id_bytes;
+    float lut[256]; /* images: pixel byte -> normalised F32 */
 };
 
 static ampc_status check_params(const char *fn, const ampc_dataset *ds, const ampc_loader_params *p) {
@@ -40,21 +41,29 @@ static ampc_status check_params(const char *fn, const ampc_dataset *ds, const am
     return AMPC_OK;
 }
 
-/* Samples in the split: images, or windows of T + 1 bytes at stride T; fails when there are none or, with
- * drop_last, fewer than one batch. */
+/* Samples in the split: images, or windows of T + 1 ids at stride T; fails when there are none or, with
+ * drop_last, fewer than one batch, or (token files, which are not capped) 2^32 windows or more, past what
+ * the 32-bit order can number. */
 static ampc_status count_samples(const char *fn, ampc_loader *ld) {
     const ampc_dataset *ds = ld->ds;
     const char *split = ampc_split_name(ld->p.split);
     if (ds->task == AMPC_TASK_CHAR_LM) {
         size_t len;
-        ld->text = ampc_dataset_text(ds, ld->p.split, &len);
+        ld->ids = ampc_dataset_ids(ds, ld->p.split, &len, &ld->id_bytes);
+        const char *unit = ld->id_bytes == 1 ? "bytes" : "tokens";
         int64_t T = ld->p.context;
         if ((uint64_t)len < (uint64_t)T + 1)
             return ampci_fail(AMPC_STATUS_INVALID_ARG,
-                              "%s: the %s split of %s has %zu bytes, too short for one window "
-                              "of context %lld + 1 = %lld bytes",
-                              fn, split, ds->name, len, (long long)T, (long long)T + 1);
-        ld->n = (int64_t)((len - 1) / (uint64_t)T);
+                              "%s: the %s split of %s has %zu %s, too short for one window "
+                              "of context %lld + 1 = %lld %s",
+                              fn, split, ds->name, len, unit, (long long)T, (long long)T + 1, unit);
+        uint64_t n = (len - 1) / (uint64_t)T;
+        if (n >= (uint64_t)1 << 32)
+            return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                              "%s: the %s split of %s has %zu %s, %llu windows of context %lld; expected fewer "
+                              "than 2^32 windows (a longer context, or a shorter file)",
+                              fn, split, ds->name, len, unit, (unsigned long long)n, (long long)T);
+        ld->n = (int64_t)n;
     } else {
         ld->n = ds->count[ld->p.split];
     }
@@ -84,8 +93,8 @@ ampc_status ampc_loader_new(ampc_ctx *ctx, const ampc_dataset *ds, const ampc_lo
     if (!ld) return ampci_fail(AMPC_STATUS_OOM, "%s: out of memory", fn);
     *ld = (ampc_loader){.ctx = ctx, .ds = ds, .p = p, .perm_epoch = -1};
     s = count_samples(fn, ld);
-    /* Every split stays below 2^32 samples (files are capped at 1 GiB), which the 32-bit order and the
-     * multiply-shift draw rely on. */
+    /* Every split stays below 2^32 samples (images and text are capped at 1 GiB, token windows are
+     * counted above), which the 32-bit order and the multiply-shift draw rely on. */
     AMPCI_ASSERT(s != AMPC_OK || (uint64_t)ld->n < ((uint64_t)1 << 32));
     if (s == AMPC_OK && p.shuffle && !(ld->perm = malloc((size_t)ld->n * sizeof *ld->perm)))
         s = ampci_fail(AMPC_STATUS_OOM, "%s: out of memory for the order of %lld samples", fn, (long long)ld->n);
@@ -147,12 +156,20 @@ AMPCI_ROW_BODY(fill_images, batch_rows, j, begin, end, chunk) {
     }
 }
 
+/* Window i of a split is ids [i*T, i*T + T]; bytes and uint16 tokens differ only in how an id is read
+ * (little-endian bytes, so a token file means the same on any host). */
 AMPCI_ROW_BODY(fill_text, batch_rows, j, begin, end, chunk) {
     const int64_t T = j->ld->p.context;
+    const int w = j->ld->id_bytes;
     for (int64_t b = begin; b < end; b++) {
-        const uint8_t *src = j->ld->text + (size_t)(j->idx[b] * T);
+        const uint8_t *src = j->ld->ids + (size_t)(j->idx[b] * T) * (size_t)w;
         int64_t *x = (int64_t *)j->x + b * T, *y = j->y + b * T;
-        for (int64_t t = 0; t < T; t++) x[t] = src[t], y[t] = src[t + 1];
+        if (w == 1) {
+            for (int64_t t = 0; t < T; t++) x[t] = src[t], y[t] = src[t + 1];
+        } else {
+            for (int64_t t = 0; t < T; t++)
+                x[t] = src[2 * t] | src[2 * t + 1] << 8, y[t] = src[2 * t + 2] | src[2 * t + 3] << 8;
+        }
     }
 }
 

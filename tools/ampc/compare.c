@@ -134,6 +134,7 @@ int cmd_compare(int argc, char **argv) {
     run_warn_threads(prog, &cfg);
     ampc_dataset *ds = NULL;
     if ((rc = run_open_data(prog, &cfg, &ds))) return rc;
+    run_say_data(prog, &cfg, ds);
     run_output runs[RUN_MAX_PRECS] = {0};
     rc = run_all(prog, &cfg, &pl, dir, ds, runs);
     if (!rc) {

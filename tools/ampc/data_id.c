@@ -1,25 +1,46 @@
-/* data_id.c: absolute data specs and data fingerprints (data_id.h). A char-LM set is fingerprinted from
- * the bytes the library loaded (the training split followed by the validation split is the whole file),
- * so what is checked is exactly what is trained on; Fashion-MNIST's images are decoded by the library, so
- * its four files are read again here, in the library's order and with its choice of NAME.gz over NAME. */
+/* data_id.c: absolute data specs and data fingerprints (data_id.h). A language-modelling set is
+ * fingerprinted from the ids the library loaded, the training split followed by the validation split (for
+ * a text, the whole file; for token files, their ids without the llm.c header, so the same tokens in
+ * either format are the same data), so what is checked is exactly what is trained on; Fashion-MNIST's
+ * images are decoded by the library, so its four files are read again here, in the library's order and
+ * with its choice of NAME.gz over NAME. */
 #include "data_id.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
 
+/* One path of len bytes, absolute, appended at buf + *n. */
+static void put_absolute(const char *path, size_t len, const char *cwd, char *buf, size_t size, size_t *n) {
+    if (*n >= size) return; /* truncated already */
+    while (len >= 2 && path[0] == '.' && path[1] == '/') path += 2, len -= 2;
+    bool rel = len && path[0] != '/' && cwd;
+    int k = snprintf(buf + *n, size - *n, "%s%s%.*s", rel && strcmp(cwd, "/") ? cwd : "", rel ? "/" : "", (int)len,
+                     path);
+    *n += k > 0 ? (size_t)k : 0;
+}
+
 void data_id_absolute(const char *spec, char *buf, size_t size) {
     const char *colon = strchr(spec, ':');
     const char *path = colon ? colon + 1 : NULL;
     char cwd[4096];
-    if (!path || !*path || path[0] == '/' || !getcwd(cwd, sizeof cwd)) {
+    const char *dir = getcwd(cwd, sizeof cwd);
+    if (!path || !*path) {
         snprintf(buf, size, "%s", spec);
         return;
     }
-    while (path[0] == '.' && path[1] == '/') path += 2;
-    snprintf(buf, size, "%.*s%s/%s", (int)(path - spec), spec, strcmp(cwd, "/") ? cwd : "", path);
+    size_t n = (size_t)snprintf(buf, size, "%.*s", (int)(path - spec), spec);
+    /* tokens:TRAIN,VAL names two files: each is made absolute */
+    bool two = !strncmp(spec, "tokens:", 7) && strchr(path, ',');
+    size_t first = two ? (size_t)(strchr(path, ',') - path) : strlen(path);
+    put_absolute(path, first, dir, buf, size, &n);
+    if (two && n < size) {
+        n += (size_t)snprintf(buf + n, size - n, ",");
+        put_absolute(path + first + 1, strlen(path + first + 1), dir, buf, size, &n);
+    }
 }
 
 static void add(data_id *id, const void *p, size_t n) {
@@ -63,11 +84,12 @@ bool data_id_make(const char *spec, const ampc_dataset *ds, data_id *id, char *w
     data_id_absolute(spec, id->spec, sizeof id->spec);
     id->crc32 = (uint32_t)crc32(0, NULL, 0);
     size_t n;
-    const uint8_t *text = ampc_dataset_text(ds, AMPC_SPLIT_TRAIN, &n);
-    if (text) {
-        add(id, text, n);
-        text = ampc_dataset_text(ds, AMPC_SPLIT_EVAL, &n);
-        if (text) add(id, text, n);
+    int w;
+    const void *ids = ampc_dataset_ids(ds, AMPC_SPLIT_TRAIN, &n, &w);
+    if (ids) {
+        add(id, ids, n * (size_t)w);
+        ids = ampc_dataset_ids(ds, AMPC_SPLIT_EVAL, &n, &w);
+        if (ids) add(id, ids, n * (size_t)w);
         return true;
     }
     const char *colon = strchr(id->spec, ':');

@@ -11,17 +11,19 @@
 #include <stdint.h>
 
 typedef struct data_id {
-    char spec[4200]; /* "text:/home/u/fortunes.txt", "fashion-mnist:/data/fm", "builtin" */
+    char spec[8400]; /* "text:/home/u/fortunes.txt", "fashion-mnist:/data/fm", "builtin",
+                        "tokens:/data/train.bin,/data/val.bin" */
     uint64_t size;   /* bytes fingerprinted */
     uint32_t crc32;  /* zlib's CRC-32 of them */
 } data_id;
 
-/* spec with a relative path made absolute against the current directory ("builtin" and a bare
- * "fashion-mnist" stay as they are). */
+/* spec with a relative path made absolute against the current directory (both of tokens:TRAIN,VAL;
+ * "builtin" and a bare "fashion-mnist" stay as they are). */
 void data_id_absolute(const char *spec, char *buf, size_t size);
 
 /* Fills id for the data set ds opened from spec: for a text (and the built-in corpus) the bytes of both
- * splits, which together are the file; for Fashion-MNIST its four files, as the library picks them.
+ * splits, which together are the file; for token files the ids of both splits as stored (2 bytes each,
+ * headers left out); for Fashion-MNIST its four files, as the library picks them.
  * false with a reason in why when a file cannot be read. */
 bool data_id_make(const char *spec, const ampc_dataset *ds, data_id *id, char *why, size_t why_size);
 

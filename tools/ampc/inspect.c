@@ -65,9 +65,14 @@ static void summary_human(const ampc_safetensors *st) {
     if (ampc_safetensors_metadata(st, "ampc.data.epoch"))
         printf("data:       epoch %s, position %s of %s samples\n", meta(st, "ampc.data.epoch"),
                meta(st, "ampc.data.position"), meta(st, "ampc.data.samples"));
-    if (ampc_safetensors_metadata(st, "train.data.size"))
-        printf("trained on: %s, %s bytes, CRC-32 %s (checked by --resume)\n", meta(st, "train.data"),
-               meta(st, "train.data.size"), meta(st, "train.data.crc32"));
+    if (ampc_safetensors_metadata(st, "train.data.size")) { /* token data: 2 bytes an id, headers left out */
+        const char *spec = meta(st, "train.data");
+        char tokens[64] = "";
+        if (!strncmp(spec, "tokens:", 7))
+            snprintf(tokens, sizeof tokens, " (%lld tokens)", strtoll(meta(st, "train.data.size"), NULL, 10) / 2);
+        printf("trained on: %s, %s bytes%s, CRC-32 %s (checked by --resume)\n", spec, meta(st, "train.data.size"),
+               tokens, meta(st, "train.data.crc32"));
+    }
     if (ampc_safetensors_metadata(st, "train.checkpoint")) {
         const char *every = meta(st, "train.checkpoint_every");
         printf("saves:      %s (in the folder of the file resumed from), ", meta(st, "train.checkpoint"));

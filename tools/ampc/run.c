@@ -70,9 +70,20 @@ int run_open_data(const char *prog, const run_config *cfg, ampc_dataset **ds) {
         fprintf(stderr, "%s: --data: %s\n", prog, ampc_last_error());
         return CLI_EXIT_USAGE;
     }
+    /* images have no vocabulary: --model gpt on them is refused by the pairing check, which says more */
+    p.vocab = p.kind == AMPC_DATA_FASHION_MNIST ? 0 : cfg->model.vocab;
     if (ampc_dataset_open(&p, ds) == AMPC_OK) return 0;
-    fprintf(stderr, "%s: data: %s%s\n", prog, ampc_last_error(), cfg->data_note ? cfg->data_note : "");
-    return 1;
+    /* the files are fine but --vocab cannot hold them: a flag that cannot work with this data */
+    bool vocab = ampc_last_status() == AMPC_STATUS_INVALID_ARG && p.vocab;
+    fprintf(stderr, "%s: %s: %s%s\n", prog, vocab ? "--vocab" : "data", ampc_last_error(),
+            cfg->data_note ? cfg->data_note : "");
+    return vocab ? CLI_EXIT_USAGE : 1;
+}
+
+void run_say_data(const char *prog, const run_config *cfg, const ampc_dataset *ds) {
+    ampc_dataset_info info;
+    if (cfg->quiet || ampc_dataset_get_info(ds, &info) != AMPC_OK || info.kind != AMPC_DATA_TOKENS) return;
+    fprintf(stderr, "%s: data: %s\n", prog, info.summary);
 }
 
 static void state_free(run_state *s) {

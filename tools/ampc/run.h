@@ -36,7 +36,7 @@ typedef struct run_schedule {
 
 typedef struct run_config {
     ampc_model_config model;
-    const char *data_spec; /* "builtin", "fashion-mnist[:DIR]", "text:FILE" */
+    const char *data_spec; /* "builtin", "fashion-mnist[:DIR]", "text:FILE", "tokens:TRAIN[,VAL]" */
     precision prec;
     run_scaler_mode scaler_mode;    /* auto = on for fp16 only */
     ampc_grad_scaler_params scaler; /* the knobs (enabled is decided by scaler_mode) */
@@ -48,7 +48,7 @@ typedef struct run_config {
     ampc_stats *stats;            /* doctor: range statistics attached to the run's context, or NULL */
     ampc_autocast_table amp_table;
     ampc_fp32_precision fp32_matmul;
-    ampc_fp8_recipe fp8; /* --precision fp8 */
+    ampc_fp8_recipe fp8;   /* --precision fp8 */
     int64_t steps, epochs; /* exactly one > 0 after defaults */
     int64_t batch;         /* the micro-batch: samples (sequences) of one forward and backward */
     int64_t grad_accum;    /* micro-batches per optimizer step (>= 1 after defaults) */
@@ -96,7 +96,8 @@ typedef struct run_config {
     struct {
         ampc_model_kind model;
         run_param_dtype param_dtype;
-        int64_t layers, d_model, heads, context, growth_interval, hysteresis, seed, threads, fp8_history, fp8_margin;
+        int64_t layers, d_model, heads, context, vocab, growth_interval, hysteresis, seed, threads, fp8_history,
+            fp8_margin;
         int64_t hidden[AMPC_MODEL_MAX_HIDDEN];
     } cli;
 } run_config;
@@ -190,7 +191,11 @@ bool run_parse_fp32_modules(const char *v, void *out, char *why, size_t why_size
  * model's modules when a glob matches nothing. */
 int run_module_rules(const char *prog, const run_config *cfg, ampc_ctx *ctx, const ampc_model *model);
 
-/* Opens the data set of cfg->data_spec (1 after printing the error). */
+/* Opens the data set of cfg->data_spec with cfg->model.vocab (0: the data's default): 0, 1 after printing
+ * the error for bad data, CLI_EXIT_USAGE for a bad spec or a --vocab the data does not fit. */
 int run_open_data(const char *prog, const run_config *cfg, ampc_dataset **ds);
+/* Token data: one line on stderr naming it (files, formats, token counts, the split, the vocabulary and
+ * where it came from), since the vocabulary is the data's own; other data is named by its spec. */
+void run_say_data(const char *prog, const run_config *cfg, const ampc_dataset *ds);
 
 #endif

@@ -91,7 +91,11 @@ int run_options(run_config *cfg, cli_opt *o, int max) {
         CLI_OPT(.name = "model", .kind = CLI_CHOICE, .out = &cfg->cli.model, .choices = model_names, .defval = "gpt",
                 .help = "model to train"),
         CLI_OPT(.name = "data", .kind = CLI_STRING, .out = &cfg->data_spec, .metavar = "SPEC", .defval = "builtin",
-                .help = "builtin | fashion-mnist[:DIR] | text:FILE"),
+                .help = "builtin | fashion-mnist[:DIR] | text:FILE | tokens:TRAIN[,VAL] (uint16 ids: nanoGPT .bin, "
+                        "llm.c)"),
+        CLI_OPT(.name = "vocab", .kind = CLI_INT, .out = &cfg->cli.vocab, .imin = 2, .imax = 1 << 24, .metavar = "V",
+                .defval = "256 (bytes); tokens: largest id + 1, rounded up to a multiple of 64",
+                .help = "gpt: vocabulary size (llm.c pads GPT-2's 50257 ids to 50304 the same way)"),
         CLI_OPT(.name = "scaler", .kind = CLI_CHOICE, .out = &cfg->scaler_mode, .choices = scaler_modes,
                 .defval = "auto", .help = "dynamic loss scaling (auto: on for fp16 only)"),
         CLI_OPT(.name = "init-scale", .kind = CLI_DOUBLE, .out = &cfg->scaler.init_scale, .dmin = 1e-30, .dmax = 3e38,
@@ -287,7 +291,7 @@ int run_finish_options(const char *prog, run_config *cfg, const cli_opt *opts, i
     ampc_model_config *m = &cfg->model;
     m->kind = cfg->cli.model;
     m->layers = (int)cfg->cli.layers, m->d_model = (int)cfg->cli.d_model, m->heads = (int)cfg->cli.heads;
-    m->context = (int)cfg->cli.context;
+    m->context = (int)cfg->cli.context, m->vocab = (int)cfg->cli.vocab; /* 0: the data's */
     m->param_dtype = dt[cfg->cli.param_dtype];
     for (int i = 0; i < AMPC_MODEL_MAX_HIDDEN; i++) m->hidden[i] = (int)cfg->cli.hidden[i];
     cfg->seed = given(opts, nopts, seen, "seed") ? (uint64_t)cfg->cli.seed : 1337;
@@ -337,6 +341,11 @@ int run_finish_options(const char *prog, run_config *cfg, const cli_opt *opts, i
     }
     if (run_check_sr(prog, "--stochastic-rounding", m->param_dtype, cfg->master, cfg->stochastic_rounding))
         return CLI_EXIT_USAGE;
+    if (m->vocab && m->kind != AMPC_MODEL_GPT) {
+        fprintf(stderr, "%s: --vocab applies to --model gpt (the ids of text and token data), not to --model %s\n",
+                prog, ampc_model_kind_name(m->kind));
+        return CLI_EXIT_USAGE;
+    }
     if (cfg->momentum > 0 && cfg->optimizer != RUN_OPTIM_SGD) {
         fprintf(stderr, "%s: --momentum applies to --optimizer sgd only\n", prog);
         return CLI_EXIT_USAGE;
@@ -368,10 +377,13 @@ void run_warn_threads(const char *prog, const run_config *cfg) {
 
 void run_describe_model(const ampc_model_config *c, char *buf, size_t size) {
     switch (c->kind) {
-    case AMPC_MODEL_GPT:
-        snprintf(buf, size, "gpt (%d layers, d %d, %d heads, context %d)", c->layers ? c->layers : 6,
-                 c->d_model ? c->d_model : 384, c->heads ? c->heads : 6, c->context ? c->context : 256);
+    case AMPC_MODEL_GPT: { /* the vocabulary only where it is not the bytes' 256 */
+        int n = snprintf(buf, size, "gpt (%d layers, d %d, %d heads, context %d", c->layers ? c->layers : 6,
+                         c->d_model ? c->d_model : 384, c->heads ? c->heads : 6, c->context ? c->context : 256);
+        if (n > 0 && (size_t)n < size)
+            snprintf(buf + n, size - (size_t)n, c->vocab && c->vocab != 256 ? ", vocab %d)" : ")", c->vocab);
         break;
+    }
     case AMPC_MODEL_MLP: {
         static const int defaults[AMPC_MODEL_MAX_HIDDEN] = {1024, 1024}; /* ampc_model_config: all 0 */
         const int *h = c->hidden[0] ? c->hidden : defaults;

@@ -10,6 +10,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* What a checkpoint holds of this run. */
 static ampc_checkpoint_state ck_state(run_state *s, int64_t step) {
@@ -77,9 +78,29 @@ static int take_cursor(run_state *s) {
     return 0;
 }
 
+/* The GPT's vocabulary against the checkpoint's, before the library's model check: a mismatch comes from
+ * --vocab or from token data whose largest id moved, so the message says which and what would resume. */
+static int check_vocab(const run_state *s) {
+    const ampc_safetensors *ck = s->cfg->resume;
+    const char *kind = ampc_safetensors_metadata(ck, "ampc.model.kind");
+    int have = ampc_model_get_config(s->model).vocab;
+    int64_t was = meta_int(ck, "ampc.model.vocab");
+    if (!s->lm || !kind || strcmp(kind, "gpt") || !was || was == have) return 0;
+    const char *why = s->cfg->model.vocab ? "--vocab"
+                      : s->info.kind == AMPC_DATA_TOKENS
+                          ? "the default for this token data: largest id + 1, rounded up to a multiple of 64"
+                          : "the default for bytes";
+    fprintf(stderr, "%s: --resume: %s was trained with a vocabulary of %lld ids, this run has %d (%s); ", s->prog,
+            ampc_safetensors_name(ck), (long long)was, have, why);
+    if (was > s->info.max_id) fprintf(stderr, "pass --vocab %lld to resume it\n", (long long)was);
+    else fprintf(stderr, "the data has ids up to %lld, which it cannot hold\n", (long long)s->info.max_id);
+    return 1;
+}
+
 /* --resume: everything is checked before anything is loaded, so a refused file leaves the fresh run. */
 int run_resume(run_state *s) {
     if (!s->cfg->resume) return 0;
+    if (check_vocab(s)) return 1;
     ampc_checkpoint_state st = ck_state(s, 0);
     bool own_cursor = other_length(s);
     if (own_cursor) st.loader = NULL;
