@@ -300,6 +300,42 @@ usage_error "--heads 5 does not divide --d-model 384 (the default)" "1, 2, 3, 4,
 checks=$((checks + 1))
 ! grep -q "classes\|image" "$ERR" || fail "train --heads 5 mentions options a GPT does not have: $(cat "$ERR")"
 usage_error "--heads 3 does not divide --d-model 64" "1, 2, 4, 8, 16, 32, 64" -- compare --d-model 64 --heads 3
+# --preset fills the GPT's shape where the command line gives none, whatever the order; --vocab
+for cmd in train compare doctor "bench step"; do
+    # shellcheck disable=SC2086
+    usage_error "--heads 5 does not divide --d-model 768 (--preset gpt2-small)" -- $cmd --preset gpt2-small --heads 5
+    # shellcheck disable=SC2086
+    usage_error "--heads 16 (--preset gpt2-medium) does not divide --d-model 100" -- $cmd --d-model 100 --preset gpt2-medium
+done
+usage_error "'gpt3'" "--preset; accepted: gpt2-small, gpt2-medium" -- train --preset gpt3
+usage_error "--preset gpt2-small sizes a GPT; --model mlp" -- train --model mlp --preset gpt2-small
+usage_error "'1'" "--vocab; expected an integer in 2.." -- train --vocab 1
+# shellcheck disable=SC2086
+usage_error "--vocab 100 is smaller than the 256 token ids of --data builtin" "--vocab 256 or more" -- train $TINY --vocab 100
+usage_error "--data none (random token ids) is for --model gpt" -- bench step --model mlp --data none
+# bench step: random tokens with --data none, and by default for a vocabulary past bytes (a preset's)
+# shellcheck disable=SC2086
+run bench step $TINY --steps 1 --untimed 0 --precisions fp32 --data none
+expect_rc 0
+expect_has "$OUT" "gpt (1 layers, d 16, 2 heads, context 8, vocab 256) on random tokens"
+expect_has "$OUT" "MiB/token"
+# shellcheck disable=SC2086
+run bench step --layers 1 --d-model 16 --heads 2 --context 8 --preset gpt2-small --batch 2 --steps 1 --untimed 0 --precisions bf16 --json
+expect_rc 0
+expect_json "$OUT" --lines
+for key in '"data":"random tokens"' '"peak_bytes_per_token":' '"tokens_per_s":' '"batch":2,'; do
+    expect_has "$OUT" "$key"
+done
+# shellcheck disable=SC2086
+run bench step $TINY --vocab 300 --steps 1 --untimed 0 --precisions fp32 --data builtin
+expect_rc 0
+expect_has "$OUT" "vocab 300), batch 4"
+# a checkpoint records the vocabulary with the model (inspect shows it)
+# shellcheck disable=SC2086
+run train $TINY --vocab 300 --quiet --checkpoint "$TMP/v300.st"
+expect_rc 0
+run inspect "$TMP/v300.st"
+expect_has "$OUT" "context 8, vocab 300)"
 # shellcheck disable=SC2086
 run train $TINY --threads 0 --quiet
 expect_rc 0

@@ -48,7 +48,7 @@ typedef struct run_config {
     ampc_stats *stats;            /* doctor: range statistics attached to the run's context, or NULL */
     ampc_autocast_table amp_table;
     ampc_fp32_precision fp32_matmul;
-    ampc_fp8_recipe fp8; /* --precision fp8 */
+    ampc_fp8_recipe fp8;   /* --precision fp8 */
     int64_t steps, epochs; /* exactly one > 0 after defaults */
     int64_t batch;
     double lr;
@@ -66,6 +66,7 @@ typedef struct run_config {
     bool quiet;
     bool check_finite;        /* anomaly mode */
     bool no_eval;             /* skip the final evaluation (benchmarks) */
+    int64_t random_vocab;     /* bench: > 0 = no data set; batches of uniform random ids in [0, random_vocab) */
     ampc_master_mode master;  /* for low-precision parameters */
     bool stochastic_rounding; /* BF16 parameters without masters: the update rounded stochastically */
     const char *label;        /* printed on progress lines */
@@ -94,7 +95,9 @@ typedef struct run_config {
     struct {
         ampc_model_kind model;
         run_param_dtype param_dtype;
-        int64_t layers, d_model, heads, context, growth_interval, hysteresis, seed, threads, fp8_history, fp8_margin;
+        int preset; /* an index into run_options.c's presets, when --preset was given */
+        int64_t layers, d_model, heads, context, vocab, growth_interval, hysteresis, seed, threads, fp8_history,
+            fp8_margin;
         int64_t hidden[AMPC_MODEL_MAX_HIDDEN];
     } cli;
 } run_config;
