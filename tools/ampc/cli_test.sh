@@ -32,7 +32,7 @@ expect_lines "$OUT" 1
 checks=$((checks + 1))
 grep -q -E '^ampc [0-9]+\.[0-9]+\.[0-9]+$' "$OUT" || fail "ampc --version: '$(cat "$OUT")'"
 
-for cmd in train compare doctor info formats inspect bench "bench convert" "bench gemm" "bench step"; do
+for cmd in train compare doctor info formats inspect sample bench "bench convert" "bench gemm" "bench step"; do
     run $cmd --help
     expect_rc 0
     expect_has "$OUT" "Usage: ampc $cmd"
@@ -43,13 +43,13 @@ done
 # ---- usage errors: status 2, one line naming the offender and the accepted values ----
 run trian
 expect_rc 2
-expect_exact_err "ampc: unknown command 'trian'; expected one of: train, compare, doctor, info, formats, inspect, bench"
+expect_exact_err "ampc: unknown command 'trian'; expected one of: train, compare, doctor, info, formats, inspect, sample, bench"
 run info --jsn
 expect_rc 2
 expect_exact_err "ampc info: unknown option '--jsn' (did you mean --json?); accepted: --device, --json, --help"
 
-usage_error "missing command" "train, compare, doctor, info, formats, inspect, bench" --
-usage_error "'trian'" "train, compare, doctor, info, formats, inspect, bench" -- trian
+usage_error "missing command" "train, compare, doctor, info, formats, inspect, sample, bench" --
+usage_error "'trian'" "train, compare, doctor, info, formats, inspect, sample, bench" -- trian
 usage_error "'--jsn'" "--help, --version" -- --jsn
 usage_error "'--jsn'" "--json, --help" -- info --jsn
 # --device: a device that is not a device, not built or not present is refused before anything starts
