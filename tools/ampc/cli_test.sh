@@ -330,6 +330,10 @@ done
 run bench step $TINY --vocab 300 --steps 1 --untimed 0 --precisions fp32 --data builtin
 expect_rc 0
 expect_has "$OUT" "vocab 300), batch 4"
+# the deepest GPT --layers accepts builds (GPT-2 medium's 24 blocks once hit the model's parameter cap)
+run bench step --layers 100 --d-model 16 --heads 2 --context 8 --batch 2 --steps 1 --untimed 0 --precisions fp32
+expect_rc 0
+expect_has "$OUT" "gpt (100 layers, d 16"
 # a checkpoint records the vocabulary with the model (inspect shows it)
 # shellcheck disable=SC2086
 run train $TINY --vocab 300 --quiet --checkpoint "$TMP/v300.st"
