@@ -38,7 +38,7 @@ static void usage(FILE *f) {
                "K most likely tokens (K = 0: all of them; T = 0: always the most likely) with ampc's counter-based\n"
                "RNG from --seed, so the same seed prints the same text. The model reads the last `context` tokens\n"
                "(a sliding window) and runs in FP32; a model kept in BF16 or FP16 (--param-dtype) runs under\n"
-               "autocast in that dtype. Only the continuation is printed, followed by a line feed.\n\n"
+               "autocast in that dtype. Only the continuation is printed, with a line feed at the end.\n\n"
                "A byte-level model (vocabulary 256) takes the prompt as text and prints bytes as text, escaping\n"
                "control bytes and broken UTF-8 as \\xNN (and a backslash as \\\\). Another model takes token ids\n"
                "(--prompt-ids) and prints ids separated by spaces, or text with --tokenizer, llm.c's tokenizer\n"
