@@ -28,13 +28,8 @@ static const char *const preset_names[] = {"gpt2-small", "gpt2-medium", NULL};  
 
 /* --preset: GPT-2's shapes (the vocabulary is GPT-2's 50257 tokens padded to a multiple of 128, as llm.c
  * and nanoGPT pad it, so the output layer's GEMM tiles evenly). */
-static const struct {
-    const char *opt[5]; /* the options each value stands for */
-    int64_t value[5];
-} presets[] = {
-    {{"layers", "d-model", "heads", "context", "vocab"}, {12, 768, 12, 1024, 50304}},
-    {{"layers", "d-model", "heads", "context", "vocab"}, {24, 1024, 16, 1024, 50304}},
-};
+static const char *const preset_opts[5] = {"layers", "d-model", "heads", "context", "vocab"};
+static const int64_t presets[][5] = {{12, 768, 12, 1024, 50304}, {24, 1024, 16, 1024, 50304}};
 /* A CLI_CHOICE option writes an int; every enum above is int-sized (gcc: unsigned int or int). */
 _Static_assert(sizeof(ampc_fp8_format) == sizeof(int) && sizeof(ampc_fp8_scaling) == sizeof(int) &&
                    sizeof(ampc_fp8_amax_compute) == sizeof(int),
@@ -308,7 +303,7 @@ static int apply_preset(const char *prog, run_config *cfg, const cli_opt *opts, 
     }
     int64_t *field[] = {&cfg->cli.layers, &cfg->cli.d_model, &cfg->cli.heads, &cfg->cli.context, &cfg->cli.vocab};
     for (int i = 0; i < 5; i++)
-        if (!given(opts, nopts, seen, presets[cfg->cli.preset].opt[i])) *field[i] = presets[cfg->cli.preset].value[i];
+        if (!given(opts, nopts, seen, preset_opts[i])) *field[i] = presets[cfg->cli.preset][i];
     return 0;
 }
 
