@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_OPTS 64 /* as train.c */
+#define MAX_OPTS 96 /* as train.c */
 
 static FILE *g_null;
 

@@ -147,4 +147,12 @@ done
 [ "$(lines "$DIR/cpu.s")" -eq 7 ] && cmp -s "$DIR/cpu.s" "$DIR/guard.s" &&
     ok "--device guard gives the CPU's bits on token data" || fail "guard and cpu logs differ on token data"
 
+# ---- sampling from a model trained on token files: ids out, the same ids for the same seed ----
+"$AMPC" sample --checkpoint "$A" --prompt-ids 1,2,3 --tokens 12 --seed 5 >"$DIR/s1" 2>"$DIR/s.err" &&
+    "$AMPC" sample --checkpoint "$A" --prompt-ids 1,2,3 --tokens 12 --seed 5 >"$DIR/s2" 2>>"$DIR/s.err" &&
+    cmp -s "$DIR/s1" "$DIR/s2" && [ "$(tr ' ' '\n' <"$DIR/s1" | grep -c '^[0-9][0-9]*$')" -eq 12 ] &&
+    [ "$(tr ' ' '\n' <"$DIR/s1" | awk '$1 >= 320' | wc -l)" -eq 0 ] &&
+    ok "sample on a token checkpoint: 12 ids below the vocabulary, the same for the same seed" ||
+    fail "sample on a token checkpoint: $(cat "$DIR/s1" "$DIR/s.err")"
+
 test_summary

@@ -26,8 +26,10 @@ typedef struct ampci_param_spec {
     bool no_decay;
 } ampci_param_spec;
 
-#define AMPCI_MAX_PARAMS 256
-#define AMPCI_MAX_MODULES 256
+/* Enough for the largest GPT the CLI builds (--layers 100: 12 parameters and 9 modules a block, 4 more of
+ * each; GPT-2 medium's 24 blocks need 292 parameters). */
+#define AMPCI_MAX_PARAMS 1280
+#define AMPCI_MAX_MODULES 1024
 
 struct ampc_model {
     ampc_ctx *ctx;

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_OPTS 64
+#define MAX_OPTS 96
 
 static void usage(FILE *f) {
     fprintf(f, "Usage: ampc bench step [train options] [--precisions LIST] [--untimed W] [--json]\n\n"
@@ -19,10 +19,14 @@ static void usage(FILE *f) {
                "ones (default 5); prints the median ms per step, tokens or samples per second and peak memory,\n"
                "split into the state every step keeps (parameters, gradients, optimizer state, masters) and the\n"
                "step's own activations and scratch.\n"
-               "Defaults as `ampc train`, except batch 8 for gpt (the PyTorch anchor's configuration).\n\n"
+               "Defaults as `ampc train`, except batch 8 for gpt (the PyTorch anchor's configuration).\n"
+               "With --data none, or a vocabulary above 256 (--vocab, --preset) and no --data, the GPT trains on\n"
+               "uniform random token ids in [0, vocab) drawn from --seed (1337 unless given): a step costs the\n"
+               "same whatever the ids, so a token model is timed without a token file.\n\n"
                "Examples:\n"
                "  ampc bench step\n"
-               "  ampc bench step --model cnn --data fashion-mnist --batch 128 --json\n\n");
+               "  ampc bench step --model cnn --data fashion-mnist --batch 128 --json\n"
+               "  ampc bench step --preset gpt2-small --batch 1 --precisions bf16 --steps 2 --untimed 1\n\n");
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -32,6 +36,7 @@ static int cmp_double(const void *a, const void *b) {
 
 typedef struct step_figures {
     double ms, ms_min, per_s;
+    int64_t per_step;   /* tokens or samples of one step */
     size_t peak, state; /* peak memory; of it, the state held across steps (the rest: the step's activations) */
     /* data parallel: ranks, gradient bytes reduced per step, the reductions' time alone and the wait per
      * step that backward did not hide */
@@ -58,10 +63,10 @@ static step_figures figures(const run_output *o, int64_t warmup) {
     f = (step_figures){.ms = 1e3 * med,
                        .ms_min = 1e3 * t[0],
                        .per_s = (double)o->per_step / med,
+                       .per_step = o->per_step,
                        .peak = o->r.peak_bytes,
                        .state = o->r.state_bytes};
-    for (int p = 0; p < AMPC_SYNC_POINT_COUNT; p++)
-        f.syncs_total += f.syncs[p] = (double)o->syncs[p] / (double)n;
+    for (int p = 0; p < AMPC_SYNC_POINT_COUNT; p++) f.syncs_total += f.syncs[p] = (double)o->syncs[p] / (double)n;
     if (o->dist.steps > 0) {
         f.reduced = o->dist.bytes_reduced, f.alone = o->reduce_alone;
         f.exposed = o->dist.exposed_seconds / (double)o->dist.steps;
@@ -97,6 +102,8 @@ static void print_json(const run_config *cfg, const char *label, const step_figu
     json_kint(&w, "peak_bytes", (int64_t)f->peak);
     json_kint(&w, "state_bytes", (int64_t)f->state);
     json_kint(&w, "activation_bytes", (int64_t)(f->peak - f->state));
+    json_knum(&w, lm ? "peak_bytes_per_token" : "peak_bytes_per_sample", (double)f->peak / (double)f->per_step);
+    json_kstr(&w, "data", cfg->random_vocab ? "random tokens" : cfg->data_spec);
     json_knum(&w, "syncs_per_step", f->syncs_total);
     json_key(&w, "syncs");
     json_obj_begin(&w);
@@ -117,8 +124,8 @@ static int run_all(const char *prog, const run_config *common, const prec_list *
     ampc_dataset *ds = NULL;
     run_config one, *cfg = &one;
     *cfg = *common;
-    int rc = run_open_data(prog, cfg, &ds);
-    char desc[128];
+    int rc = cfg->random_vocab ? 0 : run_open_data(prog, cfg, &ds);
+    char desc[160];
     run_describe_model(&cfg->model, desc, sizeof desc);
     step_figures base = {0};
     int w = 9; /* the precision column: as wide as the longest label (a named policy may be long) */
@@ -135,12 +142,14 @@ static int run_all(const char *prog, const run_config *common, const prec_list *
         } else if (json) print_json(cfg, cfg->label, &f, cfg->steps - warmup, warmup, lm);
         else {
             if (i == 0)
-                printf("%s, batch %lld, %d threads: median of %lld steps after %lld warm-up\n\n"
-                       "%-*s  ms/step   min ms  %11s  peak MiB  state MiB  activations MiB  vs %s\n",
-                       desc, (long long)cfg->batch, cfg->threads, (long long)(cfg->steps - warmup), (long long)warmup,
-                       w, "precision", out.r.throughput_unit, cfg->label);
-            printf("%-*s %8.1f %8.1f %12.0f %9.1f %10.1f %16.1f  %.2fx\n", w, cfg->label, f.ms, f.ms_min, f.per_s,
-                   (double)f.peak / 1048576.0, (double)f.state / 1048576.0, (double)(f.peak - f.state) / 1048576.0,
+                printf("%s%s, batch %lld, %d threads: median of %lld steps after %lld warm-up\n\n"
+                       "%-*s  ms/step   min ms  %11s  peak MiB  state MiB  activations MiB  %11s  vs %s\n",
+                       desc, cfg->random_vocab ? " on random tokens" : "", (long long)cfg->batch, cfg->threads,
+                       (long long)(cfg->steps - warmup), (long long)warmup, w, "precision", out.r.throughput_unit,
+                       lm ? "MiB/token" : "MiB/sample", cfg->label);
+            printf("%-*s %8.1f %8.1f %12.0f %9.1f %10.1f %16.1f %12.4f  %.2fx\n", w, cfg->label, f.ms, f.ms_min,
+                   f.per_s, (double)f.peak / 1048576.0, (double)f.state / 1048576.0,
+                   (double)(f.peak - f.state) / 1048576.0, (double)f.peak / 1048576.0 / (double)f.per_step,
                    base.ms / f.ms);
             print_syncs(&f);
             if (f.ranks > 1)
@@ -152,6 +161,28 @@ static int run_all(const char *prog, const run_config *common, const prec_list *
     }
     ampc_dataset_free(ds);
     return rc;
+}
+
+/* --data none, or a vocabulary beyond bytes and no --data: random token ids (run_tokens.c). 0, or 2 after a
+ * message. */
+static int random_tokens(const char *prog, run_config *cfg, bool data_given) {
+    bool none = strcmp(cfg->data_spec, "none") == 0;
+    if (!none && (data_given || cfg->model.vocab <= 256)) return 0;
+    if (cfg->model.kind != AMPC_MODEL_GPT) {
+        fprintf(stderr, "%s: --data none (random token ids) is for --model gpt; --model %s needs its data\n", prog,
+                ampc_model_kind_name(cfg->model.kind));
+        return CLI_EXIT_USAGE;
+    }
+    cfg->random_vocab = cfg->model.vocab ? cfg->model.vocab : 256;
+    return 0;
+}
+
+/* The shared --data row, with the value only this command takes. */
+static void data_help(cli_opt *opts, int n) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(opts[i].name, "data") == 0)
+            opts[i].help = "builtin | fashion-mnist[:DIR] | text:FILE | none (random token ids; the default when "
+                           "the vocabulary exceeds 256)";
 }
 
 int bench_step_main(int argc, char **argv) {
@@ -169,16 +200,19 @@ int bench_step_main(int argc, char **argv) {
     opts[n++] = CLI_OPT(.name = "untimed", .kind = CLI_INT, .out = &warmup, .imin = 0, .imax = 1000, .defval = "2",
                         .help = "untimed steps first");
     opts[n++] = CLI_OPT(.name = "json", .kind = CLI_FLAG, .out = &json, .help = "one JSON object per precision");
+    data_help(opts, n);
     bool seen[MAX_OPTS] = {false};
     cli_parse_out po = {.seen = seen};
     int rc = cli_parse_or_exit(prog, usage, opts, (size_t)n, argc, argv, 0, NULL, &po);
-    bool steps_given = false, batch_given = false;
+    bool steps_given = false, batch_given = false, data_given = false;
     for (int i = 0; i < n; i++) {
         steps_given |= seen[i] && strcmp(opts[i].name, "steps") == 0;
         batch_given |= seen[i] && strcmp(opts[i].name, "batch") == 0;
+        data_given |= seen[i] && strcmp(opts[i].name, "data") == 0;
     }
     if (rc < 0) rc = run_finish_options(prog, &cfg, opts, n, seen);
     if (rc >= 0) return rc;
+    if ((rc = random_tokens(prog, &cfg, data_given))) return rc;
     if (cfg.epochs) {
         fprintf(stderr, "%s: --epochs is not for benchmarks; give --steps\n", prog);
         return CLI_EXIT_USAGE;

@@ -16,6 +16,7 @@ int cmd_train(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
 
 /* Parses a subcommand's options, then checks AMPC_ISA. Returns -1 when the caller should go on;
  * otherwise the exit status to return now: 0 after printing help (usage(stdout), then the option list),

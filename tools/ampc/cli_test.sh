@@ -32,7 +32,7 @@ expect_lines "$OUT" 1
 checks=$((checks + 1))
 grep -q -E '^ampc [0-9]+\.[0-9]+\.[0-9]+$' "$OUT" || fail "ampc --version: '$(cat "$OUT")'"
 
-for cmd in train compare doctor info formats inspect bench "bench convert" "bench gemm" "bench step"; do
+for cmd in train compare doctor info formats inspect sample bench "bench convert" "bench gemm" "bench step"; do
     run $cmd --help
     expect_rc 0
     expect_has "$OUT" "Usage: ampc $cmd"
@@ -43,13 +43,13 @@ done
 # ---- usage errors: status 2, one line naming the offender and the accepted values ----
 run trian
 expect_rc 2
-expect_exact_err "ampc: unknown command 'trian'; expected one of: train, compare, doctor, info, formats, inspect, bench"
+expect_exact_err "ampc: unknown command 'trian'; expected one of: train, compare, doctor, info, formats, inspect, sample, bench"
 run info --jsn
 expect_rc 2
 expect_exact_err "ampc info: unknown option '--jsn' (did you mean --json?); accepted: --device, --json, --help"
 
-usage_error "missing command" "train, compare, doctor, info, formats, inspect, bench" --
-usage_error "'trian'" "train, compare, doctor, info, formats, inspect, bench" -- trian
+usage_error "missing command" "train, compare, doctor, info, formats, inspect, sample, bench" --
+usage_error "'trian'" "train, compare, doctor, info, formats, inspect, sample, bench" -- trian
 usage_error "'--jsn'" "--help, --version" -- --jsn
 usage_error "'--jsn'" "--json, --help" -- info --jsn
 # --device: a device that is not a device, not built or not present is refused before anything starts
@@ -300,6 +300,46 @@ usage_error "--heads 5 does not divide --d-model 384 (the default)" "1, 2, 3, 4,
 checks=$((checks + 1))
 ! grep -q "classes\|image" "$ERR" || fail "train --heads 5 mentions options a GPT does not have: $(cat "$ERR")"
 usage_error "--heads 3 does not divide --d-model 64" "1, 2, 4, 8, 16, 32, 64" -- compare --d-model 64 --heads 3
+# --preset fills the GPT's shape where the command line gives none, whatever the order; --vocab
+for cmd in train compare doctor "bench step"; do
+    # shellcheck disable=SC2086
+    usage_error "--heads 5 does not divide --d-model 768 (--preset gpt2-small)" -- $cmd --preset gpt2-small --heads 5
+    # shellcheck disable=SC2086
+    usage_error "--heads 16 (--preset gpt2-medium) does not divide --d-model 100" -- $cmd --d-model 100 --preset gpt2-medium
+done
+usage_error "'gpt3'" "--preset; accepted: gpt2-small, gpt2-medium" -- train --preset gpt3
+usage_error "--preset gpt2-small sizes a GPT; --model mlp" -- train --model mlp --preset gpt2-small
+usage_error "'1'" "--vocab; expected an integer in 2.." -- train --vocab 1
+# shellcheck disable=SC2086
+usage_error "--vocab: ampc_dataset_open: vocab 100 is too small for the built-in corpus" "at least 256" -- train $TINY --vocab 100
+usage_error "--data none (random token ids) is for --model gpt" -- bench step --model mlp --data none
+# bench step: random tokens with --data none, and by default for a vocabulary past bytes (a preset's)
+# shellcheck disable=SC2086
+run bench step $TINY --steps 1 --untimed 0 --precisions fp32 --data none
+expect_rc 0
+expect_has "$OUT" "gpt (1 layers, d 16, 2 heads, context 8, vocab 256) on random tokens"
+expect_has "$OUT" "MiB/token"
+# shellcheck disable=SC2086
+run bench step --layers 1 --d-model 16 --heads 2 --context 8 --preset gpt2-small --batch 2 --steps 1 --untimed 0 --precisions bf16 --json
+expect_rc 0
+expect_json "$OUT" --lines
+for key in '"data":"random tokens"' '"peak_bytes_per_token":' '"tokens_per_s":' '"batch":2,'; do
+    expect_has "$OUT" "$key"
+done
+# shellcheck disable=SC2086
+run bench step $TINY --vocab 300 --steps 1 --untimed 0 --precisions fp32 --data builtin
+expect_rc 0
+expect_has "$OUT" "vocab 300), batch 4"
+# the deepest GPT --layers accepts builds (GPT-2 medium's 24 blocks once hit the model's parameter cap)
+run bench step --layers 100 --d-model 16 --heads 2 --context 8 --batch 2 --steps 1 --untimed 0 --precisions fp32
+expect_rc 0
+expect_has "$OUT" "gpt (100 layers, d 16"
+# a checkpoint records the vocabulary with the model (inspect shows it)
+# shellcheck disable=SC2086
+run train $TINY --vocab 300 --quiet --checkpoint "$TMP/v300.st"
+expect_rc 0
+run inspect "$TMP/v300.st"
+expect_has "$OUT" "context 8, vocab 300)"
 # shellcheck disable=SC2086
 run train $TINY --threads 0 --quiet
 expect_rc 0

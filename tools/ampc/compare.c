@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define MAX_OPTS 64
+#define MAX_OPTS 96
 
 static void usage(FILE *f) {
     fprintf(f, "Usage: ampc compare [options]\n\n"

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define MAX_OPTS 64
+#define MAX_OPTS 96
 #define NFMT 4
 
 static const ampc_format fmts[NFMT] = {AMPC_FORMAT_FP16, AMPC_FORMAT_BF16, AMPC_FORMAT_FP8_E4M3, AMPC_FORMAT_FP8_E5M2};

@@ -21,6 +21,7 @@ static const command commands[] = {
     {"info", cmd_info, "CPU features, AMX permission, kernel level, native/emulated precision support"},
     {"formats", cmd_formats, "FP32, TF32, BF16, FP16, FP8-E4M3, FP8-E5M2: bits, range, precision"},
     {"inspect", cmd_inspect, "a safetensors file or checkpoint: tensors, dtypes, shapes, step, scaler, options"},
+    {"sample", cmd_sample, "text from a trained GPT checkpoint: a prompt continued, sampled with a seed"},
     {"bench", cmd_bench, "kernel throughput against this machine's memory bandwidth"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

@@ -137,6 +137,12 @@ static int next_batch(run_state *s, ampc_tensor **x, ampc_tensor **y) {
         simple_batch(s, x, y);
         return *x && *y ? 0 : run_fail(s->prog, "data");
     }
+    if (s->cfg->random_vocab) {
+        int64_t T = ampc_model_get_config(s->model).context;
+        run_random_tokens(s->ctx, s->cfg->seed, s->random_batches++, s->first_row, s->rows, T, s->cfg->random_vocab, x,
+                          y);
+        return *x && *y ? 0 : run_fail(s->prog, "random tokens");
+    }
     return ampc_loader_next(s->train, x, y, NULL) == AMPC_OK ? 0 : run_fail(s->prog, "training data");
 }
 
@@ -152,7 +158,8 @@ static int setup(run_state *s, const ampc_dataset *ds) {
         return CLI_EXIT_USAGE;
     }
     ampc_loader_shard_rows(B, s->rank, s->world, &s->first_row, &s->rows);
-    if (ampc_dataset_get_info(ds, &s->info) != AMPC_OK) return run_fail(s->prog, "data");
+    if (cfg->random_vocab) s->info = (ampc_dataset_info){.task = AMPC_TASK_CHAR_LM, .num_classes = cfg->random_vocab};
+    else if (ampc_dataset_get_info(ds, &s->info) != AMPC_OK) return run_fail(s->prog, "data");
     s->lm = s->info.task == AMPC_TASK_CHAR_LM && !is_simple(s);
     int rc = check_pairing(s);
     if (rc) return rc;
@@ -163,7 +170,7 @@ static int setup(run_state *s, const ampc_dataset *ds) {
     if (cfg->stats && ampc_stats_attach(s->ctx, cfg->stats) != AMPC_OK) return run_fail(s->prog, "statistics");
     ampc_model_config mc = cfg->model;
     if (s->lm) {
-        mc.vocab = (int)s->info.num_classes;
+        mc.vocab = (int)s->info.num_classes; /* the data's: --vocab (or --preset) given to it, checked there */
     } else if (!is_simple(s)) {
         mc.classes = (int)s->info.num_classes;
         mc.in_channels = (int)s->info.input_shape[0];
@@ -197,6 +204,11 @@ static int setup(run_state *s, const ampc_dataset *ds) {
         return 0;
     }
     int64_t T = s->lm ? ampc_model_get_config(s->model).context : 0;
+    s->per_step = cfg->batch * (s->lm ? T : 1);
+    if (cfg->random_vocab) {
+        s->steps = cfg->steps;
+        return 0;
+    }
     ampc_loader_params tp = {.split = AMPC_SPLIT_TRAIN,
                              .batch = cfg->batch,
                              .context = T,

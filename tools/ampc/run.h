@@ -68,6 +68,7 @@ typedef struct run_config {
     bool quiet;
     bool check_finite;        /* anomaly mode */
     bool no_eval;             /* skip the final evaluation (benchmarks) */
+    int64_t random_vocab;     /* bench: > 0 = no data set; batches of uniform random ids in [0, random_vocab) */
     ampc_master_mode master;  /* for low-precision parameters */
     bool stochastic_rounding; /* BF16 parameters without masters: the update rounded stochastically */
     const char *label;        /* printed on progress lines */
@@ -96,6 +97,7 @@ typedef struct run_config {
     struct {
         ampc_model_kind model;
         run_param_dtype param_dtype;
+        int preset; /* an index into run_options.c's presets, when --preset was given */
         int64_t layers, d_model, heads, context, vocab, growth_interval, hysteresis, seed, threads, fp8_history,
             fp8_margin;
         int64_t hidden[AMPC_MODEL_MAX_HIDDEN];

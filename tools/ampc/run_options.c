@@ -24,6 +24,12 @@ static const char *const masters[] = {"auto", "none", NULL};                    
 static const char *const fp8_formats[] = {"hybrid", "e4m3", NULL};                     /* ampc_fp8_format */
 static const char *const fp8_scalings[] = {"delayed", "current", NULL};                /* ampc_fp8_scaling */
 static const char *const fp8_amax[] = {"max", "most-recent", NULL};                    /* ampc_fp8_amax_compute */
+static const char *const preset_names[] = {"gpt2-small", "gpt2-medium", NULL};         /* presets[] */
+
+/* --preset: GPT-2's shapes (the vocabulary is GPT-2's 50257 tokens padded to a multiple of 128, as llm.c
+ * and nanoGPT pad it, so the output layer's GEMM tiles evenly). */
+static const char *const preset_opts[5] = {"layers", "d-model", "heads", "context", "vocab"};
+static const int64_t presets[][5] = {{12, 768, 12, 1024, 50304}, {24, 1024, 16, 1024, 50304}};
 /* A CLI_CHOICE option writes an int; every enum above is int-sized (gcc: unsigned int or int). */
 _Static_assert(sizeof(ampc_fp8_format) == sizeof(int) && sizeof(ampc_fp8_scaling) == sizeof(int) &&
                    sizeof(ampc_fp8_amax_compute) == sizeof(int),
@@ -171,6 +177,10 @@ int run_options(run_config *cfg, cli_opt *o, int max) {
         CLI_OPT(.name = "quiet", .kind = CLI_FLAG, .out = &cfg->quiet, .help = "no progress lines"),
         CLI_OPT(.name = "check-finite", .kind = CLI_FLAG, .out = &cfg->check_finite,
                 .help = "anomaly mode: stop at the first op producing inf/NaN, naming it"),
+        CLI_OPT(.name = "preset", .kind = CLI_CHOICE, .out = &cfg->cli.preset, .choices = preset_names,
+                .help = "gpt: GPT-2's shape (small: 12 layers, d 768, 12 heads, context 1024, vocab 50304; medium: "
+                        "24, 1024, 16, 1024, 50304); --layers --d-model --heads --context --vocab override it; meant "
+                        "for token data (byte data uses ids 0..255 of the vocabulary)"),
         CLI_OPT(.name = "layers", .kind = CLI_INT, .out = &cfg->cli.layers, .imin = 1, .imax = 100, .defval = "6",
                 .help = "gpt: transformer blocks"),
         CLI_OPT(.name = "d-model", .kind = CLI_INT, .out = &cfg->cli.d_model, .imin = 1, .imax = 1 << 16,
@@ -261,21 +271,25 @@ static bool given(const cli_opt *opts, int n, const bool *seen, const char *name
     return i >= 0 && seen[i];
 }
 
-/* "--d-model 384 (the default)" */
-static void value_text(const char *name, int v, bool given_, char *buf, size_t size) {
-    snprintf(buf, size, "--%s %d%s", name, v, given_ ? "" : " (the default)");
+/* "--d-model 384 (the default)", "--d-model 768 (--preset gpt2-small)" */
+static void value_text(const char *name, int v, const run_config *cfg, const cli_opt *opts, int nopts, const bool *seen,
+                       char *buf, size_t size) {
+    if (given(opts, nopts, seen, name)) snprintf(buf, size, "--%s %d", name, v);
+    else if (given(opts, nopts, seen, "preset"))
+        snprintf(buf, size, "--%s %d (--preset %s)", name, v, preset_names[cfg->cli.preset]);
+    else snprintf(buf, size, "--%s %d (the default)", name, v);
 }
 
 /* The GPT's shape, checked here rather than by the library's model constructor so that a mistake is a
  * usage error (status 2) naming the options involved and what would work. */
-static int check_gpt_shape(const char *prog, const ampc_model_config *m, const cli_opt *opts, int nopts,
-                           const bool *seen) {
+static int check_gpt_shape(const char *prog, const run_config *cfg, const cli_opt *opts, int nopts, const bool *seen) {
+    const ampc_model_config *m = &cfg->model;
     if (m->kind != AMPC_MODEL_GPT) return -1;
     int d = m->d_model ? m->d_model : 384, h = m->heads ? m->heads : 6;
     if (d % h == 0) return -1;
     char dt[64], ht[64], list[256];
-    value_text("d-model", d, given(opts, nopts, seen, "d-model"), dt, sizeof dt);
-    value_text("heads", h, given(opts, nopts, seen, "heads"), ht, sizeof ht);
+    value_text("d-model", d, cfg, opts, nopts, seen, dt, sizeof dt);
+    value_text("heads", h, cfg, opts, nopts, seen, ht, sizeof ht);
     size_t n = 0;
     list[0] = '\0';
     for (int k = 1; k <= d && k <= 64 && n < sizeof list; k++)
@@ -285,10 +299,25 @@ static int check_gpt_shape(const char *prog, const ampc_model_config *m, const c
     return CLI_EXIT_USAGE;
 }
 
+/* --preset fills each shape option that the command line does not give itself, whatever the order. */
+static int apply_preset(const char *prog, run_config *cfg, const cli_opt *opts, int nopts, const bool *seen) {
+    if (!given(opts, nopts, seen, "preset")) return 0;
+    if (cfg->cli.model != AMPC_MODEL_GPT) {
+        fprintf(stderr, "%s: --preset %s sizes a GPT; --model %s has no such shape\n", prog,
+                preset_names[cfg->cli.preset], ampc_model_kind_name(cfg->cli.model));
+        return CLI_EXIT_USAGE;
+    }
+    int64_t *field[] = {&cfg->cli.layers, &cfg->cli.d_model, &cfg->cli.heads, &cfg->cli.context, &cfg->cli.vocab};
+    for (int i = 0; i < 5; i++)
+        if (!given(opts, nopts, seen, preset_opts[i])) *field[i] = presets[cfg->cli.preset][i];
+    return 0;
+}
+
 int run_finish_options(const char *prog, run_config *cfg, const cli_opt *opts, int nopts, const bool *seen) {
     static const ampc_dtype dt[] = {
         [RUN_PARAM_F32] = AMPC_DTYPE_F32, [RUN_PARAM_BF16] = AMPC_DTYPE_BF16, [RUN_PARAM_F16] = AMPC_DTYPE_F16};
     ampc_model_config *m = &cfg->model;
+    if (apply_preset(prog, cfg, opts, nopts, seen)) return CLI_EXIT_USAGE;
     m->kind = cfg->cli.model;
     m->layers = (int)cfg->cli.layers, m->d_model = (int)cfg->cli.d_model, m->heads = (int)cfg->cli.heads;
     m->context = (int)cfg->cli.context, m->vocab = (int)cfg->cli.vocab; /* 0: the data's */
@@ -350,7 +379,7 @@ int run_finish_options(const char *prog, run_config *cfg, const cli_opt *opts, i
         fprintf(stderr, "%s: --momentum applies to --optimizer sgd only\n", prog);
         return CLI_EXIT_USAGE;
     }
-    return check_gpt_shape(prog, m, opts, nopts, seen);
+    return check_gpt_shape(prog, cfg, opts, nopts, seen);
 }
 
 int run_check_sr(const char *prog, const char *what, ampc_dtype param_dtype, ampc_master_mode master, bool sr) {
@@ -377,13 +406,11 @@ void run_warn_threads(const char *prog, const run_config *cfg) {
 
 void run_describe_model(const ampc_model_config *c, char *buf, size_t size) {
     switch (c->kind) {
-    case AMPC_MODEL_GPT: { /* the vocabulary only where it is not the bytes' 256 */
-        int n = snprintf(buf, size, "gpt (%d layers, d %d, %d heads, context %d", c->layers ? c->layers : 6,
-                         c->d_model ? c->d_model : 384, c->heads ? c->heads : 6, c->context ? c->context : 256);
-        if (n > 0 && (size_t)n < size)
-            snprintf(buf + n, size - (size_t)n, c->vocab && c->vocab != 256 ? ", vocab %d)" : ")", c->vocab);
+    case AMPC_MODEL_GPT:
+        snprintf(buf, size, "gpt (%d layers, d %d, %d heads, context %d, vocab %d)", c->layers ? c->layers : 6,
+                 c->d_model ? c->d_model : 384, c->heads ? c->heads : 6, c->context ? c->context : 256,
+                 c->vocab ? c->vocab : 256);
         break;
-    }
     case AMPC_MODEL_MLP: {
         static const int defaults[AMPC_MODEL_MAX_HIDDEN] = {1024, 1024}; /* ampc_model_config: all 0 */
         const int *h = c->hidden[0] ? c->hidden : defaults;

@@ -28,6 +28,7 @@ typedef struct run_state {
     int rank, world;         /* 0 and 1 for one process */
     int64_t rows, first_row; /* this rank's rows of each global batch */
     bool hinted;             /* the doctor hint was printed (after the first skipped step) */
+    int64_t random_batches;  /* cfg->random_vocab: batches drawn so far (the next one's index) */
 } run_state;
 
 /* run.c */
@@ -39,6 +40,14 @@ run_schedule run_resolve_schedule(const run_state *s, run_schedule sc, int64_t r
 double run_lr_at(const run_schedule *sc, int64_t step);
 /* Blanks a live progress line, so that whatever is printed next starts a clean line. */
 void run_status_clear(run_state *s);
+
+/* run_tokens.c */
+/* Global batch number `index` of uniform random token ids in [0, vocab): this rank's rows
+ * [first_row, first_row + rows) as x (rows, T) and y (rows, T), y being x shifted left by one, arena tensors
+ * of ctx (NULL after a failure, with the library's error). A function of (seed, index) alone, whatever the
+ * ranks and threads. */
+void run_random_tokens(ampc_ctx *ctx, uint64_t seed, int64_t index, int64_t first_row, int64_t rows, int64_t T,
+                       int64_t vocab, ampc_tensor **x, ampc_tensor **y);
 
 /* run_resume.c */
 /* --resume (cfg->resume): restores the checkpoint into the run and sets s->start; 0, or 1 after a message.

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_OPTS 64
+#define MAX_OPTS 96
 #define MAX_ARGS 256
 
 static void usage(FILE *f) {
