@@ -2,7 +2,8 @@
  * tensor used several times and across backward passes, gradient dtypes (F32 leaves stay F32 through a
  * BF16 cast), the errors of a second backward, of a tensor without a graph, of a non-scalar loss and of
  * an input modified in place, release at step end, dtype promotion, and a two-layer MLP that learns XOR
- * in F32 and in BF16 with identical bits for 1 and 2 threads. */
+ * in F32 and in BF16 with identical bits for 1 and 2 threads; large gradient sums, cut into pieces over the
+ * threads, against a host loop. */
 #include "test_util.h"
 
 #include <stdlib.h>
@@ -78,6 +79,44 @@ static void test_accumulation(void **state) {
     read_f32(ampc_tensor_grad(m), gm);
     static const float want[6] = {1, 100, 1e4f, 10, 1000, 1e5f};
     assert_memory_equal(gm, want, sizeof want);
+}
+
+/* Gradient sums and first writes of a large leaf gradient run in pieces over the threads (a grain of 16384
+ * elements, 32768 for conversions): at 2 x 65536 + 7 elements, every piece and the odd tail must hold the
+ * sum a host loop makes, for F32, BF16 and F16 leaves (the sum is F32, rounded once to the leaf's dtype). */
+static void test_large_gradient_sums(void **state) {
+    (void)state;
+    enum { N = 2 * 65536 + 7 };
+    static const ampc_dtype dts[] = {AMPC_DTYPE_F32, AMPC_DTYPE_BF16, AMPC_DTYPE_F16};
+    float *v = malloc(N * sizeof *v), *a1 = malloc(N * sizeof *a1), *a2 = malloc(N * sizeof *a2),
+          *g = malloc(N * sizeof *g), *want = malloc(N * sizeof *want);
+    assert_true(v && a1 && a2 && g && want);
+    for (int i = 0; i < N; i++) { /* sums that need rounding in BF16/F16 */
+        v[i] = 1.0f;
+        a1[i] = (float)(i % 509) / 8.0f;
+        a2[i] = (float)(i % 251 + 1) / 1024.0f;
+    }
+    for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
+        ampc_tensor *x = leaf(dts[d], N, v);
+        ampc_tensor *c1 = ampc_tensor_from_buffer(g_ctx, dts[d], 1, (int64_t[]){N}, a1, AMPC_DTYPE_F32);
+        ampc_tensor *c2 = ampc_tensor_from_buffer(g_ctx, dts[d], 1, (int64_t[]){N}, a2, AMPC_DTYPE_F32);
+        ASSERT_OK(ampc_backward(g_ctx, ampc_sum(g_ctx, ampc_mul(g_ctx, x, c1), NULL, 0, false)));
+        ASSERT_OK(ampc_backward(g_ctx, ampc_sum(g_ctx, ampc_mul(g_ctx, x, c2), NULL, 0, false)));
+        assert_int_equal(ampc_tensor_dtype(ampc_tensor_grad(x)), dts[d]);
+        read_f32(ampc_tensor_grad(x), g);
+        read_f32(c1, want), read_f32(c2, a2); /* the coefficients as the dtype holds them */
+        for (int i = 0; i < N; i++) want[i] += a2[i];
+        if (dts[d] != AMPC_DTYPE_F32) { /* the host's rounding of the F32 sum to the leaf's dtype */
+            uint16_t *h = malloc(N * sizeof *h);
+            assert_non_null(h);
+            ASSERT_OK(ampc_convert(h, dts[d], want, AMPC_DTYPE_F32, N));
+            ASSERT_OK(ampc_convert(want, AMPC_DTYPE_F32, h, dts[d], N));
+            free(h);
+        }
+        assert_memory_equal(g, want, N * sizeof *g);
+        ampc_ctx_step_end(g_ctx);
+    }
+    free(v), free(a1), free(a2), free(g), free(want);
 }
 
 static void test_gradient_dtypes(void **state) {
@@ -304,6 +343,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_requires_grad_propagation, end_step),
         cmocka_unit_test_teardown(test_accumulation, end_step),
+        cmocka_unit_test_teardown(test_large_gradient_sums, end_step),
         cmocka_unit_test_teardown(test_gradient_dtypes, end_step),
         cmocka_unit_test_teardown(test_promotion, end_step),
         cmocka_unit_test_teardown(test_backward_errors, end_step),

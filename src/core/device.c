@@ -13,7 +13,31 @@
 
 static void *cpu_alloc(ampc_ctx *ctx, size_t bytes) { return ampci_alloc(ctx, bytes, "device memory"); }
 static void cpu_free(ampc_ctx *ctx, void *p, size_t bytes) { ampci_free(ctx, p, bytes); }
-static void cpu_memset(ampc_ctx *ctx, void *p, int v, size_t bytes) { (void)ctx, memset(p, v, bytes); }
+/* Large fills (the step's zeroed gradients and buffers) are cut into pieces over the context's threads: one
+ * thread alone waited on the others' idle spin for most of a small batch's memset time. */
+#define MEMSET_PIECE ((size_t)256 << 10)
+typedef struct memset_job {
+    unsigned char *p;
+    int v;
+    size_t bytes;
+} memset_job;
+
+static void memset_piece(void *arg, int64_t b, int64_t e, int64_t chunk) {
+    const memset_job *j = arg;
+    (void)chunk;
+    size_t lo = (size_t)b * MEMSET_PIECE,
+           hi = (size_t)e * MEMSET_PIECE < j->bytes ? (size_t)e * MEMSET_PIECE : j->bytes;
+    memset(j->p + lo, j->v, hi - lo);
+}
+
+static void cpu_memset(ampc_ctx *ctx, void *p, int v, size_t bytes) {
+    if (bytes < 4 * MEMSET_PIECE) {
+        memset(p, v, bytes);
+        return;
+    }
+    ampc_parallel_for(ctx, (int64_t)((bytes + MEMSET_PIECE - 1) / MEMSET_PIECE), 1, memset_piece,
+                      &(memset_job){p, v, bytes});
+}
 static void cpu_copy(ampc_ctx *ctx, void *dst, const void *src, size_t bytes) { (void)ctx, memcpy(dst, src, bytes); }
 static void cpu_discard(ampc_ctx *ctx, void *p, size_t bytes) { (void)ctx, ampci_discard_pages(p, bytes); }
 

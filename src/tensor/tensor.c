@@ -67,10 +67,10 @@ static int64_t storage_bytes(const char *fn, const ampc_ctx *ctx, ampc_dtype dty
     return n < 0 ? -1 : n * (int64_t)ampc_dtype_size(dtype);
 }
 
-/* Fills in a zeroed contiguous tensor t on storage s holding `data`. */
+/* Fills in a contiguous tensor t on storage s holding `data` (zeroed unless `empty`). */
 static ampc_tensor *init_tensor(ampc_tensor *t, ampci_storage *s, ampc_ctx *ctx, unsigned char *data, size_t bytes,
-                                bool owned, ampc_dtype dtype, int ndim, const int64_t *shape) {
-    ampci_dev_memset(ctx, data, 0, bytes);
+                                bool owned, bool empty, ampc_dtype dtype, int ndim, const int64_t *shape) {
+    if (!empty) ampci_dev_memset(ctx, data, 0, bytes);
     *s = (ampci_storage){.ctx = ctx,
                          .buft = ctx->dev_mem.buft,
                          .data = data,
@@ -83,13 +83,22 @@ static ampc_tensor *init_tensor(ampc_tensor *t, ampci_storage *s, ampc_ctx *ctx,
     return t;
 }
 
-ampc_tensor *ampci_tensor_arena(const char *fn, ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape) {
+static ampc_tensor *arena_tensor(const char *fn, ampc_ctx *ctx, bool empty, ampc_dtype dtype, int ndim,
+                                 const int64_t *shape) {
     int64_t bytes = storage_bytes(fn, ctx, dtype, ndim, shape);
     if (bytes < 0) return NULL;
     ampc_tensor *t = ampci_arena_alloc(ctx, sizeof *t, fn);
     ampci_storage *s = t ? ampci_arena_alloc(ctx, sizeof *s, fn) : NULL;
     unsigned char *data = s ? ampci_step_alloc(ctx, (size_t)bytes, fn) : NULL;
-    return data ? init_tensor(t, s, ctx, data, (size_t)bytes, false, dtype, ndim, shape) : NULL;
+    return data ? init_tensor(t, s, ctx, data, (size_t)bytes, false, empty, dtype, ndim, shape) : NULL;
+}
+
+ampc_tensor *ampci_tensor_arena(const char *fn, ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape) {
+    return arena_tensor(fn, ctx, false, dtype, ndim, shape);
+}
+
+ampc_tensor *ampci_tensor_arena_empty(const char *fn, ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape) {
+    return arena_tensor(fn, ctx, true, dtype, ndim, shape);
 }
 
 ampc_tensor *ampci_tensor_wrap(const char *fn, ampc_ctx *ctx, ampc_dtype dtype, int ndim, const int64_t *shape,
@@ -143,7 +152,7 @@ ampc_tensor *ampc_tensor_new(ampc_ctx *ctx, ampc_dtype dtype, int ndim, const in
         ampci_free(ctx, t, sizeof *t);
         return NULL;
     }
-    return init_tensor(t, s, ctx, data, (size_t)bytes, true, dtype, ndim, shape);
+    return init_tensor(t, s, ctx, data, (size_t)bytes, true, false, dtype, ndim, shape);
 }
 
 static void storage_unref(void *arg) {

@@ -60,6 +60,10 @@ AMPCI_HIDDEN void ampci_contiguous_strides(int ndim, const int64_t *shape, int64
 /* A fresh arena tensor with zero-filled contiguous storage; NULL on failure. */
 AMPCI_HIDDEN ampc_tensor *ampci_tensor_arena(const char *fn, ampc_ctx *ctx, ampc_dtype dtype, int ndim,
                                              const int64_t *shape);
+/* The same, its storage left unfilled: for a result that the caller writes whole before anything reads it
+ * (zeroing it first was a serial pass over every copied activation). */
+AMPCI_HIDDEN ampc_tensor *ampci_tensor_arena_empty(const char *fn, ampc_ctx *ctx, ampc_dtype dtype, int ndim,
+                                                   const int64_t *shape);
 /* An arena view header on t's storage, shape and strides to be set by the caller. */
 AMPCI_HIDDEN ampc_tensor *ampci_tensor_view_of(const char *fn, const ampc_tensor *t);
 /* Normalises a possibly negative dim index for `fn`; -1 with the error recorded when out of range. */

@@ -162,7 +162,7 @@ ampc_tensor *ampc_tensor_from_buffer(ampc_ctx *ctx, ampc_dtype dtype, int ndim, 
 /* ---- copies ---- */
 
 ampc_tensor *ampci_copy_as(const char *fn, const ampc_tensor *t, ampc_dtype dtype) {
-    ampc_tensor *c = ampci_tensor_arena(fn, t->ctx, dtype, t->ndim, t->shape);
+    ampc_tensor *c = ampci_tensor_arena_empty(fn, t->ctx, dtype, t->ndim, t->shape); /* gather writes all of it */
     return c && ampci_tensor_gather(t, ampci_dev_ptr(c), dtype) == AMPC_OK ? c : NULL;
 }
 

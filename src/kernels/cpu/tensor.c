@@ -162,8 +162,30 @@ ampc_status ampci_cpu_fill_random(ampc_ctx *ctx, const ampci_fill_random_args *a
 
 /* ---- contiguous ---- */
 
+/* Elements [b, e) of a contiguous conversion (element-wise: the same bits however it is cut). */
+typedef struct convert_job {
+    const ampci_convert_args *a;
+    const struct ampc_kernels *k;
+} convert_job;
+
+AMPCI_ROW_BODY(convert_run, convert_job, j, b, e, chunk) {
+    const ampci_convert_args *a = j->a;
+    size_t ds = ampc_dtype_size(a->dst_dt), ss = ampc_dtype_size(a->src_dt);
+    ampci_convert_with(j->k, (unsigned char *)a->dst + (size_t)b * ds, a->dst_dt,
+                       (const unsigned char *)a->src + (size_t)b * ss, a->src_dt, (size_t)(e - b));
+}
+
 ampc_status ampci_cpu_convert(ampc_ctx *ctx, const ampci_convert_args *a) {
-    return ampci_convert_with(ctx->kernels, a->dst, a->dst_dt, a->src, a->src_dt, (size_t)a->n);
+    /* small, bad arguments (reported there) or overlapping ranges: in one piece */
+    bool whole = a->n < 2 * PARALLEL_ELEMS || (unsigned)a->dst_dt >= AMPC_DTYPE_COUNT ||
+                 (unsigned)a->src_dt >= AMPC_DTYPE_COUNT || !a->dst || !a->src ||
+                 ((const unsigned char *)a->dst <
+                      (const unsigned char *)a->src + a->n * (int64_t)ampc_dtype_size(a->src_dt) &&
+                  (const unsigned char *)a->src <
+                      (const unsigned char *)a->dst + a->n * (int64_t)ampc_dtype_size(a->dst_dt));
+    if (whole) return ampci_convert_with(ctx->kernels, a->dst, a->dst_dt, a->src, a->src_dt, (size_t)a->n);
+    ampci_parallel_rows(ctx, a->n, 1, convert_run, &(convert_job){a, ctx->kernels});
+    return AMPC_OK;
 }
 
 ampc_status ampci_cpu_first_nonfinite(ampc_ctx *ctx, const ampci_first_nonfinite_args *a) {
@@ -172,18 +194,37 @@ ampc_status ampci_cpu_first_nonfinite(ampc_ctx *ctx, const ampci_first_nonfinite
     return AMPC_OK;
 }
 
-ampc_status ampci_cpu_accumulate(ampc_ctx *ctx, const ampci_accumulate_args *a) {
-    const struct ampc_kernels *k = ctx->kernels;
+/* Elements [b, e) of dst += src, summed in F32 and rounded once to dst's dtype. Element-wise, so the bits
+ * do not depend on the cut; in parallel because gradient accumulation runs it over every parameter's
+ * gradient once per micro-batch (serially it was most of what a 2-thread step waited on). */
+typedef struct accumulate_job {
+    const ampci_accumulate_args *a;
+    const struct ampc_kernels *k;
+} accumulate_job;
+
+AMPCI_ROW_BODY(accumulate_run, accumulate_job, j, b, e, chunk) {
+    const ampci_accumulate_args *a = j->a;
     size_t ds = ampc_dtype_size(a->dst_dt), ss = ampc_dtype_size(a->src_dt);
     unsigned char *d = a->dst;
     const unsigned char *s = a->src;
-    float x[ADD_CHUNK], y[ADD_CHUNK];
-    for (int64_t i = 0; i < a->n; i += ADD_CHUNK) {
-        size_t m = (size_t)(a->n - i < ADD_CHUNK ? a->n - i : ADD_CHUNK);
-        ampci_convert_with(k, x, AMPC_DTYPE_F32, d + (size_t)i * ds, a->dst_dt, m);
-        ampci_convert_with(k, y, AMPC_DTYPE_F32, s + (size_t)i * ss, a->src_dt, m);
-        for (size_t e = 0; e < m; e++) x[e] += y[e];
-        ampci_convert_with(k, d + (size_t)i * ds, a->dst_dt, x, AMPC_DTYPE_F32, m);
+    if (a->dst_dt == AMPC_DTYPE_F32 && a->src_dt == AMPC_DTYPE_F32) { /* no staging at all */
+        float *df = (float *)a->dst + b;
+        j->k->binary[AMPCI_BINARY_ADD](df, df, (const float *)a->src + b, e - b);
+        return;
     }
+    float x[ADD_CHUNK], y[ADD_CHUNK];
+    bool f32 = a->dst_dt == AMPC_DTYPE_F32; /* an F32 sum is added in place: no staging copies of it */
+    for (int64_t i = b; i < e; i += ADD_CHUNK) {
+        size_t m = (size_t)(e - i < ADD_CHUNK ? e - i : ADD_CHUNK);
+        float *sum = f32 ? (float *)a->dst + i : x;
+        if (!f32) ampci_convert_with(j->k, x, AMPC_DTYPE_F32, d + (size_t)i * ds, a->dst_dt, m);
+        ampci_convert_with(j->k, y, AMPC_DTYPE_F32, s + (size_t)i * ss, a->src_dt, m);
+        j->k->binary[AMPCI_BINARY_ADD](sum, sum, y, (int64_t)m);
+        if (!f32) ampci_convert_with(j->k, d + (size_t)i * ds, a->dst_dt, x, AMPC_DTYPE_F32, m);
+    }
+}
+
+ampc_status ampci_cpu_accumulate(ampc_ctx *ctx, const ampci_accumulate_args *a) {
+    ampci_parallel_rows(ctx, a->n, 1, accumulate_run, &(accumulate_job){a, ctx->kernels});
     return AMPC_OK;
 }
