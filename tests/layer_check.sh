@@ -155,7 +155,7 @@ fi
 # (allowed: the lower floor owns the list and knows only the listener's type; printed so a reader sees them)
 # EVENT_FLOORS: the subscribing call and the floor that owns (fires) the event.
 EVENT_FLOORS="ampci_autograd_on_grad_seen:autograd ampci_autograd_on_grad_ready:autograd
-ampci_tensor_on_absent:tensor ampci_tensor_on_free:tensor ampci_optim_set_dist:optim"
+ampci_tensor_on_absent:tensor ampci_tensor_on_free:tensor ampci_optim_set_dist:optim ampci_fp8_on_amax:amp"
 echo "run-time upward edges (listeners: SUBSCRIBER -> FIRING FLOOR: event, file):"
 for ev in $EVENT_FLOORS; do
     call=${ev%%:*}

@@ -93,8 +93,10 @@ wait_lines "$DIR/int.jsonl" 10 $pid
 kill -$sig $pid
 wait $pid
 rc=$?
-if [ $rc -eq $want ] && [ "$(wc -l < "$DIR/int.err")" -eq 1 ] &&
-    grep -q "stopped by SIG$sig after [0-9]* of 120 steps; the checkpoint is saved to int/x.st; resume with: ampc train --resume int/x.st --log int.jsonl" "$DIR/int.err"; then
+# two lines: the signal handler's (what will happen), then what happened
+if [ $rc -eq $want ] && [ "$(wc -l < "$DIR/int.err")" -eq 2 ] &&
+    head -n 1 "$DIR/int.err" | grep -q "^ampc train: stopping after step [0-9]* (in progress), then saving int/x.st; if killed before that, the run keeps no checkpoint$" &&
+    tail -n 1 "$DIR/int.err" | grep -q "stopped by SIG$sig after [0-9]* of 120 steps; the checkpoint is saved to int/x.st ([0-9]* ms after the signal); resume with: ampc train --resume int/x.st --log int.jsonl$"; then
     ok "SIG$sig: $(cat "$DIR/int.err")"
 else
     fail "SIG$sig: exit $rc (want $want): $(cat "$DIR/int.err")"

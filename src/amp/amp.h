@@ -130,6 +130,14 @@ AMPCI_HIDDEN void ampci_fp8_describe(const ampc_fp8_recipe *r, char *buf, size_t
 /* The context's FP8 state (if any) was made under recipe r (restore's early check). */
 AMPCI_HIDDEN bool ampci_fp8_compatible(const ampc_ctx *ctx, const ampc_fp8_recipe *r);
 AMPCI_HIDDEN void ampci_fp8_step_end(ampc_ctx *ctx);
+/* The amax event: at a step end that moves delayed scales, the step's amaxes (row 0 of every state's
+ * roles, n values in state order) before the scales are computed from them. A listener may change them in
+ * place: data parallel takes the largest over the ranks (TE's reduce_amax), so every rank computes the
+ * same scales and one rank's checkpoint is every rank's FP8 state. Not fired when nothing was quantised
+ * since the last step end (evaluation), so every rank fires it the same number of times. */
+typedef void ampci_fp8_amax_fn(void *arg, float *amax, int n);
+AMPCI_HIDDEN ampc_status ampci_fp8_on_amax(ampc_ctx *ctx, ampci_fp8_amax_fn *fn, void *arg);
+AMPCI_HIDDEN bool ampci_fp8_off_amax(ampc_ctx *ctx, ampci_fp8_amax_fn *fn, void *arg);
 AMPCI_HIDDEN void ampci_fp8_release(ampc_ctx *ctx);
 
 /* The context assembly's hooks: step end (cached casts live in the arena) and context end. */

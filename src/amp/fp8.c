@@ -24,6 +24,7 @@ struct ampci_fp8 {
     ampc_fp8_recipe recipe;
     ampci_fp8_meta *meta;
     int n, cap;
+    float *amax;        /* cap x AMPCI_FP8_ROLES: the step's amaxes for the amax event (grown with meta) */
     uint64_t saturated; /* this step */
 };
 
@@ -60,6 +61,7 @@ void ampci_fp8_release(ampc_ctx *ctx) {
     if (!f) return;
     for (int i = 0; i < f->n; i++) free(f->meta[i].history);
     free(f->meta);
+    free(f->amax);
     free(f);
     ctx->fp8 = NULL;
     ampci_tensor_off_free(ctx, forget, ctx);
@@ -146,7 +148,10 @@ static ampci_fp8_meta *meta_new(struct ampci_fp8 *f, const ampc_tensor *w) {
         int cap = f->cap ? f->cap * 2 : 64;
         ampci_fp8_meta *m = realloc(f->meta, (size_t)cap * sizeof *m);
         if (!m) return NULL;
-        f->meta = m, f->cap = cap;
+        f->meta = m;
+        float *a = realloc(f->amax, (size_t)cap * AMPCI_FP8_ROLES * sizeof *a);
+        if (!a) return NULL;
+        f->amax = a, f->cap = cap;
     }
     float *h = calloc((size_t)AMPCI_FP8_ROLES * (size_t)f->recipe.amax_history_len, sizeof *h);
     if (!h) return NULL;
@@ -229,12 +234,35 @@ ampc_tensor *ampci_fp8_quantize(ampc_ctx *ctx, ampci_fp8_meta *m, int role, cons
 
 /* ---- step end, statistics ---- */
 
+ampc_status ampci_fp8_on_amax(ampc_ctx *ctx, ampci_fp8_amax_fn *fn, void *arg) {
+    return ampci_listeners_add(&ctx->fp8_amax, "FP8 amax listener", (void (*)(void))fn, arg);
+}
+bool ampci_fp8_off_amax(ampc_ctx *ctx, ampci_fp8_amax_fn *fn, void *arg) {
+    return ampci_listeners_remove(&ctx->fp8_amax, (void (*)(void))fn, arg);
+}
+
+/* The amax event: row 0 of every state's roles out to the listeners and back. */
+static void fire_amax(ampc_ctx *ctx, struct ampci_fp8 *f, int len) {
+    int n = f->n * AMPCI_FP8_ROLES;
+    for (int i = 0; i < f->n; i++)
+        for (int r = 0; r < AMPCI_FP8_ROLES; r++)
+            f->amax[i * AMPCI_FP8_ROLES + r] = f->meta[i].history[(size_t)r * (size_t)len];
+    for (int k = 0; k < ctx->fp8_amax.n; k++)
+        ((ampci_fp8_amax_fn *)ctx->fp8_amax.at[k].fn)(ctx->fp8_amax.at[k].arg, f->amax, n);
+    for (int i = 0; i < f->n; i++)
+        for (int r = 0; r < AMPCI_FP8_ROLES; r++)
+            f->meta[i].history[(size_t)r * (size_t)len] = f->amax[i * AMPCI_FP8_ROLES + r];
+}
+
 void ampci_fp8_step_end(ampc_ctx *ctx) {
     struct ampci_fp8 *f = ctx->fp8;
     if (!f) return;
     f->saturated = 0;
     if (f->recipe.scaling != AMPC_FP8_DELAYED) return;
     int len = f->recipe.amax_history_len;
+    bool touched = false;
+    for (int i = 0; i < f->n; i++) touched |= f->meta[i].touched;
+    if (touched && ctx->fp8_amax.n) fire_amax(ctx, f, len);
     for (int i = 0; i < f->n; i++) {
         ampci_fp8_meta *m = &f->meta[i];
         if (!m->touched) continue;

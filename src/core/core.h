@@ -246,6 +246,7 @@ struct ampc_ctx {
     struct ampci_autocast *autocast;
     struct ampc_stats *stats; /* range statistics (src/amp/stats.c), NULL: off */
     struct ampci_fp8 *fp8;    /* FP8 regions and per-weight scaling state (src/amp/fp8.c), NULL until used */
+    ampci_listeners fp8_amax; /* the step's FP8 amaxes before they move the scales (amp.h: ampci_fp8_on_amax) */
     /* ---- ops: the frames model code has open (src/ops/frame.c): the op outputs they made, outermost
      * frame first, and how many frames are open ---- */
     struct {

@@ -10,6 +10,7 @@
  * other buckets are host staging buffers packed from, and unpacked into, the gradients' host maps. */
 #include "dist.h"
 
+#include "../amp/amp.h"
 #include "../autograd/autograd.h"
 #include "../kernels/device.h"
 
@@ -349,10 +350,19 @@ static void free_buckets(ampc_dist *d) {
     d->buckets = NULL, d->bucket_of = NULL, d->had_grad = NULL, d->nbuckets = 0;
 }
 
+/* FP8 delayed scaling: the largest amax of every rank (TransformerEngine's reduce_amax), so the ranks
+ * compute the same scales; a failure is reported by the next synchronisation, as the hook's are. */
+static void amax_cb(void *arg, float *amax, int n) {
+    ampc_dist *d = arg;
+    ampc_status s = ampc_dist_allreduce(d, amax, n, AMPC_DTYPE_F32, AMPC_DIST_MAX);
+    if (s != AMPC_OK && d->failed == AMPC_OK) d->failed = s, d->failed_why = "the FP8 amax reduction failed";
+}
+
 void ampci_dist_detach(ampc_dist *d) {
     if (!d || !d->opt) return;
     ampci_dist_full_detach(d);
     ampci_optim_set_dist(d->opt, NULL);
+    ampci_fp8_off_amax(d->opt->ctx, amax_cb, d);
     ampci_autograd_off_grad_ready(d->opt->ctx, grad_ready, d);
     free_buckets(d);
     d->opt = NULL;
@@ -577,7 +587,8 @@ ampc_status ampc_dist_attach(ampc_dist *d, ampc_optim *opt, const ampc_dist_trai
                                                   .after_step = tp.shard ? after_step_cb : NULL,
                                                   .detach = detach_cb,
                                                   .sharded = tp.shard != AMPC_DIST_SHARD_NONE});
-    return ampci_autograd_on_grad_ready(opt->ctx, grad_ready, d);
+    s = ampci_autograd_on_grad_ready(opt->ctx, grad_ready, d);
+    return s == AMPC_OK ? ampci_fp8_on_amax(opt->ctx, amax_cb, d) : s;
 }
 
 ampc_status ampc_dist_set_grad_weight(ampc_dist *d, double w) {

@@ -632,6 +632,8 @@ static int stop(run_state *s, int64_t done, run_output *out, int sig) {
     status_close(s);
     out->stopped_by = sig;
     if (s->cfg->checkpoint && done > s->start && s->saved_step != done) run_save(s, done, out);
+    out->stop_seconds = safety_seconds_since_stop();
+    safety_set_stop_line(NULL);
     return 128 + out->stopped_by;
 }
 
@@ -659,6 +661,7 @@ static int loop(run_state *s, FILE *log, run_output *out) {
     for (int64_t step = s->start; step < s->steps; step++) {
         int sig = stop_signal(s);
         if (sig) return stop(s, step, out, sig);
+        run_set_stop_line(s, step);
         if (step == s->start + cfg->untimed) ampc_ctx_sync_counts(s->ctx, syncs0);
         if (s->dist && step == s->start + cfg->untimed) ampc_dist_reset_stats(s->dist);
         step_result r;
@@ -676,7 +679,11 @@ static int loop(run_state *s, FILE *log, run_output *out) {
         if (log) log_step(log, s, step, &r, rate, mu.peak_bytes), fflush(log); /* written out before a checkpoint */
         progress(s, step, &r, elapsed);
         bool last = step + 1 == s->steps;
-        if (save_due(cfg, step + 1, last)) run_save(s, step + 1, out);
+        if (save_due(cfg, step + 1, last)) {
+            double tc = now();
+            run_save(s, step + 1, out);
+            if (!last) run_check_kill_budget(s, now() - tc, out->step_seconds[step]);
+        }
         if (cfg->eval_every && (step + 1) % cfg->eval_every == 0 && !last && (rc = periodic_eval(s, step + 1)))
             return rc > 128 ? stop(s, step + 1, out, rc - 128) : rc;
     }
@@ -725,6 +732,7 @@ int run_training(const char *prog, const run_config *cfg, const ampc_dataset *ds
         rc = dist_quiet_end(&q, cfg->dist, attach(&s));
     }
     out->total = s.steps;
+    out->world = s.world > 0 ? s.world : 1;
     out->r.label = cfg->label;
     if (!rc) {
         ampc_memory_usage mu;

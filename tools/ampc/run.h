@@ -166,6 +166,8 @@ typedef struct run_output {
     bool complete;        /* --resume of a run already at (or past) its length: nothing was done */
     bool finished;        /* trained to the end and evaluated */
     int stopped_by;       /* the signal that stopped the run (safety.h), or 0 */
+    double stop_seconds;  /* stopped_by: from the signal to the end of the final save (or of the step) */
+    int world;            /* processes of the run (mpirun -np) */
     bool saved_elsewhere; /* the last save failed at --checkpoint: see saved_to */
     char saved_to[4200];  /* where the newest checkpoint of this process is ("" = none) */
     ampc_dist_stats dist; /* data parallel: the reductions (after cfg->untimed steps) */

@@ -3,11 +3,15 @@
  * data of another length with --allow-data-change, at the recorded epoch and position) and says when the
  * new options change the learning rate from what the checkpoint's own would give; and the save after a
  * step, which never ends the run: a checkpoint that cannot be written at --checkpoint goes to a rescue
- * file (ckpt_save_or_rescue) and training goes on. */
+ * file (ckpt_save_or_rescue) and training goes on. And what a stop promises: the line the signal handler
+ * prints first (which step, which file, what a kill would keep), and under mpirun the warning, after the
+ * first periodic save, when a save would not fit in Open MPI's kill timeout. */
 #include "run_state.h"
 
 #include "ckpt.h"
+#include "safety.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,4 +140,50 @@ void run_save(run_state *s, int64_t step, run_output *out) {
     else if (r == 2)
         fprintf(stderr, "%s: the checkpoint after %lld steps could not be saved anywhere; training goes on\n", s->prog,
                 (long long)step);
+}
+
+/* The line the signal handler prints first (rank 0), naming the step in progress and what a kill before
+ * the save ends would keep: set before each step. */
+void run_set_stop_line(const run_state *s, int64_t step) {
+    if (s->rank) return;
+    char line[1024], kept[300];
+    const run_config *cfg = s->cfg;
+    int64_t last = s->saved_step >= 0 ? s->saved_step : s->cfg->resume ? s->start : -1;
+    if (s->save_failed) snprintf(kept, sizeof kept, "only its last checkpoint that could be written");
+    else if (last >= 0) snprintf(kept, sizeof kept, "the checkpoint of step %lld", (long long)last);
+    else snprintf(kept, sizeof kept, "no checkpoint");
+    if (cfg->checkpoint)
+        snprintf(line, sizeof line,
+                 "%s: stopping after step %lld (in progress), then saving %.500s; if killed before that, the "
+                 "run keeps %s",
+                 s->prog, (long long)step + 1, cfg->checkpoint, kept);
+    else
+        snprintf(line, sizeof line, "%s: stopping after step %lld (in progress); no --checkpoint, nothing is saved",
+                 s->prog, (long long)step + 1);
+    safety_set_stop_line(line);
+}
+
+/* Open MPI turns a Ctrl-C into SIGCONT for the ranks, SIGTERM odls_base_sigkill_timeout seconds later and
+ * SIGKILL as long again (default 1 s; mpirun passes --mca values to the ranks as OMPI_MCA_ variables): the
+ * step in progress and the final save must fit between the last two. Other launchers: -1, unknown. */
+static double kill_timeout(void) {
+    if (!getenv("OMPI_COMM_WORLD_SIZE")) return -1;
+    const char *v = getenv("OMPI_MCA_odls_base_sigkill_timeout");
+    char *end;
+    double t = v && *v ? strtod(v, &end) : 1;
+    return v && *v && (*end || t < 0) ? 1 : t; /* 0: SIGKILL right after SIGTERM */
+}
+
+void run_check_kill_budget(run_state *s, double save_s, double step_s) {
+    if (s->kill_checked || s->world < 2) return;
+    s->kill_checked = true;
+    double limit = kill_timeout(), need = save_s + step_s;
+    if (s->rank || limit < 0 || need <= 0.8 * limit) return; /* a fifth for the stop agreement and noise */
+    run_status_clear(s);
+    const run_config *cfg = s->cfg;
+    fprintf(stderr,
+            "%s: warning: a checkpoint takes %.1f s to save and a step %.1f s, but Open MPI kills the ranks %g s "
+            "after a Ctrl-C (odls_base_sigkill_timeout): a Ctrl-C would lose the steps since the last periodic "
+            "checkpoint (up to %lld); to have it saved, pass mpirun --mca odls_base_sigkill_timeout %.0f\n",
+            s->prog, save_s, step_s, limit, (long long)cfg->checkpoint_every, ceil(2 * need + 1));
 }

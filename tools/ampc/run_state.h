@@ -28,6 +28,7 @@ typedef struct run_state {
     int rank, world;         /* 0 and 1 for one process */
     int64_t rows, first_row; /* this rank's rows of each global batch */
     bool hinted;             /* the doctor hint was printed (after the first skipped step) */
+    bool kill_checked;       /* run_check_kill_budget has looked at the first periodic save */
     int64_t random_batches;  /* cfg->random_vocab: batches drawn so far (the next one's index) */
 } run_state;
 
@@ -55,5 +56,12 @@ void run_random_tokens(ampc_ctx *ctx, uint64_t seed, int64_t index, int64_t firs
 int run_resume(run_state *s);
 /* Saves the checkpoint after `step` steps at --checkpoint, or a rescue file (out->saved_to says where). */
 void run_save(run_state *s, int64_t step, run_output *out);
+/* Rank 0: the line the signal handler prints first (safety_set_stop_line), naming step + 1 (in progress),
+ * the checkpoint it will save and what a kill before the save ends would keep. Set before each step. */
+void run_set_stop_line(const run_state *s, int64_t step);
+/* Under mpirun, after the first periodic save (rank 0's time for it, and for the step before it): one
+ * warning line when a Ctrl-C could not be saved before Open MPI's kill, with the mpirun flag that fixes it
+ * and what a Ctrl-C would lose. */
+void run_check_kill_budget(run_state *s, double save_s, double step_s);
 
 #endif

@@ -1,7 +1,10 @@
-/* safety.c: the signal flag and the up-front write checks of safety.h. The handler only stores the
- * signal number (nothing else is async-signal-safe enough to do there) and is installed with
- * SA_RESETHAND, so the first Ctrl-C asks for a clean stop and the second one gets the default action and
- * ends the process at once. The write check creates and removes a probe file next to the destination,
+/* safety.c: the signal flag and the up-front write checks of safety.h. The handler stores the signal
+ * number and the time (clock_gettime), and writes the stop line the loop prepared (write(2)): all three
+ * are async-signal-safe, so the line is on the terminal even when a kill follows before the save ends.
+ * The line is kept in two buffers, the loop filling the one the handler does not read and then switching
+ * an index, so the handler never reads a half-written line. It is installed with SA_RESETHAND, so the
+ * first Ctrl-C asks for a clean stop and the second one gets the default action and ends the process at
+ * once. The write check creates and removes a probe file next to the destination,
  * which catches a missing directory, a file where a directory should be, a read-only file system and
  * missing permissions alike, before any work is done. */
 #include "safety.h"
@@ -14,11 +17,41 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static volatile sig_atomic_t stop_signal;
+static struct timespec stop_time;
+static char stop_lines[2][1024];
+static volatile sig_atomic_t stop_line_index = -1; /* the complete line, or -1: none */
 
-static void on_signal(int sig) { stop_signal = sig; }
+static void on_signal(int sig) {
+    clock_gettime(CLOCK_MONOTONIC, &stop_time);
+    stop_signal = sig;
+    int i = stop_line_index;
+    if (i < 0) return;
+    const char *line = stop_lines[i];
+    size_t n = strlen(line); /* async-signal-safe since POSIX.1-2008 TC2 */
+    ssize_t w = write(STDERR_FILENO, line, n);
+    (void)w; /* nothing to do about a stderr that does not take it */
+}
+
+void safety_set_stop_line(const char *line) {
+    int next = stop_line_index == 0 ? 1 : 0;
+    if (!line) {
+        stop_line_index = -1;
+        return;
+    }
+    snprintf(stop_lines[next], sizeof stop_lines[next], "%s\n", line);
+    stop_line_index = next;
+}
+
+double safety_seconds_since_stop(void) {
+    if (!stop_signal) return -1;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - stop_time.tv_sec) + 1e-9 * (double)(t.tv_nsec - stop_time.tv_nsec);
+}
 
 static void install(int sig) {
     struct sigaction old, sa;

@@ -13,6 +13,12 @@
 void safety_install_signals(void);
 /* The signal that asked the run to stop, or 0. */
 int safety_stop_signal(void);
+/* The line the signal handler writes to stderr first thing (a newline is added; NULL: none), e.g.
+ * "ampc train: stopping after step 63, saving z.st ...": set before each step, so that a kill after
+ * the signal still leaves a trace of what was going on. */
+void safety_set_stop_line(const char *line);
+/* Seconds since the stop signal arrived (monotonic clock), or -1 when none did. */
+double safety_seconds_since_stop(void);
 /* "SIGINT", "SIGTERM", "signal N". */
 const char *safety_signal_name(int sig);
 

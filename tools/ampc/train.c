@@ -345,16 +345,21 @@ static void say_stopped(const train_cli *t, const run_output *o) {
     char q[4300], log[4400] = "";
     const char *sig = safety_signal_name(o->stopped_by);
     if (t->x.log_path) safety_shell_quote(t->x.log_path, q, sizeof q), snprintf(log, sizeof log, " --log %s", q);
+    char launch[64] = ""; /* a data-parallel run resumes on as many ranks (any count works, this one is exact) */
+    if (o->world > 1) snprintf(launch, sizeof launch, "mpirun -np %d ", o->world);
     fprintf(stderr, "ampc train: stopped by %s after %lld of %lld steps; ", sig, (long long)o->r.n,
             (long long)o->total);
     if (o->saved_to[0]) {
         safety_shell_quote(o->saved_to, q, sizeof q);
-        fprintf(stderr, "the checkpoint is saved to %s; resume with: ampc train --resume %s%s%s%s\n", o->saved_to, q,
-                o->saved_elsewhere ? " --checkpoint " : "", o->saved_elsewhere ? t->cfg.checkpoint : "", log);
+        fprintf(
+            stderr,
+            "the checkpoint is saved to %s (%.0f ms after the signal); resume with: %sampc train --resume %s%s%s%s\n",
+            o->saved_to, 1e3 * o->stop_seconds, launch, q, o->saved_elsewhere ? " --checkpoint " : "",
+            o->saved_elsewhere ? t->cfg.checkpoint : "", log);
     } else if (t->cfg.resume) {
         safety_shell_quote(t->x.resume_path, q, sizeof q);
-        fprintf(stderr, "no step since %s, nothing new to save; resume with: ampc train --resume %s%s\n",
-                t->x.resume_path, q, log);
+        fprintf(stderr, "no step since %s, nothing new to save; resume with: %sampc train --resume %s%s\n",
+                t->x.resume_path, launch, q, log);
     } else {
         fprintf(stderr, "nothing saved (%s)\n", t->cfg.checkpoint ? "no step was done" : "no --checkpoint");
     }
