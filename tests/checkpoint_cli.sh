@@ -27,27 +27,6 @@ head -c 2900 "$DIR/corpus.txt" > "$DIR/c.txt"
 COMMON="--data text:$DIR/c.txt --layers 1 --d-model 32 --heads 2 --context 16 --batch 8 --threads 2 --quiet
         --dropout 0.1 --lr 3e-3"
 
-check_resume() {   # precision, extra flags
-    p=$1; shift
-    d="$DIR/$p"; mkdir -p "$d/a" "$d/b" "$d/c"
-    # shellcheck disable=SC2086
-    "$AMPC" train $COMMON --precision "$p" "$@" --steps 24 --log "$d/a.jsonl" --checkpoint "$d/a/x.st" > /dev/null ||
-        { fail "$p: uninterrupted run"; return; }
-    # shellcheck disable=SC2086
-    "$AMPC" train $COMMON --precision "$p" "$@" --steps 24 --checkpoint "$d/b/x.st" --checkpoint-every 12 --keep 3 \
-        --log "$d/b.jsonl" > /dev/null || { fail "$p: run with periodic checkpoints"; return; }
-    [ -f "$d/b/x-step00000012.st" ] || { fail "$p: no numbered checkpoint at step 12"; return; }
-    "$AMPC" train --resume "$d/b/x-step00000012.st" --checkpoint "$d/c/x.st" --checkpoint-every 0 --keep 1 \
-        --log "$d/c.jsonl" --quiet > /dev/null || { fail "$p: resume"; return; }
-    if cmp -s "$d/a/x.st" "$d/c/x.st"; then ok "$p: 24 steps == 12 + resume + 12 (checkpoint files identical)"
-    else fail "$p: final checkpoints differ after resume"; fi
-    records "$d/a.jsonl" | tail -n 12 > "$d/a.tail"
-    records "$d/c.jsonl" > "$d/c.rec"
-    if [ "$(wc -l < "$d/c.rec")" -eq 12 ] && cmp -s "$d/a.tail" "$d/c.rec"; then ok "$p: steps 12..23 logged identically"
-    else fail "$p: resumed log differs"; diff "$d/a.tail" "$d/c.rec" | head -5; fi
-    [ "$(content "$d/a/x.st")" = "$(content "$d/b/x.st")" ] || fail "$p: periodic checkpoints changed the run"
-}
-
 check_resume fp32
 check_resume bf16
 check_resume fp16 --init-scale 1e7 --growth-interval 2

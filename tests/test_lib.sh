@@ -80,3 +80,31 @@ records() { grep -v '"final"' "$1" | strip_timing; }
 content() { "$AMPC" inspect --json "$1" | grep -v '"file"\|"train.checkpoint_every"\|"train.keep"'; }
 # now_ms: the wall clock in milliseconds.
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
+# check_resume PRECISION [FLAGS...]: with the caller's $COMMON (train options) in $DIR/PRECISION, 24 steps
+# in one run against 12 + --resume + 12 from a periodic checkpoint: the final checkpoint files identical,
+# steps 12..23 logged identically, and the periodic checkpoints changing nothing but the cadence.
+check_resume() {
+    p=$1
+    shift
+    d="$DIR/$p"
+    mkdir -p "$d/a" "$d/b" "$d/c"
+    # shellcheck disable=SC2086
+    "$AMPC" train $COMMON --precision "$p" "$@" --steps 24 --log "$d/a.jsonl" --checkpoint "$d/a/x.st" >/dev/null ||
+        { fail "$p: uninterrupted run"; return; }
+    # shellcheck disable=SC2086
+    "$AMPC" train $COMMON --precision "$p" "$@" --steps 24 --checkpoint "$d/b/x.st" --checkpoint-every 12 --keep 3 \
+        --log "$d/b.jsonl" >/dev/null || { fail "$p: run with periodic checkpoints"; return; }
+    [ -f "$d/b/x-step00000012.st" ] || { fail "$p: no numbered checkpoint at step 12"; return; }
+    "$AMPC" train --resume "$d/b/x-step00000012.st" --checkpoint "$d/c/x.st" --checkpoint-every 0 --keep 1 \
+        --log "$d/c.jsonl" --quiet >/dev/null || { fail "$p: resume"; return; }
+    if cmp -s "$d/a/x.st" "$d/c/x.st"; then ok "$p: 24 steps == 12 + resume + 12 (checkpoint files identical)"
+    else fail "$p: final checkpoints differ after resume"; fi
+    records "$d/a.jsonl" | tail -n 12 >"$d/a.tail"
+    records "$d/c.jsonl" >"$d/c.rec"
+    if [ "$(wc -l <"$d/c.rec")" -eq 12 ] && cmp -s "$d/a.tail" "$d/c.rec"; then ok "$p: steps 12..23 logged identically"
+    else
+        fail "$p: resumed log differs"
+        diff "$d/a.tail" "$d/c.rec" | head -5
+    fi
+    [ "$(content "$d/a/x.st")" = "$(content "$d/b/x.st")" ] || fail "$p: periodic checkpoints changed the run"
+}

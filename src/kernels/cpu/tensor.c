@@ -162,16 +162,20 @@ ampc_status ampci_cpu_fill_random(ampc_ctx *ctx, const ampci_fill_random_args *a
 
 /* ---- contiguous ---- */
 
-/* Elements [b, e) of a contiguous conversion (element-wise: the same bits however it is cut). */
-typedef struct convert_job {
-    const ampci_convert_args *a;
+/* A contiguous element-wise job from src into dst (a conversion, a gradient sum), cut into pieces over the
+ * threads: element-wise, so the bits do not depend on the cut. */
+typedef struct pair_job {
+    void *dst;
+    ampc_dtype dst_dt;
+    const void *src;
+    ampc_dtype src_dt;
     const struct ampc_kernels *k;
-} convert_job;
+} pair_job;
+#define PAIR_JOB(A, CTX) (&(pair_job){(A)->dst, (A)->dst_dt, (A)->src, (A)->src_dt, (CTX)->kernels})
 
-AMPCI_ROW_BODY(convert_run, convert_job, j, b, e, chunk) {
-    const ampci_convert_args *a = j->a;
+AMPCI_ROW_BODY(convert_run, pair_job, a, b, e, chunk) {
     size_t ds = ampc_dtype_size(a->dst_dt), ss = ampc_dtype_size(a->src_dt);
-    ampci_convert_with(j->k, (unsigned char *)a->dst + (size_t)b * ds, a->dst_dt,
+    ampci_convert_with(a->k, (unsigned char *)a->dst + (size_t)b * ds, a->dst_dt,
                        (const unsigned char *)a->src + (size_t)b * ss, a->src_dt, (size_t)(e - b));
 }
 
@@ -184,7 +188,7 @@ ampc_status ampci_cpu_convert(ampc_ctx *ctx, const ampci_convert_args *a) {
                   (const unsigned char *)a->src <
                       (const unsigned char *)a->dst + a->n * (int64_t)ampc_dtype_size(a->dst_dt));
     if (whole) return ampci_convert_with(ctx->kernels, a->dst, a->dst_dt, a->src, a->src_dt, (size_t)a->n);
-    ampci_parallel_rows(ctx, a->n, 1, convert_run, &(convert_job){a, ctx->kernels});
+    ampci_parallel_rows(ctx, a->n, 1, convert_run, PAIR_JOB(a, ctx));
     return AMPC_OK;
 }
 
@@ -194,16 +198,11 @@ ampc_status ampci_cpu_first_nonfinite(ampc_ctx *ctx, const ampci_first_nonfinite
     return AMPC_OK;
 }
 
-/* Elements [b, e) of dst += src, summed in F32 and rounded once to dst's dtype. Element-wise, so the bits
- * do not depend on the cut; in parallel because gradient accumulation runs it over every parameter's
- * gradient once per micro-batch (serially it was most of what a 2-thread step waited on). */
-typedef struct accumulate_job {
-    const ampci_accumulate_args *a;
-    const struct ampc_kernels *k;
-} accumulate_job;
-
-AMPCI_ROW_BODY(accumulate_run, accumulate_job, j, b, e, chunk) {
-    const ampci_accumulate_args *a = j->a;
+/* Elements [b, e) of dst += src, summed in F32 and rounded once to dst's dtype. In parallel because
+ * gradient accumulation runs it over every parameter's gradient once per micro-batch (serially it was
+ * most of what a 2-thread step waited on). */
+AMPCI_ROW_BODY(accumulate_run, pair_job, a, b, e, chunk) {
+    const pair_job *j = a;
     size_t ds = ampc_dtype_size(a->dst_dt), ss = ampc_dtype_size(a->src_dt);
     unsigned char *d = a->dst;
     const unsigned char *s = a->src;
@@ -225,6 +224,6 @@ AMPCI_ROW_BODY(accumulate_run, accumulate_job, j, b, e, chunk) {
 }
 
 ampc_status ampci_cpu_accumulate(ampc_ctx *ctx, const ampci_accumulate_args *a) {
-    ampci_parallel_rows(ctx, a->n, 1, accumulate_run, &(accumulate_job){a, ctx->kernels});
+    ampci_parallel_rows(ctx, a->n, 1, accumulate_run, PAIR_JOB(a, ctx));
     return AMPC_OK;
 }
