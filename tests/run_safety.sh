@@ -13,6 +13,9 @@
 #  - Data that changed since the checkpoint is refused (unless --allow-data-change), and a data file
 #    that is gone is reported as the path recorded in the checkpoint.
 #  - Extending a run says that the learning-rate schedule changes, and --schedule-steps keeps it.
+#  - A fresh run refuses another run's checkpoint, numbered copies, log, and a file that is no checkpoint,
+#    with one line and nothing touched; compare refuses a folder holding another report; --overwrite
+#    replaces them; --resume appends to its own log.
 set -u
 . "$(dirname "$0")/test_lib.sh" # ok, fail, test_tmpdir, lines, records, now_ms, ...
 AMPC=$1
@@ -146,5 +149,48 @@ grep -q "note: the learning-rate schedule changes here.*--schedule-steps 30 keep
 lrs=$(grep -v final "$DIR/s3.jsonl" | sed -E 's/.*"lr":([^,]*),.*/\1/' | sort -u)
 if [ ! -s "$DIR/err" ] && [ "$(echo "$lrs" | wc -l)" -eq 1 ]; then ok "--schedule-steps 30: lr held at $lrs"
 else fail "--schedule-steps 30: lrs '$lrs', stderr $(cat "$DIR/err")"; fi
+
+# ---- 6. another run's files: a fresh run refuses them (untouched), --overwrite replaces them ----
+O="$DIR/other"; mkdir -p "$O"
+# shellcheck disable=SC2086
+"$AMPC" train $SMALL --d-model 64 --steps 6 --checkpoint "$O/keep.st" --log "$O/l.jsonl" --quiet > /dev/null ||
+    fail "the other run"
+# shellcheck disable=SC2086
+"$AMPC" train $SMALL --steps 4 --checkpoint "$O/num.st" --checkpoint-every 2 --keep 3 --quiet > /dev/null &&
+    rm "$O/num.st" || fail "the numbered run"
+cp "$O/keep.st" "$O/keep.0" && cp "$O/l.jsonl" "$O/l.0" && printf 'notes\n' > "$O/junk.st"
+refused_other() { # NEEDLE ARGS...: exit 1, one line holding NEEDLE and the three ways forward, nothing touched
+    needle=$1; shift
+    # shellcheck disable=SC2086
+    "$AMPC" train $SMALL --steps 2 --quiet "$@" > /dev/null 2> "$O/err"
+    rc=$?
+    if [ $rc -eq 1 ] && [ "$(lines "$O/err")" -eq 1 ] && grep -qF -- "$needle" "$O/err" &&
+        grep -q "write to another path, or pass --overwrite to replace it" "$O/err" && cmp -s "$O/keep.st" "$O/keep.0" &&
+        cmp -s "$O/l.jsonl" "$O/l.0" && [ -f "$O/num-step00000002.st" ] && [ -f "$O/num-step00000004.st" ]; then
+        ok "refused: $(cat "$O/err")"
+    else fail "not refused as expected (exit $rc): $(cat "$O/err")"; fi
+}
+refused_other "--checkpoint $O/keep.st holds another run (after 6 steps, gpt (1 layer, d 64, 2 heads, context 16, vocab 256)): continue it with --resume $O/keep.st" \
+    --checkpoint "$O/keep.st"
+refused_other "--log $O/l.jsonl holds another run's log" --log "$O/l.jsonl"
+refused_other "--checkpoint $O/num.st has 2 numbered checkpoints of another run beside it (the newest $O/num-step00000004.st), which --keep would prune" \
+    --checkpoint "$O/num.st" --keep 2
+refused_other "--checkpoint $O/junk.st exists and is not an ampc checkpoint (6 bytes): move it away" --checkpoint "$O/junk.st"
+# shellcheck disable=SC2086
+"$AMPC" train $SMALL --steps 2 --quiet --checkpoint "$O/keep.st" --log "$O/l.jsonl" --overwrite > /dev/null 2> "$O/err" &&
+    "$AMPC" inspect "$O/keep.st" | grep -q "^step: *2$" && [ "$(records "$O/l.jsonl" | wc -l)" -eq 2 ] &&
+    ok "--overwrite replaces the checkpoint and the log" || fail "--overwrite: $(cat "$O/err")"
+"$AMPC" train --resume "$O/keep.st" --steps 4 --log "$O/l.jsonl" --quiet > /dev/null 2> "$O/err" &&
+    [ "$(records "$O/l.jsonl" | wc -l)" -eq 4 ] && ok "--resume appends to its own log" || fail "resume: $(cat "$O/err")"
+mkdir -p "$O/rep" && printf '# a report\n' > "$O/rep/report.md"
+# shellcheck disable=SC2086
+"$AMPC" compare $SMALL --steps 2 --quiet --report "$O/rep" > /dev/null 2> "$O/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "^ampc compare: --report $O/rep holds another report ($O/rep/report.md): write to another folder, or pass --overwrite to replace it$" "$O/err" &&
+    [ "$(cat "$O/rep/report.md")" = "# a report" ] && ok "compare: $(cat "$O/err")" || fail "compare --report: exit $rc: $(cat "$O/err")"
+# shellcheck disable=SC2086
+"$AMPC" compare $SMALL --steps 2 --quiet --report "$O/rep" --overwrite > /dev/null 2> "$O/err" &&
+    grep -q "^# " "$O/rep/report.md" && [ "$(cat "$O/rep/report.md")" != "# a report" ] &&
+    ok "compare --overwrite replaces the report" || fail "compare --overwrite: $(cat "$O/err")"
 
 test_summary

@@ -83,26 +83,43 @@ static int cmp_desc(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
-/* Deletes all but the newest keep numbered copies. Failures only warn: the checkpoint is saved. */
-static void prune(const char *prog, const char *path, int64_t keep) {
-    char dir[4096], victim[4200];
+/* The steps of path's numbered copies, newest first (malloc'd, *n of them; NULL when none). */
+static int64_t *numbered_steps(const char *path, size_t *n) {
+    char dir[4096];
     const char *base;
     split_path(path, dir, sizeof dir, &base);
+    *n = 0;
     DIR *d = opendir(dir);
-    if (!d) return;
+    if (!d) return NULL;
     int64_t *steps = NULL, s;
-    size_t n = 0, cap = 0;
+    size_t cap = 0;
     for (struct dirent *e; (e = readdir(d));) {
         if (!numbered_copy(e->d_name, base, &s)) continue;
-        if (n == cap) {
+        if (*n == cap) {
             int64_t *g = realloc(steps, (cap = cap ? 2 * cap : 16) * sizeof *g);
             if (!g) break;
             steps = g;
         }
-        steps[n++] = s;
+        steps[(*n)++] = s;
     }
     closedir(d);
-    qsort(steps, n, sizeof *steps, cmp_desc);
+    if (*n) qsort(steps, *n, sizeof *steps, cmp_desc);
+    return steps;
+}
+
+size_t ckpt_numbered_count(const char *path, int64_t *newest) {
+    size_t n;
+    int64_t *steps = numbered_steps(path, &n);
+    if (n && newest) *newest = steps[0];
+    free(steps);
+    return n;
+}
+
+/* Deletes all but the newest keep numbered copies. Failures only warn: the checkpoint is saved. */
+static void prune(const char *prog, const char *path, int64_t keep) {
+    char victim[4200];
+    size_t n;
+    int64_t *steps = numbered_steps(path, &n);
     for (size_t i = (size_t)keep; i < n; i++) {
         ckpt_step_name(path, steps[i], victim, sizeof victim);
         if (unlink(victim) != 0 && errno != ENOENT)

@@ -24,5 +24,7 @@ int ckpt_save_or_rescue(const char *prog, const char *path, int64_t keep, const 
 
 /* STEM-stepS.EXT for path = STEM.EXT (EXT: the last extension of the file name, or none). */
 void ckpt_step_name(const char *path, int64_t step, char *buf, size_t size);
+/* How many numbered copies of path there are (the newest's step in *newest, when any and not NULL). */
+size_t ckpt_numbered_count(const char *path, int64_t *newest);
 
 #endif

@@ -317,7 +317,7 @@ usage_error "--data none (random token ids) is for --model gpt" -- bench step --
 # shellcheck disable=SC2086
 run bench step $TINY --steps 1 --untimed 0 --precisions fp32 --data none
 expect_rc 0
-expect_has "$OUT" "gpt (1 layers, d 16, 2 heads, context 8, vocab 256) on random tokens"
+expect_has "$OUT" "gpt (1 layer, d 16, 2 heads, context 8, vocab 256) on random tokens"
 expect_has "$OUT" "MiB/token"
 # shellcheck disable=SC2086
 run bench step --layers 1 --d-model 16 --heads 2 --context 8 --preset gpt2-small --batch 2 --steps 1 --untimed 0 --precisions bf16 --json

@@ -37,11 +37,21 @@ static int make_dir(const char *prog, const char *dir) {
     return CLI_EXIT_FAIL;
 }
 
-/* The folder and every file the report will write there, tried before the first run. */
-static int check_report_dir(const char *prog, const char *dir, const prec_list *pl) {
+/* The folder and every file the report will write there, tried before the first run; a folder that holds
+ * another report is refused unless overwrite. */
+static int check_report_dir(const char *prog, const char *dir, const prec_list *pl, bool overwrite) {
     int rc = make_dir(prog, dir);
     static const char *const files[] = {"report.md", "loss.svg", "scale.svg"};
     char path[4200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/report.md", dir);
+    if (!rc && !overwrite && stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+        fprintf(stderr,
+                "%s: --report %s holds another report (%s): write to another folder, or pass --overwrite to "
+                "replace it\n",
+                prog, dir, path);
+        return CLI_EXIT_FAIL;
+    }
     for (int i = 0; !rc && i < 3 + pl->n; i++) {
         if (i < 3) snprintf(path, sizeof path, "%s/%s", dir, files[i]);
         else snprintf(path, sizeof path, "%s/%s.jsonl", dir, pl->file[i - 3]);
@@ -115,7 +125,7 @@ int cmd_compare(int argc, char **argv) {
     run_prec_list_init(&pl, (const precision[]){PREC_FP32, PREC_BF16, PREC_FP16}, 3);
     const char *dir = NULL;
     cli_opt opts[MAX_OPTS];
-    int n = run_options(&cfg, opts, MAX_OPTS - 2);
+    int n = run_options(&cfg, opts, MAX_OPTS - 3);
     opts[n++] = CLI_OPT(.name = "precisions", .kind = CLI_CUSTOM, .out = &pl, .parse = run_parse_precisions,
                         .metavar = "LIST", .accepts = "a comma-separated list of fp32, bf16, fp16, fp8",
                         .defval = "fp32,bf16,fp16",
@@ -123,13 +133,16 @@ int cmd_compare(int argc, char **argv) {
                                 "attn32:bf16[blocks.*.attn=fp32]");
     opts[n++] = CLI_OPT(.name = "report", .kind = CLI_STRING, .out = &dir, .metavar = "DIR",
                         .help = "write report.md, loss.svg, scale.svg and <precision>.jsonl there");
+    bool overwrite = false;
+    opts[n++] = CLI_OPT(.name = "overwrite", .kind = CLI_FLAG, .out = &overwrite,
+                        .help = "--report: replace the report a folder already holds");
     bool seen[MAX_OPTS] = {false};
     cli_parse_out po = {.seen = seen};
     int rc = cli_parse_or_exit(prog, usage, opts, (size_t)n, argc, argv, 0, NULL, &po);
     if (rc < 0) rc = run_finish_options(prog, &cfg, opts, n, seen);
     if (rc >= 0) return rc;
     if ((rc = run_check_precs(prog, &pl, &cfg))) return rc;
-    if (dir && (rc = check_report_dir(prog, dir, &pl))) return rc;
+    if (dir && (rc = check_report_dir(prog, dir, &pl, overwrite))) return rc;
     safety_install_signals();
     run_warn_threads(prog, &cfg);
     ampc_dataset *ds = NULL;

@@ -133,12 +133,13 @@ bool run_parse_precisions(const char *v, void *out, char *why, size_t why_size);
 /* The options train and compare share (defined in run_options.c). Each points into the config. */
 int run_options(run_config *cfg, cli_opt *opts, int max);
 /* The rows only `ampc train` has (--precision, --log, --checkpoint, --checkpoint-every, --keep, --resume,
- * --allow-data-change),
+ * --allow-data-change, --overwrite),
  * appended at o[n] (up to max rows in all); returns the new count. The fuzzer drives the same table. */
 typedef struct train_only {
     int prec; /* precision; set to bf16 (the default) by the call */
     const char *log_path, *resume_path;
     bool allow_data_change;
+    bool overwrite; /* a fresh run may replace another run's checkpoint and log */
 } train_only;
 int run_train_options(run_config *cfg, train_only *t, cli_opt *o, int n, int max);
 /* The data-parallel rows (--reduce-dtype, --shard, --bucket-mb, --dist-timeout) at o[n]; the new count.

@@ -237,6 +237,8 @@ int run_train_options(run_config *c, train_only *t, cli_opt *o, int n, int max) 
                     "continue the run saved in FILE, with its options and checkpoint settings (given ones override)"),
         CLI_OPT(.name = "allow-data-change", .kind = CLI_FLAG, .out = &t->allow_data_change,
                 .help = "--resume: train on data that differs from the checkpoint's (size or CRC-32)"),
+        CLI_OPT(.name = "overwrite", .kind = CLI_FLAG, .out = &t->overwrite,
+                .help = "a fresh run replaces the checkpoint (and numbered copies) and log another run left there"),
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0] && n < max; i++) o[n++] = rows[i];
     return run_dist_options(c, o, n, max);
@@ -407,9 +409,9 @@ void run_warn_threads(const char *prog, const run_config *cfg) {
 void run_describe_model(const ampc_model_config *c, char *buf, size_t size) {
     switch (c->kind) {
     case AMPC_MODEL_GPT:
-        snprintf(buf, size, "gpt (%d layers, d %d, %d heads, context %d, vocab %d)", c->layers ? c->layers : 6,
-                 c->d_model ? c->d_model : 384, c->heads ? c->heads : 6, c->context ? c->context : 256,
-                 c->vocab ? c->vocab : 256);
+        snprintf(buf, size, "gpt (%d layer%s, d %d, %d head%s, context %d, vocab %d)", c->layers ? c->layers : 6,
+                 c->layers == 1 ? "" : "s", c->d_model ? c->d_model : 384, c->heads ? c->heads : 6,
+                 c->heads == 1 ? "" : "s", c->context ? c->context : 256, c->vocab ? c->vocab : 256);
         break;
     case AMPC_MODEL_MLP: {
         static const int defaults[AMPC_MODEL_MAX_HIDDEN] = {1024, 1024}; /* ampc_model_config: all 0 */

@@ -7,6 +7,7 @@
  * and the cadence: a resume without --checkpoint goes on saving next to the file it resumed from) and
  * what it trains on (the data spec with an absolute path, and the data's size and CRC-32, which a resume
  * checks). Every destination is tried before the first step, and Ctrl-C saves before it stops. */
+#include "ckpt.h"
 #include "cli.h"
 #include "data_id.h"
 #include "dist_cli.h"
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_OPTS 96
 #define MAX_ARGS 256
@@ -40,8 +42,9 @@ static void usage(FILE *f) {
 
 /* Options that steer this process only; train.args does not record them (the checkpoint destination
  * and cadence have metadata of their own). */
-static const char *const control_opts[] = {"log",   "checkpoint",        "checkpoint-every", "keep",         "resume",
-                                           "quiet", "allow-data-change", "bucket-mb",        "dist-timeout", NULL};
+static const char *const control_opts[] = {"log",          "checkpoint", "checkpoint-every", "keep",
+                                           "resume",       "quiet",      "allow-data-change", "bucket-mb",
+                                           "dist-timeout", "overwrite",  NULL};
 
 static bool is_control(const char *name) {
     for (int i = 0; control_opts[i]; i++)
@@ -258,11 +261,62 @@ static void print_summary(const run_config *cfg, const run_output *o) {
 }
 
 /* Every file the run will write, tried before anything else: a mistyped path costs a second, not a run. */
+/* One line for a destination another run's file holds; CLI_EXIT_FAIL. */
+static int refuse_other_run(const char *opt, const char *path, const char *what, const char *how) {
+    fprintf(stderr, "ampc train: --%s %s %s: %s, write to another path, or pass --overwrite to replace it\n", opt,
+            path, what, how);
+    return CLI_EXIT_FAIL;
+}
+
+/* A fresh run does not replace what another run left at its destinations (--overwrite lets it): the
+ * checkpoint, the numbered copies --keep would prune, a log it would truncate. A resumed run continues
+ * its own files (the log is appended to). */
+static int check_fresh(const train_cli *t) {
+    if (t->cfg.resume || t->x.overwrite) return 0;
+    const char *ck = t->cfg.checkpoint, *log = t->x.log_path;
+    char what[600], how[4300];
+    struct stat st;
+    if (ck && stat(ck, &st) == 0 && S_ISREG(st.st_mode)) {
+        ampc_safetensors *f;
+        int64_t step;
+        if (ampc_checkpoint_open(ck, &f) == AMPC_OK) {
+            ampc_model_config mc;
+            char model[200] = "";
+            if (ampc_checkpoint_model_config(f, &mc) == AMPC_OK) run_describe_model(&mc, model, sizeof model);
+            if (!meta_int(f, "ampc.step", &step)) step = -1;
+            snprintf(what, sizeof what, "holds another run (after %lld steps, %.200s)", (long long)step, model);
+            ampc_safetensors_free(f);
+            snprintf(how, sizeof how, "continue it with --resume %.4000s", ck);
+        } else {
+            ampc_clear_error();
+            snprintf(what, sizeof what, "exists and is not an ampc checkpoint (%lld bytes)", (long long)st.st_size);
+            snprintf(how, sizeof how, "move it away");
+        }
+        return refuse_other_run("checkpoint", ck, what, how);
+    }
+    int64_t newest = 0;
+    size_t copies = ck && t->cfg.keep > 1 ? ckpt_numbered_count(ck, &newest) : 0;
+    if (copies) {
+        char first[4200];
+        ckpt_step_name(ck, newest, first, sizeof first);
+        snprintf(what, sizeof what, "has %zu numbered checkpoint%s of another run beside it (the newest %.400s), which "
+                 "--keep would prune", copies, copies == 1 ? "" : "s", first);
+        snprintf(how, sizeof how, "continue that run with --resume %.4000s", first);
+        return refuse_other_run("checkpoint", ck, what, how);
+    }
+    if (log && stat(log, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+        snprintf(what, sizeof what, "holds another run's log (%lld bytes)", (long long)st.st_size);
+        snprintf(how, sizeof how, "resume that run with --resume CHECKPOINT (it appends to its log)");
+        return refuse_other_run("log", log, what, how);
+    }
+    return 0;
+}
+
 static int check_destinations(const train_cli *t) {
     const char *prog = "ampc train";
     if (t->cfg.checkpoint && safety_check_writable(prog, "checkpoint", t->cfg.checkpoint, true)) return CLI_EXIT_FAIL;
     if (t->x.log_path && safety_check_writable(prog, "log", t->x.log_path, false)) return CLI_EXIT_FAIL;
-    return 0;
+    return check_fresh(t);
 }
 
 /* What a resume says about the checkpoint settings it inherited (on its "resumed from" line), or did not
