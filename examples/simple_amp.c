@@ -29,7 +29,11 @@ static double train_in_amp(ampc_dtype low_dtype) {
     CHECK(ampc_optim_add_group(opt, "model", p, 4, NULL));
     /* loss scaling for FP16 only: BF16 has FP32's range and needs none */
     ampc_grad_scaler *scaler;
-    CHECK(ampc_grad_scaler_new(ctx, &(ampc_grad_scaler_params){.enabled = low_dtype == AMPC_DTYPE_F16}, &scaler));
+    ampc_grad_scaler_params sp = ampc_grad_scaler_defaults(); /* start from the defaults, change what you need */
+    sp.enabled = low_dtype == AMPC_DTYPE_F16;
+    CHECK(ampc_grad_scaler_new(ctx, &sp, &scaler));
+    ampc_autocast_params ap = ampc_autocast_defaults(); /* torch.autocast("cpu", dtype=low_dtype) */
+    ap.dtype = low_dtype;
     ampc_tensor *inputs = ampc_tensor_new(ctx, AMPC_DTYPE_F32, 2, (int64_t[]){6, 5});
     ampc_tensor *targets = ampc_tensor_new(ctx, AMPC_DTYPE_F32, 2, (int64_t[]){6, 3});
     ampc_tensor_fill_normal(inputs, 0, 1);
@@ -37,7 +41,7 @@ static double train_in_amp(ampc_dtype low_dtype) {
     float loss_value = 0;
     for (int step = 0; step < 20; step++) {
         ampc_optim_zero_grad(opt);
-        CHECK(ampc_autocast_begin(ctx, &(ampc_autocast_params){.dtype = low_dtype, .enabled = true}));
+        CHECK(ampc_autocast_begin(ctx, &ap));
         ampc_tensor *outputs = ampc_linear(ctx, ampc_relu(ctx, ampc_linear(ctx, inputs, p[0], p[1])), p[2], p[3]);
         if (ampc_tensor_dtype(outputs) != low_dtype) { /* the tutorials' assert outputs.dtype == low_dtype */
             fprintf(stderr, "outputs are %s, expected %s\n", ampc_dtype_name(ampc_tensor_dtype(outputs)),

@@ -15,7 +15,10 @@
  *    involved and what was expected, on one line (control characters in quoted user text read '?').
  *    A NULL tensor input gives a NULL output and keeps the message of
  *    the call that failed first, so a chain of calls is checked once at its end.
- *  - Parameter structs are zero-initialisable: a field left at 0 takes the documented default.
+ *  - Parameter structs are zero-initialisable: a field left at 0 takes the documented default. The two
+ *    whose zero would not be their defaults (ampc_autocast_params, ampc_grad_scaler_params: flags that
+ *    are true by default) are made by their _defaults() functions instead, and a struct without their
+ *    init mark is refused rather than read as "disabled".
  *  - FP16 and BF16 values are stored as uint16_t bit patterns; FP8 values as uint8_t.
  */
 #ifndef AMPC_H
@@ -387,7 +390,9 @@ AMPC_API ampc_status ampc_ctx_set_threads(ampc_ctx *ctx, int n);
 AMPC_API int ampc_ctx_threads(const ampc_ctx *ctx);
 /* Ends a training step: releases every arena tensor (op outputs, views, temporaries) at once. Owned
  * tensors survive. The arena and the step heap keep their memory for the next step, so a steady-state
- * step allocates nothing from the system. */
+ * step allocates nothing from the system. Called inside an open autocast region it warns once per
+ * context through the log (the region goes on; its weight-cast cache is emptied). Gradient accumulation
+ * may call it between micro-batches: see the GradScaler section. */
 AMPC_API void ampc_ctx_step_end(ampc_ctx *ctx);
 
 typedef struct ampc_memory_usage {
@@ -691,15 +696,25 @@ typedef enum ampc_cast_policy {
     AMPC_CAST_COUNT
 } ampc_cast_policy;
 
-typedef struct ampc_autocast_params {
-    ampc_dtype dtype; /* AMPC_DTYPE_BF16 or AMPC_DTYPE_F16; AMPC_DTYPE_F32 (0) selects BF16, the CPU default */
-    /* Literal flags, as in torch.autocast(enabled=..., cache_enabled=...): a zeroed struct gives a
-     * DISABLED region (an FP32 island). Pass NULL params for PyTorch's defaults (BF16, enabled, cache on). */
-    bool enabled;
-    bool cache_enabled; /* cast each F32 leaf parameter once per outermost region */
-} ampc_autocast_params;
+/* The value of `init` in a parameter struct made by its _defaults() function. Structs whose zero would not
+ * mean their defaults (a flag that is true by default, a dtype whose zero is F32) carry it, and the calls
+ * that take them refuse one without it (AMPC_STATUS_INVALID_ARG, saying so): a struct written field by
+ * field, {.dtype = AMPC_DTYPE_F16}, would otherwise run with enabled = false, silently. */
+#define AMPC_PARAMS_INIT 0x414d5043u
 
-/* Enters a region (params NULL: BF16, enabled, cache enabled). Fails for another dtype. */
+typedef struct ampc_autocast_params {
+    uint32_t init;    /* AMPC_PARAMS_INIT: start from ampc_autocast_defaults() */
+    ampc_dtype dtype; /* AMPC_DTYPE_BF16 (the default, as PyTorch's CPU autocast) or AMPC_DTYPE_F16. F32 is
+                         refused while enabled: PyTorch's autocast only warns and disables itself for it;
+                         an F32 region is enabled = false */
+    bool enabled;       /* true; false: an F32 island (torch.autocast(enabled=False)) */
+    bool cache_enabled; /* true: cast each F32 leaf parameter once per outermost region */
+} ampc_autocast_params;
+/* BF16, enabled, cache enabled (torch.autocast("cpu")'s defaults), init set: change what you need. */
+AMPC_API ampc_autocast_params ampc_autocast_defaults(void);
+
+/* Enters a region (params NULL: ampc_autocast_defaults()). Fails for params not made by
+ * ampc_autocast_defaults(), and for a dtype other than BF16 and F16 in an enabled region. */
 AMPC_API ampc_status ampc_autocast_begin(ampc_ctx *ctx, const ampc_autocast_params *params);
 /* Leaves the innermost region; leaving the outermost clears the weight-cast cache. */
 AMPC_API ampc_status ampc_autocast_end(ampc_ctx *ctx);
@@ -1012,18 +1027,20 @@ AMPC_API ampc_status ampc_clip_grad_norm(ampc_optim *opt, double max_norm, doubl
 typedef struct ampc_grad_scaler ampc_grad_scaler;
 
 typedef struct ampc_grad_scaler_params {
-    double init_scale;       /* 0 = 65536 */
-    double growth_factor;    /* 0 = 2.0; must be > 1 */
-    double backoff_factor;   /* 0 = 0.5; must be in (0, 1) */
-    int64_t growth_interval; /* 0 = 2000 clean steps */
-    /* Literal, as in torch GradScaler(enabled=...): a zeroed struct gives a DISABLED scaler (every call
-     * a no-op, scale 1). Pass NULL params for the defaults with the scaler enabled. */
+    uint32_t init;           /* AMPC_PARAMS_INIT: start from ampc_grad_scaler_defaults() */
+    double init_scale;       /* 65536 (0 also means it) */
+    double growth_factor;    /* 2.0 (0 also); must be > 1 */
+    double backoff_factor;   /* 0.5 (0 also); must be in (0, 1) */
+    int64_t growth_interval; /* 2000 clean steps (0 also) */
+    /* true; false: every call a no-op, scale 1 (torch GradScaler(enabled=False), e.g. for BF16) */
     bool enabled;
     double min_scale; /* 0 = none (PyTorch): backoff may go below 1 */
     double max_scale; /* 0 = none: growth is still refused when the result would be inf */
     int hysteresis;   /* 0 or 1 = none (PyTorch); n > 1: back off only at the n-th overflow since
                                  the last growth (Megatron-LM) */
 } ampc_grad_scaler_params;
+/* PyTorch's GradScaler defaults, enabled, init set: change what you need. */
+AMPC_API ampc_grad_scaler_params ampc_grad_scaler_defaults(void);
 
 typedef struct ampc_grad_scaler_state {
     double scale;           /* FP32 value, as a double */

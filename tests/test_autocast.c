@@ -2,7 +2,9 @@
  * table (PyTorch's test_autocast_* out-of-place checks), bitwise equality with manually pre-cast inputs,
  * nesting and FP32 islands, ignored types (F64, integers), banned ops, the promote rule, the weight-cast
  * cache (one cast per weight per region, invalidated by in-place updates, no memory growth over 1000
- * regions), anomaly mode and the FP32 matmul precision switch. */
+ * regions), anomaly mode and the FP32 matmul precision switch; the parameter struct's defaults and its
+ * refusals (a struct not from ampc_autocast_defaults(), an enabled F32 region); a step end inside an open
+ * region, said once. */
 #include "test_util.h"
 
 #include "core/core.h"
@@ -99,7 +101,7 @@ static void test_editable_policies(void **state) {
     assert_null(ampc_mse_loss(g_ctx, xl, xl));
     ASSERT_ERROR_MENTIONS("ampc_mse_loss is banned", "ampc_autocast_set_policy");
     /* an FP32 island runs anything, banned or not, in the inputs' dtypes */
-    ASSERT_OK(ampc_autocast_begin(g_ctx, &(ampc_autocast_params){.enabled = false}));
+    ASSERT_OK(ampc_autocast_begin(g_ctx, TU_AC(.enabled = false)));
     expect_dtype(ampc_mse_loss(g_ctx, xl, xl), AMPC_DTYPE_BF16, "mse_loss in an island");
     ASSERT_OK(ampc_autocast_end(g_ctx));
     ASSERT_OK(ampc_autocast_end(g_ctx));
@@ -119,9 +121,9 @@ static void test_nesting_and_islands(void **state) {
     ASSERT_OK(ampc_autocast_begin(g_ctx, NULL)); /* PyTorch's CPU defaults: BF16, enabled, cache */
     assert_true(ampc_autocast_enabled(g_ctx));
     expect_dtype(ampc_linear(g_ctx, x, w, NULL), AMPC_DTYPE_BF16, "outer region");
-    ASSERT_OK(ampc_autocast_begin(g_ctx, &(ampc_autocast_params){.enabled = false}));
+    ASSERT_OK(ampc_autocast_begin(g_ctx, TU_AC(.enabled = false)));
     expect_dtype(ampc_linear(g_ctx, x, w, NULL), AMPC_DTYPE_F32, "FP32 island (layer_norm-style module)");
-    ASSERT_OK(ampc_autocast_begin(g_ctx, &(ampc_autocast_params){.dtype = AMPC_DTYPE_F16, .enabled = true}));
+    ASSERT_OK(ampc_autocast_begin(g_ctx, TU_AC(.dtype = AMPC_DTYPE_F16, .enabled = true)));
     expect_dtype(ampc_linear(g_ctx, x, w, NULL), AMPC_DTYPE_F16, "inner F16 region");
     ASSERT_OK(ampc_autocast_end(g_ctx));
     ASSERT_OK(ampc_autocast_end(g_ctx));
@@ -130,8 +132,65 @@ static void test_nesting_and_islands(void **state) {
     expect_dtype(ampc_linear(g_ctx, x, w, NULL), AMPC_DTYPE_F32, "outside");
     assert_int_equal(ampc_autocast_end(g_ctx), AMPC_STATUS_STATE);
     ASSERT_ERROR_MENTIONS("no autocast region is open");
-    assert_int_equal(ampc_autocast_begin(g_ctx, &(ampc_autocast_params){.dtype = AMPC_DTYPE_F64, .enabled = true}),
+    assert_int_equal(ampc_autocast_begin(g_ctx, TU_AC(.dtype = AMPC_DTYPE_F64, .enabled = true)),
                      AMPC_STATUS_DTYPE);
+}
+
+/* A step end inside an open region is said (once per context), through the context's log. */
+static char g_logged[1024];
+static int g_warnings;
+static void capture(void *user, ampc_log_level level, const char *message) {
+    (void)user;
+    if (level != AMPC_LOG_WARN) return;
+    g_warnings++;
+    snprintf(g_logged, sizeof g_logged, "%s", message);
+}
+
+static void test_step_end_inside_region(void **state) {
+    (void)state;
+    ampc_ctx *c;
+    ASSERT_OK(ampc_ctx_new(&(ampc_ctx_params){.threads = 1, .log = capture}, &c));
+    g_warnings = 0;
+    ASSERT_OK(ampc_autocast_begin(c, NULL));
+    ASSERT_OK(ampc_autocast_end(c));
+    ampc_ctx_step_end(c);
+    assert_int_equal(g_warnings, 0); /* regions closed before the step end: nothing said */
+    ASSERT_OK(ampc_autocast_begin(c, NULL));
+    ampc_ctx_step_end(c);
+    assert_int_equal(g_warnings, 1);
+    assert_non_null(strstr(g_logged, "ampc_ctx_step_end: 1 autocast region is still open"));
+    assert_non_null(strstr(g_logged, "end regions before the step end"));
+    ampc_ctx_step_end(c); /* once per context */
+    assert_int_equal(g_warnings, 1);
+    assert_true(ampc_autocast_enabled(c)); /* the region itself goes on */
+    ASSERT_OK(ampc_autocast_end(c));
+    ampc_ctx_free(c);
+}
+
+/* The parameter struct: what a user who writes only the dtype gets (refused, not a disabled region), the
+ * defaults function, and F32 (refused while enabled, as PyTorch's CPU autocast will not run it; an F32
+ * region is a disabled one). */
+static void test_params_defaults(void **state) {
+    (void)state;
+    ampc_tensor *x = R(AMPC_DTYPE_F32, 4, 8), *w = R(AMPC_DTYPE_F32, 6, 8);
+    assert_int_equal(ampc_autocast_begin(g_ctx, &(ampc_autocast_params){.dtype = AMPC_DTYPE_F16}),
+                     AMPC_STATUS_INVALID_ARG);
+    ASSERT_ERROR_MENTIONS("not made by ampc_autocast_defaults()", "enabled = false", "pass NULL");
+    assert_false(ampc_autocast_enabled(g_ctx)); /* nothing opened */
+    ampc_autocast_params p = ampc_autocast_defaults();
+    assert_true(p.enabled && p.cache_enabled && p.dtype == AMPC_DTYPE_BF16 && p.init == AMPC_PARAMS_INIT);
+    p.dtype = AMPC_DTYPE_F16;
+    ASSERT_OK(ampc_autocast_begin(g_ctx, &p));
+    expect_dtype(ampc_linear(g_ctx, x, w, NULL), AMPC_DTYPE_F16, "defaults with .dtype = F16");
+    ASSERT_OK(ampc_autocast_end(g_ctx));
+    p.dtype = AMPC_DTYPE_F32;
+    assert_int_equal(ampc_autocast_begin(g_ctx, &p), AMPC_STATUS_DTYPE);
+    ASSERT_ERROR_MENTIONS("dtype F32", "enabled = false", "disables itself for float32");
+    assert_false(ampc_autocast_enabled(g_ctx));
+    p.enabled = false; /* the F32 region PyTorch's warning leaves you with */
+    ASSERT_OK(ampc_autocast_begin(g_ctx, &p));
+    expect_dtype(ampc_linear(g_ctx, x, w, NULL), AMPC_DTYPE_F32, "F32: a disabled region");
+    ASSERT_OK(ampc_autocast_end(g_ctx));
 }
 
 /* test_autocast_ignored_types: F64 and integers pass untouched (so an F64 GEMM still fails) */
@@ -329,6 +388,8 @@ int main(void) {
         cmocka_unit_test_teardown(test_pytorch_tables, end_step),
         cmocka_unit_test_teardown(test_editable_policies, end_step),
         cmocka_unit_test_teardown(test_nesting_and_islands, end_step),
+        cmocka_unit_test_teardown(test_params_defaults, end_step),
+        cmocka_unit_test(test_step_end_inside_region),
         cmocka_unit_test_teardown(test_ignored_types, end_step),
         cmocka_unit_test_teardown(test_bitwise_equal_to_manual_casts, end_step),
         cmocka_unit_test_teardown(test_weight_cast_cache, end_step),

@@ -43,7 +43,7 @@ static void run_new(run *r, ampc_model_config mc, int64_t context) {
                        &r->opt) != AMPC_OK ||
         ampc_model_add_to_optim(r->model, r->opt) != AMPC_OK ||
         ampc_grad_scaler_new(g_ctx,
-                             &(ampc_grad_scaler_params){.enabled = true, .init_scale = 1e30, .growth_interval = 3},
+                             TU_SP(.enabled = true, .init_scale = 1e30, .growth_interval = 3),
                              &r->gs) != AMPC_OK ||
         ampc_loader_new(
             g_ctx, g_ds,
@@ -68,7 +68,7 @@ static void train_step(run *r) {
     ampc_tensor *x, *y;
     if (ampc_loader_next(r->ld, &x, &y, NULL) != AMPC_OK) FAILF("loader: %s", ampc_last_error());
     ampc_dtype dt = ampc_model_get_config(r->model).param_dtype == AMPC_DTYPE_BF16 ? AMPC_DTYPE_BF16 : AMPC_DTYPE_F16;
-    ampc_autocast_begin(g_ctx, &(ampc_autocast_params){.dtype = dt, .enabled = true, .cache_enabled = true});
+    ampc_autocast_begin(g_ctx, TU_AC(.dtype = dt, .enabled = true, .cache_enabled = true));
     ampc_tensor *loss = ampc_model_loss(r->model, x, y);
     ampc_autocast_end(g_ctx);
     if (!loss || ampc_backward(g_ctx, ampc_grad_scaler_scale(r->gs, loss)) != AMPC_OK ||

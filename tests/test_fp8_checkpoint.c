@@ -130,8 +130,8 @@ static void test_checkpoint_recipe_mismatch(void **state) {
     trainer a, c, d;
     ampc_grad_scaler *ga, *gc;
     trainer_new(&a, 7), trainer_new(&c, 7), trainer_new(&d, 7); /* d: c as it was */
-    ASSERT_OK(ampc_grad_scaler_new(a.ctx, &(ampc_grad_scaler_params){.enabled = true, .init_scale = 1024}, &ga));
-    ASSERT_OK(ampc_grad_scaler_new(c.ctx, &(ampc_grad_scaler_params){.enabled = true, .init_scale = 32}, &gc));
+    ASSERT_OK(ampc_grad_scaler_new(a.ctx, TU_SP(.enabled = true, .init_scale = 1024), &ga));
+    ASSERT_OK(ampc_grad_scaler_new(c.ctx, TU_SP(.enabled = true, .init_scale = 32), &gc));
     trainer_step(&a, 1);
     ampc_checkpoint_state sa = {.model = a.model, .optim = a.opt, .scaler = ga, .step = 1};
     ASSERT_OK(ampc_checkpoint_save(path, &sa));

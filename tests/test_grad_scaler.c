@@ -41,6 +41,7 @@ static void one_free(one *o) {
 static ampc_grad_scaler *scaler(ampc_grad_scaler_params p) {
     ampc_grad_scaler *gs;
     p.enabled = true;
+    p.init = AMPC_PARAMS_INIT;
     ASSERT_OK(ampc_grad_scaler_new(g_ctx, &p, &gs));
     return gs;
 }
@@ -141,11 +142,11 @@ static void test_state_machine_errors(void **state) {
     ampc_grad_scaler_free(gs);
     one_free(&o);
     assert_int_equal(
-        ampc_grad_scaler_new(g_ctx, &(ampc_grad_scaler_params){.growth_factor = 0.9, .enabled = true}, &gs),
+        ampc_grad_scaler_new(g_ctx, TU_SP(.growth_factor = 0.9, .enabled = true), &gs),
         AMPC_STATUS_INVALID_ARG);
     ASSERT_ERROR_MENTIONS("growth_factor must be > 1");
     assert_int_equal(
-        ampc_grad_scaler_new(g_ctx, &(ampc_grad_scaler_params){.backoff_factor = 1.5, .enabled = true}, &gs),
+        ampc_grad_scaler_new(g_ctx, TU_SP(.backoff_factor = 1.5, .enabled = true), &gs),
         AMPC_STATUS_INVALID_ARG);
 }
 
@@ -222,7 +223,7 @@ static void test_scaling_harness(void **state) {
         model ctl = model_new(7), sc = model_new(7);
         ampc_grad_scaler *gs;
         ASSERT_OK(ampc_grad_scaler_new(
-            g_ctx, &(ampc_grad_scaler_params){.init_scale = 128, .growth_interval = 1, .enabled = enabled}, &gs));
+            g_ctx, TU_SP(.init_scale = 128, .growth_interval = 1, .enabled = enabled), &gs));
         for (int i = 0; i < 4; i++) {
             ASSERT_OK(ampc_backward(g_ctx, loss_of(&ctl, i, 1)));
             if (!enabled || i != SKIP_ITER) ASSERT_OK(ampc_optim_step(ctl.opt));
@@ -359,7 +360,7 @@ static void test_state_round_trip(void **state) {
     assert_true(ampc_grad_scaler_get_scale(a) == ampc_grad_scaler_get_scale(b));
     /* a disabled scaler's state cannot be loaded into an enabled one; a disabled one ignores states */
     ampc_grad_scaler *off;
-    ASSERT_OK(ampc_grad_scaler_new(g_ctx, &(ampc_grad_scaler_params){0}, &off));
+    ASSERT_OK(ampc_grad_scaler_new(g_ctx, TU_SP(0), &off));
     ASSERT_OK(ampc_grad_scaler_state_save(off, &sb));
     assert_int_equal(ampc_grad_scaler_state_load(a, &sb), AMPC_STATUS_STATE);
     ASSERT_ERROR_MENTIONS("disabled");
@@ -407,18 +408,39 @@ static void test_hysteresis_min_max(void **state) {
     one_free(&o);
 }
 
+/* The parameter struct: a user who writes only .init_scale is refused (not handed a disabled scaler);
+ * the defaults function gives PyTorch's enabled scaler, with the fields they change. */
+static void test_params_defaults(void **state) {
+    (void)state;
+    ampc_grad_scaler *gs = NULL;
+    assert_int_equal(ampc_grad_scaler_new(g_ctx, &(ampc_grad_scaler_params){.init_scale = 1024}, &gs),
+                     AMPC_STATUS_INVALID_ARG);
+    ASSERT_ERROR_MENTIONS("not made by ampc_grad_scaler_defaults()", "enabled = false", "pass NULL");
+    assert_null(gs);
+    ampc_grad_scaler_params p = ampc_grad_scaler_defaults();
+    assert_true(p.enabled && p.init_scale == 65536 && p.growth_factor == 2 && p.backoff_factor == 0.5 &&
+                p.growth_interval == 2000);
+    p.init_scale = 1024;
+    ASSERT_OK(ampc_grad_scaler_new(g_ctx, &p, &gs));
+    assert_true(ampc_grad_scaler_enabled(gs) && ampc_grad_scaler_get_scale(gs) == 1024);
+    ampc_grad_scaler_free(gs);
+    ASSERT_OK(ampc_grad_scaler_new(g_ctx, NULL, &gs));
+    assert_true(ampc_grad_scaler_enabled(gs) && ampc_grad_scaler_get_scale(gs) == 65536);
+    ampc_grad_scaler_free(gs);
+}
+
 /* a disabled scaler is a pass-through: the run equals one that never calls a scaler function */
 static void test_disabled_is_bit_identical(void **state) {
     (void)state;
     model plain = model_new(6), amp = model_new(6);
     ampc_grad_scaler *gs;
-    ASSERT_OK(ampc_grad_scaler_new(g_ctx, &(ampc_grad_scaler_params){.init_scale = 1024}, &gs)); /* enabled = false */
+    ASSERT_OK(ampc_grad_scaler_new(g_ctx, TU_SP(.init_scale = 1024, .enabled = false), &gs));
     assert_false(ampc_grad_scaler_enabled(gs));
     for (int i = 0; i < 4; i++) {
         ASSERT_OK(ampc_backward(g_ctx, loss_of(&plain, i, 1)));
         ASSERT_OK(ampc_optim_step(plain.opt));
         ampc_optim_zero_grad(plain.opt);
-        ASSERT_OK(ampc_autocast_begin(g_ctx, &(ampc_autocast_params){.enabled = false}));
+        ASSERT_OK(ampc_autocast_begin(g_ctx, TU_AC(.enabled = false)));
         ampc_tensor *loss = loss_of(&amp, i, 1);
         ASSERT_OK(ampc_autocast_end(g_ctx));
         ampc_tensor *scaled = ampc_grad_scaler_scale(gs, loss);
@@ -449,6 +471,7 @@ int main(void) {
         cmocka_unit_test(test_gradient_accumulation),
         cmocka_unit_test(test_state_round_trip),
         cmocka_unit_test(test_hysteresis_min_max),
+        cmocka_unit_test(test_params_defaults),
         cmocka_unit_test(test_disabled_is_bit_identical),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

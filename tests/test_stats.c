@@ -205,9 +205,9 @@ static void test_lowered_in_disabled_region(void **state) {
     (void)state;
     ampc_tensor *x = ampc_tensor_normal(g_ctx, AMPC_DTYPE_F32, 2, (int64_t[]){3, 8}, 0, 1);
     ampc_tensor *w = ampc_tensor_normal(g_ctx, AMPC_DTYPE_F32, 2, (int64_t[]){4, 8}, 0, 1);
-    const ampc_autocast_params island = {.enabled = false};
+    const ampc_autocast_params island = tu_ac((ampc_autocast_params){.enabled = false});
     /* the premise: under F16 autocast the island's linear is F32 */
-    ASSERT_OK(ampc_autocast_begin(g_ctx, &(ampc_autocast_params){.dtype = AMPC_DTYPE_F16, .enabled = true}));
+    ASSERT_OK(ampc_autocast_begin(g_ctx, TU_AC(.dtype = AMPC_DTYPE_F16, .enabled = true)));
     ASSERT_OK(ampc_autocast_begin(g_ctx, &island));
     assert_int_equal(ampc_tensor_dtype(ampc_linear(g_ctx, x, w, NULL)), AMPC_DTYPE_F32);
     ASSERT_OK(ampc_autocast_end(g_ctx));
@@ -234,7 +234,7 @@ static void test_param_grad_under_autocast(void **state) {
     ampc_stats *st;
     ASSERT_OK(ampc_stats_new(&st));
     ASSERT_OK(ampc_stats_attach(g_ctx, st));
-    ASSERT_OK(ampc_autocast_begin(g_ctx, &(ampc_autocast_params){.dtype = AMPC_DTYPE_F16, .enabled = true}));
+    ASSERT_OK(ampc_autocast_begin(g_ctx, TU_AC(.dtype = AMPC_DTYPE_F16, .enabled = true)));
     ASSERT_OK(ampc_scope_push(g_ctx, "fc"));
     ampc_tensor *y = ampc_linear(g_ctx, x, w, NULL);
     ampc_scope_pop(g_ctx);
@@ -477,7 +477,7 @@ static void train(const problem *pb, run_mode mode, const ampc_stats_recommendat
         snprintf(spec, sizeof spec, "%s=fp32", rec->fp32_modules);
         ASSERT_OK(ampc_module_precision_parse(n.ctx, spec));
         ASSERT_OK(ampc_grad_scaler_new(
-            n.ctx, &(ampc_grad_scaler_params){.enabled = true, .init_scale = ldexp(1, rec->scale_log2)}, &gs));
+            n.ctx, TU_SP(.enabled = true, .init_scale = ldexp(1, rec->scale_log2)), &gs));
     } else if (mode == RUN_FP16) {
         ASSERT_OK(ampc_grad_scaler_new(n.ctx, NULL, &gs));
     }
@@ -486,7 +486,7 @@ static void train(const problem *pb, run_mode mode, const ampc_stats_recommendat
         run_result scratch; /* the dtypes of the first step only */
         if (mode != RUN_FP32)
             ASSERT_OK(ampc_autocast_begin(
-                n.ctx, &(ampc_autocast_params){.dtype = AMPC_DTYPE_F16, .enabled = true, .cache_enabled = true}));
+                n.ctx, TU_AC(.dtype = AMPC_DTYPE_F16, .enabled = true, .cache_enabled = true)));
         ampc_tensor *loss = net_loss(&n, s ? &scratch : r);
         if (mode != RUN_FP32) ASSERT_OK(ampc_autocast_end(n.ctx));
         float v;

@@ -406,7 +406,7 @@ static void trainer_step(trainer *t, int step) {
     for (int i = 0; i < CK_B; i++) y[i] = (int64_t)(tu_rand(&s) % CK_CLASSES);
     ampc_tensor *xt = ampc_tensor_from_buffer(t->ctx, AMPC_DTYPE_F32, 2, (int64_t[]){CK_B, CK_IN}, x, AMPC_DTYPE_F32),
                 *yt = ampc_tensor_from_buffer(t->ctx, AMPC_DTYPE_I64, 1, (int64_t[]){CK_B}, y, AMPC_DTYPE_I64);
-    ASSERT_OK(ampc_autocast_begin(t->ctx, &(ampc_autocast_params){.dtype = AMPC_DTYPE_BF16, .enabled = true}));
+    ASSERT_OK(ampc_autocast_begin(t->ctx, TU_AC(.dtype = AMPC_DTYPE_BF16, .enabled = true)));
     ampc_tensor *loss = ampc_model_loss(t->model, xt, yt);
     ampc_autocast_end(t->ctx);
     if (!loss) FAILF("loss: %s", ampc_last_error());

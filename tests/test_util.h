@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "ampc.h"
+#include "test_params.h"
 
 /* Fails the current test with a formatted message. */
 #define FAILF(...)                                                                                                     \
@@ -79,7 +80,7 @@ static inline ampc_tensor *tu_normal(ampc_ctx *ctx, ampc_dtype dt, int nd, const
 /* Opens an enabled autocast region of dt with the weight-cast cache on. */
 #define TU_AUTOCAST(dt)                                                                                                \
     ASSERT_OK(                                                                                                         \
-        ampc_autocast_begin(g_ctx, &(ampc_autocast_params){.dtype = (dt), .enabled = true, .cache_enabled = true}))
+        ampc_autocast_begin(g_ctx, TU_AC(.dtype = (dt), .enabled = true, .cache_enabled = true)))
 
 static inline uint32_t tu_bits(float f) {
     uint32_t u;

@@ -35,6 +35,7 @@ struct ampci_autocast {
     size_t ncache, cap;
     uint64_t casts, hits;
     ampci_module_rules mods;
+    bool warned_step_end; /* a step end inside an open region was reported (once per context) */
 };
 
 static const char *const op_names[AMPCI_OP_COUNT] = {
@@ -110,8 +111,17 @@ const ampci_module_rules *ampci_module_rules_peek(const ampc_ctx *ctx) {
 static void cache_clear(struct ampci_autocast *ac) { ac->ncache = 0; }
 
 void ampci_amp_step_end(ampc_ctx *ctx) {
+    struct ampci_autocast *ac = ctx->autocast;
+    if (ac && ac->depth > 0 && !ac->warned_step_end) { /* PyTorch's regions close with their `with` block */
+        ac->warned_step_end = true;
+        ampci_log(ctx, AMPC_LOG_WARN,
+                  "ampc_ctx_step_end: %d autocast region%s still open (an ampc_autocast_begin without its "
+                  "ampc_autocast_end?): the region goes on into the next step and its weight-cast cache is "
+                  "emptied here; end regions before the step end (said once per context)",
+                  ac->depth, ac->depth == 1 ? " is" : "s are");
+    }
     /* cached casts live in the step arena: they go with it */
-    if (ctx->autocast) cache_clear(ctx->autocast);
+    if (ac) cache_clear(ac);
     ampci_fp8_step_end(ctx);
 }
 
@@ -125,14 +135,26 @@ void ampci_amp_release(ampc_ctx *ctx) {
 
 /* ---- regions ---- */
 
+ampc_autocast_params ampc_autocast_defaults(void) {
+    return (ampc_autocast_params){.init = AMPC_PARAMS_INIT, .dtype = AMPC_DTYPE_BF16, .enabled = true,
+                                  .cache_enabled = true};
+}
+
 ampc_status ampc_autocast_begin(ampc_ctx *ctx, const ampc_autocast_params *params) {
     static const char fn[] = "ampc_autocast_begin";
     if (!ctx) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: ctx is NULL", fn);
-    ampc_autocast_params p = params ? *params : (ampc_autocast_params){AMPC_DTYPE_BF16, true, true};
-    if (p.dtype == AMPC_DTYPE_F32) p.dtype = AMPC_DTYPE_BF16;
-    if (p.dtype != AMPC_DTYPE_BF16 && p.dtype != AMPC_DTYPE_F16)
-        return ampci_fail(AMPC_STATUS_DTYPE, "%s: dtype %s; autocast lowers to BF16 or F16", fn,
-                          ampc_dtype_name(p.dtype));
+    ampc_autocast_params p = params ? *params : ampc_autocast_defaults();
+    if (p.init != AMPC_PARAMS_INIT)
+        return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                          "%s: params were not made by ampc_autocast_defaults() (init is 0x%x): a struct written "
+                          "field by field reads enabled = false; start from ampc_autocast_defaults(), or pass NULL",
+                          fn, (unsigned)p.init);
+    if (!p.enabled && (unsigned)p.dtype >= AMPC_DTYPE_COUNT) p.dtype = AMPC_DTYPE_BF16; /* an island: unused */
+    if (p.enabled && p.dtype != AMPC_DTYPE_BF16 && p.dtype != AMPC_DTYPE_F16)
+        return ampci_fail(AMPC_STATUS_DTYPE,
+                          "%s: dtype %s; autocast lowers to BF16 or F16 (for F32, a region with enabled = false: "
+                          "PyTorch's CPU autocast disables itself for float32)",
+                          fn, (unsigned)p.dtype < AMPC_DTYPE_COUNT ? ampc_dtype_name(p.dtype) : "?");
     struct ampci_autocast *ac = state(ctx);
     if (!ac) return AMPC_STATUS_OOM;
     if (ac->depth == MAX_DEPTH)

@@ -74,11 +74,25 @@ static float clamp_scale(const ampc_grad_scaler_params *p, double s) {
     return (float)s;
 }
 
+ampc_grad_scaler_params ampc_grad_scaler_defaults(void) {
+    return (ampc_grad_scaler_params){.init = AMPC_PARAMS_INIT,
+                                     .init_scale = 65536,
+                                     .growth_factor = 2,
+                                     .backoff_factor = 0.5,
+                                     .growth_interval = 2000,
+                                     .enabled = true};
+}
+
 ampc_status ampc_grad_scaler_new(ampc_ctx *ctx, const ampc_grad_scaler_params *params, ampc_grad_scaler **out) {
     static const char fn[] = "ampc_grad_scaler_new";
     if (!ctx || !out) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: ctx and out must not be NULL", fn);
     *out = NULL;
-    ampc_grad_scaler_params p = params ? *params : (ampc_grad_scaler_params){.enabled = true};
+    ampc_grad_scaler_params p = params ? *params : ampc_grad_scaler_defaults();
+    if (p.init != AMPC_PARAMS_INIT)
+        return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                          "%s: params were not made by ampc_grad_scaler_defaults() (init is 0x%x): a struct written "
+                          "field by field reads enabled = false; start from ampc_grad_scaler_defaults(), or pass NULL",
+                          fn, (unsigned)p.init);
     ampc_status s = check_config(fn, &p);
     if (s != AMPC_OK) return s;
     ampc_grad_scaler *gs = calloc(1, sizeof *gs);

@@ -196,7 +196,7 @@ static int setup(run_state *s, const ampc_dataset *ds) {
     int rc_rules = run_module_rules(s->prog, cfg, s->ctx, s->model);
     if (rc_rules) return rc_rules;
     ampc_grad_scaler_params sp = cfg->scaler;
-    sp.enabled = scaler_enabled(cfg);
+    sp.init = AMPC_PARAMS_INIT, sp.enabled = scaler_enabled(cfg); /* the knobs the options set; 0: default */
     if (ampc_grad_scaler_new(s->ctx, &sp, &s->scaler) != AMPC_OK) return run_fail(s->prog, "scaler");
     if (is_simple(s)) {
         s->steps = cfg->steps;
@@ -345,7 +345,9 @@ static int64_t count_correct(const ampc_tensor *logits, const ampc_tensor *y) {
 static bool autocast_begin(run_state *s) {
     if (s->cfg->prec == PREC_FP32) return true;
     ampc_dtype dt = s->cfg->prec == PREC_FP16 ? AMPC_DTYPE_F16 : AMPC_DTYPE_BF16;
-    if (ampc_autocast_begin(s->ctx, &(ampc_autocast_params){.dtype = dt, .enabled = true, .cache_enabled = true}) !=
+    ampc_autocast_params ap = ampc_autocast_defaults();
+    ap.dtype = dt;
+    if (ampc_autocast_begin(s->ctx, &ap) !=
         AMPC_OK)
         return false;
     if (s->cfg->prec != PREC_FP8 || ampc_fp8_begin(s->ctx, &s->cfg->fp8) == AMPC_OK) return true;
