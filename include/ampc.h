@@ -392,7 +392,10 @@ AMPC_API int ampc_ctx_threads(const ampc_ctx *ctx);
  * tensors survive. The arena and the step heap keep their memory for the next step, so a steady-state
  * step allocates nothing from the system. Called inside an open autocast region it warns once per
  * context through the log (the region goes on; its weight-cast cache is emptied). Gradient accumulation
- * may call it between micro-batches: see the GradScaler section. */
+ * may call it between micro-batches: see the GradScaler section. A handle to a released tensor kept into
+ * the next step is refused by every call that reads it (AMPC_STATUS_STATE, naming the step end that
+ * released it), as is a tensor after ampc_tensor_free; two step ends on, its header may serve a new
+ * tensor, so keep nothing from a step that is not owned (ampc_tensor_new). */
 AMPC_API void ampc_ctx_step_end(ampc_ctx *ctx);
 
 typedef struct ampc_memory_usage {

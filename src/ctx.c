@@ -26,6 +26,7 @@ void ampc_ctx_free(ampc_ctx *ctx) {
     if (ctx->stats) ampc_stats_attach(ctx, NULL); /* the statistics outlive the context */
     ampci_amp_release(ctx);
     ampci_kernels_adopt(ctx, NULL); /* a restored checkpoint's kernels */
+    ampci_tensor_headers_free(ctx);
     ampci_ctx_core_free(ctx);
 }
 
@@ -34,5 +35,6 @@ void ampc_ctx_step_end(ampc_ctx *ctx) {
     ampci_stats_step_end(ctx);
     ampci_amp_step_end(ctx);      /* cached casts live in the arena: they go first */
     ampci_autograd_step_end(ctx); /* the tape lives in the arena too */
+    ampci_tensor_step_end(ctx);   /* the step's tensor handles are marked released */
     ampci_ctx_core_step_end(ctx);
 }

@@ -1,7 +1,7 @@
 /* test_tensor.c: tensor creation in every dtype, fills, views (reshape, view, transpose, permute,
  * slice) checked element by element against index arithmetic, contiguous copies and casts of strided
  * tensors, lifetimes (owned vs arena, views outliving a freed base), version counters, and the error
- * messages of bad shapes, dims and dtypes. */
+ * messages of bad shapes, dims and dtypes; stale handles (from an ended step, or freed) refused. */
 #include "test_util.h"
 
 #include <stdlib.h>
@@ -268,6 +268,51 @@ static void test_bad_input(void **state) {
     assert_int_equal(ampc_tensor_stride(t, -2), -1);
 }
 
+/* A handle kept past its step (the C user's mistake: ampc_tensor_from_buffer before the loop) is refused
+ * on every path that reads it, saying which step end released it, even when the next step has made a
+ * tensor of the same shape (which used to take its memory and be read through the old handle, silently);
+ * a freed owned tensor likewise. */
+static void test_stale_handles(void **state) {
+    (void)state;
+    ampc_ctx_step_end(g_ctx);
+    float v[6] = {1, 2, 3, 4, 5, 6}, out[6];
+    ampc_tensor *x = ampc_tensor_from_buffer(g_ctx, AMPC_DTYPE_F32, 2, (int64_t[]){2, 3}, v, AMPC_DTYPE_F32);
+    ampc_tensor *w = ampc_tensor_new(g_ctx, AMPC_DTYPE_F32, 2, (int64_t[]){4, 3});
+    ASSERT_OK(ampc_tensor_fill(w, 0.5));
+    ampc_tensor *y = ampc_linear(g_ctx, x, w, NULL), *view = ampc_tensor_transpose(x, 0, 1);
+    ampc_tensor *loss = ampc_sum(g_ctx, y, NULL, 0, false);
+    assert_non_null(y), assert_non_null(view), assert_non_null(loss);
+    ASSERT_OK(ampc_tensor_copy_to(x, out, AMPC_DTYPE_F32)); /* within its step: fine */
+    ampc_ctx_step_end(g_ctx);
+    uint64_t ended = ampc_ctx_step(g_ctx); /* step ends so far: the one that released x */
+    float other[6] = {9, 9, 9, 9, 9, 9};
+    ampc_tensor *same = ampc_tensor_from_buffer(g_ctx, AMPC_DTYPE_F32, 2, (int64_t[]){2, 3}, other, AMPC_DTYPE_F32);
+    assert_non_null(same);
+    char want[96];
+    snprintf(want, sizeof want, "released by ampc_ctx_step_end at the end of step %llu", (unsigned long long)ended);
+    assert_null(ampc_linear(g_ctx, x, w, NULL));
+    assert_int_equal(ampc_last_status(), AMPC_STATUS_STATE);
+    ASSERT_ERROR_MENTIONS("ampc_linear: x was released", want, "ampc_tensor_new");
+    assert_int_equal(ampc_tensor_copy_to(x, out, AMPC_DTYPE_F32), AMPC_STATUS_STATE);
+    ASSERT_ERROR_MENTIONS("ampc_tensor_copy_to: tensor was released", want);
+    assert_int_equal(ampc_tensor_copy_from(view, v, AMPC_DTYPE_F32), AMPC_STATUS_STATE);
+    assert_int_equal(ampc_tensor_fill(y, 0), AMPC_STATUS_STATE);
+    assert_null(ampc_add(g_ctx, same, y));
+    ASSERT_ERROR_MENTIONS("ampc_add", "was released");
+    assert_int_equal(ampc_backward(g_ctx, loss), AMPC_STATUS_STATE);
+    ASSERT_ERROR_MENTIONS("ampc_backward: the loss was released");
+    assert_null(ampc_tensor_data(x));
+    assert_null(ampc_tensor_detach(y));
+    /* the tensor of this step is its own, untouched */
+    ASSERT_OK(ampc_tensor_copy_to(same, out, AMPC_DTYPE_F32));
+    assert_memory_equal(out, other, sizeof out);
+    /* a freed owned tensor */
+    ampc_tensor_free(w);
+    assert_int_equal(ampc_tensor_fill(w, 1), AMPC_STATUS_STATE);
+    ASSERT_ERROR_MENTIONS("ampc_tensor_fill: tensor is a tensor freed by ampc_tensor_free");
+    ampc_clear_error();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_factories_every_dtype),
@@ -279,6 +324,7 @@ int main(void) {
         cmocka_unit_test(test_cast_threads_independent),
         cmocka_unit_test(test_lifetimes),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_stale_handles),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -282,6 +282,7 @@ ampc_status ampc_backward(ampc_ctx *ctx, ampc_tensor *loss) {
     if (!ctx || !loss)
         return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_backward: %s is NULL%s", !ctx ? "ctx" : "loss",
                           !loss ? " (did the forward fail? see the earlier error)" : "");
+    if (ampci_tensor_usable("ampc_backward", "the loss", loss) != AMPC_OK) return ampc_last_status();
     if (ampci_numel(loss) != 1) {
         char b[128];
         return ampci_fail(AMPC_STATUS_SHAPE,
@@ -298,6 +299,8 @@ ampc_status ampc_backward_with(ampc_ctx *ctx, ampc_tensor *out, const ampc_tenso
     static const char fn[] = "ampc_backward_with";
     if (!ctx || !out || !grad)
         return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: %s is NULL", fn, !ctx ? "ctx" : !out ? "out" : "grad");
+    if (ampci_tensor_usable(fn, "out", out) != AMPC_OK || ampci_tensor_usable(fn, "grad", grad) != AMPC_OK)
+        return ampc_last_status();
     if (grad->ndim != out->ndim || memcmp(grad->shape, out->shape, (size_t)out->ndim * sizeof(int64_t)) != 0) {
         char a[128], b[128];
         return ampci_fail(AMPC_STATUS_SHAPE, "%s: the gradient %s does not match the output %s", fn,
@@ -324,7 +327,7 @@ bool ampc_grad_enabled(const ampc_ctx *ctx) { return ctx && ctx->no_grad_depth =
 
 ampc_status ampc_tensor_set_requires_grad(ampc_tensor *t, bool requires_grad) {
     static const char fn[] = "ampc_tensor_set_requires_grad";
-    if (!t) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: tensor is NULL", fn);
+    if (ampci_tensor_usable(fn, "tensor", t) != AMPC_OK) return ampc_last_status();
     char b[128];
     if (t->node)
         return ampci_fail(AMPC_STATUS_STATE, "%s: %s was made by %s; only leaves can be marked (detach it first)", fn,

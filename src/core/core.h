@@ -242,6 +242,7 @@ struct ampc_ctx {
      * sharded parameter between uses) must be made present before it is read, and an owned tensor is
      * being freed ---- */
     ampci_listeners storage_absent, tensor_freed;
+    struct ampci_headers *headers; /* arena tensor headers, two halves by step (tensor_live.c) */
     /* ---- amp: autocast regions, policies and the weight-cast cache (NULL until first used) ---- */
     struct ampci_autocast *autocast;
     struct ampc_stats *stats; /* range statistics (src/amp/stats.c), NULL: off */

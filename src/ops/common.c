@@ -52,6 +52,9 @@ bool ampci_op_begin(ampci_op_call *c) {
     int n;
     const ampc_tensor **in = inputs(c, &n);
     c->saves = d->saves;
+    for (int i = 0; i < n; i++) /* before autocast reads them: a handle from an ended step is refused */
+        if (in[i] && ampci_tensor_usable(d->name, i < d->nin ? d->in_names[i] : "an input", in[i]) != AMPC_OK)
+            return false;
     if (c->ctx && !enter(c->ctx, d->id, in, n)) return false; /* a NULL context is reported below */
     for (int i = 0; i < d->nin; i++) {
         bool skip = (d->index >> i & 1) || (!in[i] && (d->optional >> i & 1));

@@ -78,7 +78,7 @@ static ampc_tensor *init_tensor(ampc_tensor *t, ampci_storage *s, ampc_ctx *ctx,
                          .refs = owned,
                          .arena = !owned,
                          .version = 0};
-    *t = (ampc_tensor){.ctx = ctx, .storage = s, .owned = owned};
+    *t = (ampc_tensor){.ctx = ctx, .storage = s, .owned = owned, .live = AMPCI_TENSOR_LIVE};
     set_shape(t, dtype, ndim, shape);
     return t;
 }
@@ -87,7 +87,7 @@ static ampc_tensor *arena_tensor(const char *fn, ampc_ctx *ctx, bool empty, ampc
                                  const int64_t *shape) {
     int64_t bytes = storage_bytes(fn, ctx, dtype, ndim, shape);
     if (bytes < 0) return NULL;
-    ampc_tensor *t = ampci_arena_alloc(ctx, sizeof *t, fn);
+    ampc_tensor *t = ampci_tensor_header(ctx, fn);
     ampci_storage *s = t ? ampci_arena_alloc(ctx, sizeof *s, fn) : NULL;
     unsigned char *data = s ? ampci_step_alloc(ctx, (size_t)bytes, fn) : NULL;
     return data ? init_tensor(t, s, ctx, data, (size_t)bytes, false, empty, dtype, ndim, shape) : NULL;
@@ -105,7 +105,7 @@ ampc_tensor *ampci_tensor_wrap(const char *fn, ampc_ctx *ctx, ampc_dtype dtype, 
                                void *data) {
     int64_t bytes = storage_bytes(fn, ctx, dtype, ndim, shape);
     if (bytes < 0) return NULL;
-    ampc_tensor *t = ampci_arena_alloc(ctx, sizeof *t, fn);
+    ampc_tensor *t = ampci_tensor_header(ctx, fn);
     ampci_storage *s = t ? ampci_arena_alloc(ctx, sizeof *s, fn) : NULL;
     if (!s) return NULL;
     *s = (ampci_storage){.ctx = ctx,
@@ -115,7 +115,7 @@ ampc_tensor *ampci_tensor_wrap(const char *fn, ampc_ctx *ctx, ampc_dtype dtype, 
                          .refs = 0,
                          .arena = true,
                          .version = 0};
-    *t = (ampc_tensor){.ctx = ctx, .storage = s, .owned = false};
+    *t = (ampc_tensor){.ctx = ctx, .storage = s, .owned = false, .live = AMPCI_TENSOR_LIVE};
     set_shape(t, dtype, ndim, shape);
     return t;
 }
@@ -133,7 +133,7 @@ void ampci_storage_unsave(ampci_storage *s) {
 ampc_tensor *ampci_tensor_owned_view(const ampc_tensor *base, int64_t offset, int ndim, const int64_t *shape) {
     ampc_tensor *t = ampci_alloc(base->ctx, sizeof *t, "owned view");
     if (!t) return NULL;
-    *t = (ampc_tensor){.ctx = base->ctx, .storage = base->storage, .owned = true};
+    *t = (ampc_tensor){.ctx = base->ctx, .storage = base->storage, .owned = true, .live = AMPCI_TENSOR_LIVE};
     set_shape(t, base->dtype, ndim, shape);
     t->offset = base->offset + offset;
     base->storage->refs++;
@@ -176,6 +176,7 @@ static void free_now(void *arg) {
 
 void ampc_tensor_free(ampc_tensor *t) {
     if (!t || !t->owned) return;
+    t->live = 0, t->released_step = AMPCI_TENSOR_FREED; /* the user's handle is gone, whenever t is */
     /* The current step's tape still points at t (an input of a recorded op): free it when the step ends,
      * so a backward run after this call stays valid. */
     if (t->graph_step == t->ctx->step_id && ampci_arena_on_reset(t->ctx, free_now, t) == AMPC_OK) {
@@ -186,9 +187,10 @@ void ampc_tensor_free(ampc_tensor *t) {
 }
 
 ampc_tensor *ampci_tensor_view_of(const char *fn, const ampc_tensor *t) {
-    ampc_tensor *v = ampci_arena_alloc(t->ctx, sizeof *v, fn);
+    ampc_tensor *v = ampci_tensor_header(t->ctx, fn);
     if (!v) return NULL;
     *v = *t;
+    v->live = AMPCI_TENSOR_LIVE;
     v->owned = false;
     v->requires_grad = false; /* a bare view: src/ops/shape.c records it when it needs a graph */
     v->node = NULL;
@@ -217,7 +219,9 @@ int ampci_wrap_dim(const char *fn, const ampc_tensor *t, int dim) {
 ampc_dtype ampc_tensor_dtype(const ampc_tensor *t) { return t ? t->dtype : AMPC_DTYPE_F32; }
 int ampc_tensor_ndim(const ampc_tensor *t) { return t ? t->ndim : 0; }
 int64_t ampc_tensor_numel(const ampc_tensor *t) { return t ? ampci_numel(t) : 0; }
-void *ampc_tensor_data(const ampc_tensor *t) { return t ? ampci_dev_ptr(t) : NULL; }
+void *ampc_tensor_data(const ampc_tensor *t) {
+    return ampci_tensor_usable("ampc_tensor_data", "tensor", t) == AMPC_OK ? ampci_dev_ptr(t) : NULL;
+}
 bool ampc_tensor_is_owned(const ampc_tensor *t) { return t && t->owned; }
 uint64_t ampc_tensor_version(const ampc_tensor *t) { return t ? t->storage->version : 0; }
 ampc_ctx *ampc_tensor_ctx(const ampc_tensor *t) { return t ? t->ctx : NULL; }
@@ -280,7 +284,7 @@ ampc_status ampc_tensor_set_name(ampc_tensor *t, const char *name) {
 const char *ampc_tensor_name(const ampc_tensor *t) { return t ? t->name : ""; }
 
 ampc_tensor *ampc_tensor_detach(const ampc_tensor *t) {
-    if (!t) return ampci_null_input("ampc_tensor_detach", "input tensor");
+    if (ampci_tensor_usable("ampc_tensor_detach", "input tensor", t) != AMPC_OK) return NULL;
     return ampci_tensor_view_of("ampc_tensor_detach", t); /* a fresh header: no node, no requires_grad */
 }
 

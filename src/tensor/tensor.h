@@ -49,7 +49,22 @@ struct ampc_tensor {
     int32_t stats_site;
     bool stats_low;
     char name[64];
+    /* AMPCI_TENSOR_LIVE while the handle may be used; else released_step says why not (tensor_live.c) */
+    uint32_t live;
+    uint64_t released_step; /* the step whose end released it, or AMPCI_TENSOR_FREED */
 };
+#define AMPCI_TENSOR_LIVE 0x4c495645u
+#define AMPCI_TENSOR_FREED UINT64_MAX
+
+/* ---- stale handles (tensor_live.c) ---- */
+/* A header for an arena tensor, from the context's pool (the caller fills it in and marks it live). */
+AMPCI_HIDDEN ampc_tensor *ampci_tensor_header(ampc_ctx *ctx, const char *fn);
+/* Step end: the step's arena headers are marked released; the pool turns to its other half. */
+AMPCI_HIDDEN void ampci_tensor_step_end(ampc_ctx *ctx);
+AMPCI_HIDDEN void ampci_tensor_headers_free(ampc_ctx *ctx);
+/* AMPC_OK for a live tensor; else the error for `fn`'s argument `what`: NULL, freed, or released by the
+ * step end of step N (the public entry points that read a tensor call it). */
+AMPCI_HIDDEN ampc_status ampci_tensor_usable(const char *fn, const char *what, const ampc_tensor *t);
 
 /* Validates (ndim, shape) for `fn` and returns the element count, or -1 with the error recorded. */
 AMPCI_HIDDEN int64_t ampci_shape_numel(const char *fn, int ndim, const int64_t *shape);

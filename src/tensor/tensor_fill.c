@@ -45,7 +45,7 @@ static void *staging(const ampc_tensor *t, const void *host, ampc_dtype dt, cons
 
 ampc_status ampc_tensor_copy_from(ampc_tensor *t, const void *src, ampc_dtype src_dtype) {
     static const char fn[] = "ampc_tensor_copy_from";
-    if (!t) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: tensor is NULL", fn);
+    if (ampci_tensor_usable(fn, "tensor", t) != AMPC_OK) return ampc_last_status();
     if (!check_buffer(fn, t, src, src_dtype, "src")) return ampc_last_status();
     void *buf = staging(t, src, src_dtype, fn);
     if (!buf) return ampc_last_status();
@@ -58,7 +58,7 @@ ampc_status ampc_tensor_copy_from(ampc_tensor *t, const void *src, ampc_dtype sr
 
 ampc_status ampc_tensor_copy_to(const ampc_tensor *t, void *dst, ampc_dtype dst_dtype) {
     static const char fn[] = "ampc_tensor_copy_to";
-    if (!t) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: tensor is NULL", fn);
+    if (ampci_tensor_usable(fn, "tensor", t) != AMPC_OK) return ampc_last_status();
     if (!check_buffer(fn, t, dst, dst_dtype, "dst")) return ampc_last_status();
     void *buf = staging(t, dst, dst_dtype, fn);
     ampc_status s = buf ? ampci_tensor_gather(t, buf, dst_dtype) : ampc_last_status();
@@ -73,7 +73,8 @@ ampc_status ampc_tensor_copy_to(const ampc_tensor *t, void *dst, ampc_dtype dst_
 
 ampc_status ampc_tensor_copy(ampc_tensor *dst, const ampc_tensor *src) {
     static const char fn[] = "ampc_tensor_copy";
-    if (!dst || !src) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: %s is NULL", fn, !dst ? "dst" : "src");
+    if (ampci_tensor_usable(fn, "dst", dst) != AMPC_OK || ampci_tensor_usable(fn, "src", src) != AMPC_OK)
+        return ampc_last_status();
     char a[128], b[128];
     if (ampci_numel(dst) != ampci_numel(src))
         return ampci_fail(AMPC_STATUS_SHAPE, "%s: dst %s and src %s have different numbers of elements", fn,
@@ -96,7 +97,7 @@ ampc_status ampc_tensor_copy(ampc_tensor *dst, const ampc_tensor *src) {
 /* ---- fills ---- */
 
 ampc_status ampc_tensor_fill(ampc_tensor *t, double value) {
-    if (!t) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_tensor_fill: tensor is NULL");
+    if (ampci_tensor_usable("ampc_tensor_fill", "tensor", t) != AMPC_OK) return ampc_last_status();
     ampci_fill_args a = {.t = ampci_tensor_strided(t)};
     ampci_convert_generic(a.pattern, t->dtype, &value, AMPC_DTYPE_F64, 1);
     ampc_status s = t->ctx->dev->fill(t->ctx, &a);
@@ -105,7 +106,7 @@ ampc_status ampc_tensor_fill(ampc_tensor *t, double value) {
 }
 
 static ampc_status fill_random(const char *fn, ampc_tensor *t, bool normal, double a, double b) {
-    if (!t) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: tensor is NULL", fn);
+    if (ampci_tensor_usable(fn, "tensor", t) != AMPC_OK) return ampc_last_status();
     if (normal ? !(b >= 0) : !(a <= b))
         return ampci_fail(AMPC_STATUS_INVALID_ARG,
                           normal ? "%s: std = %g; expected >= 0"
@@ -167,7 +168,7 @@ ampc_tensor *ampci_copy_as(const char *fn, const ampc_tensor *t, ampc_dtype dtyp
 }
 
 ampc_tensor *ampc_tensor_detach_copy(const ampc_tensor *t) {
-    if (!t) return ampci_null_input("ampc_tensor_detach_copy", "input tensor");
+    if (ampci_tensor_usable("ampc_tensor_detach_copy", "input tensor", t) != AMPC_OK) return NULL;
     ampc_tensor *c = ampc_tensor_new(t->ctx, t->dtype, t->ndim, t->shape);
     if (c && ampci_tensor_gather(t, ampci_dev_ptr(c), t->dtype) != AMPC_OK) {
         ampc_tensor_free(c);

@@ -1,0 +1,77 @@
+/* tensor_live.c: stale tensor handles. An arena tensor (an op output, a view, ampc_tensor_from_buffer's
+ * tensor) lives until ampc_ctx_step_end, and a handle kept past it used to read whatever the arena held
+ * next: a tensor of another step, with its shape, silently. Arena tensor headers therefore come from a
+ * pool of their own in two halves, one per step in turn: at a step end every header of the ending step is
+ * marked released (with the step's number) and the other half is reused, so a handle from the step just
+ * ended still shows its mark when it is used in the next one, and the public entry points that read a
+ * tensor refuse it, saying when it was released. (A header is reused two step ends after its release: a
+ * handle kept longer may name a tensor of that later step.) Freed owned tensors are marked the same way,
+ * until the allocator reuses their memory. */
+#include "tensor.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define CHUNK 256 /* headers per allocation */
+
+typedef struct half {
+    ampc_tensor **chunks;
+    int64_t nchunks, used;
+} half;
+
+struct ampci_headers {
+    half h[2];
+    int cur;
+};
+
+ampc_tensor *ampci_tensor_header(ampc_ctx *ctx, const char *fn) {
+    struct ampci_headers *p = ctx->headers;
+    if (!p && !(p = ctx->headers = calloc(1, sizeof *p)))
+        return ampci_fail_null(AMPC_STATUS_OOM, "%s: out of memory for a tensor header", fn);
+    half *f = &p->h[p->cur];
+    int64_t c = f->used / CHUNK;
+    if (c == f->nchunks) {
+        ampc_tensor **g = realloc(f->chunks, (size_t)(c + 1) * sizeof *g);
+        ampc_tensor *chunk = g ? malloc(CHUNK * sizeof *chunk) : NULL;
+        if (g) f->chunks = g;
+        if (!chunk) return ampci_fail_null(AMPC_STATUS_OOM, "%s: out of memory for tensor headers", fn);
+        f->chunks[f->nchunks++] = chunk;
+    }
+    return &f->chunks[c][f->used++ % CHUNK];
+}
+
+void ampci_tensor_step_end(ampc_ctx *ctx) {
+    struct ampci_headers *p = ctx->headers;
+    if (!p) return;
+    half *f = &p->h[p->cur];
+    for (int64_t i = 0; i < f->used; i++) {
+        ampc_tensor *t = &f->chunks[i / CHUNK][i % CHUNK];
+        t->live = 0;
+        t->released_step = ctx->step_id;
+    }
+    p->cur ^= 1;
+    p->h[p->cur].used = 0; /* released two step ends ago */
+}
+
+void ampci_tensor_headers_free(ampc_ctx *ctx) {
+    struct ampci_headers *p = ctx->headers;
+    if (!p) return;
+    for (int k = 0; k < 2; k++) {
+        for (int64_t i = 0; i < p->h[k].nchunks; i++) free(p->h[k].chunks[i]);
+        free(p->h[k].chunks);
+    }
+    free(p);
+    ctx->headers = NULL;
+}
+
+ampc_status ampci_tensor_usable(const char *fn, const char *what, const ampc_tensor *t) {
+    if (!t) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: %s is NULL", fn, what);
+    if (t->live == AMPCI_TENSOR_LIVE) return AMPC_OK;
+    if (t->released_step == AMPCI_TENSOR_FREED)
+        return ampci_fail(AMPC_STATUS_STATE, "%s: %s is a tensor freed by ampc_tensor_free", fn, what);
+    return ampci_fail(AMPC_STATUS_STATE,
+                      "%s: %s was released by ampc_ctx_step_end at the end of step %llu: op outputs, views and "
+                      "ampc_tensor_from_buffer tensors live until the step end; make it again each step, or keep "
+                      "it across steps with ampc_tensor_new",
+                      fn, what, (unsigned long long)t->released_step);
+}
