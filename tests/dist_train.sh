@@ -466,7 +466,11 @@ if (cd "$W/two" && two $WR > ../two.out 2> ../two.err); then
     if [ -x "$JSON_CHECK" ]; then
         "$JSON_CHECK" --lines --objects < "$W/two/l.jsonl" > /dev/null 2> "$DIR/jerr" || fail "2-rank log: invalid JSON: $(cat "$DIR/jerr")"
     fi
-    # what is printed: the lines of one process (numbers aside: rates, peak memory)
+    # what is printed: the lines of one process (numbers aside: rates, peak memory), and the line that says
+    # how many ranks run
+    grep -q "^ampc train: data parallel over 2 ranks (mpirun -np 2): each takes 4 of the 8 rows of a batch; gradients averaged in fp32, --shard none$" "$W/two.err" &&
+        ok "the ranks are named: $(grep "data parallel over" "$W/two.err")" || fail "no line names the ranks"
+    grep -v "data parallel over" "$W/two.err" > "$W/two.err.r" && mv "$W/two.err.r" "$W/two.err"
     for o in out err; do
         sed -E 's/[0-9][0-9.:]*/N/g' "$W/one.$o" > "$W/one.$o.shape"; sed -E 's/[0-9][0-9.:]*/N/g' "$W/two.$o" > "$W/two.$o.shape"
         if [ -s "$W/one.$o.shape" ] && cmp -s "$W/one.$o.shape" "$W/two.$o.shape"; then

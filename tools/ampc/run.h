@@ -202,5 +202,7 @@ int run_open_data(const char *prog, const run_config *cfg, ampc_dataset **ds);
 /* Token data: one line on stderr naming it (files, formats, token counts, the split, the vocabulary and
  * where it came from), since the vocabulary is the data's own; other data is named by its spec. */
 void run_say_data(const char *prog, const run_config *cfg, const ampc_dataset *ds);
+/* Under mpirun (rank 0, unless --quiet): one line saying how many ranks run and how a batch splits. */
+void run_say_world(const char *prog, const run_config *cfg);
 
 #endif

@@ -592,3 +592,18 @@ int run_check_precs(const char *prog, const prec_list *l, const run_config *base
     }
     return 0;
 }
+
+void run_say_world(const char *prog, const run_config *cfg) {
+    int world = ampc_dist_world_size(cfg->dist);
+    if (world < 2 || cfg->quiet || ampc_dist_rank(cfg->dist) != 0) return;
+    int64_t lo = cfg->batch / world, hi = (cfg->batch + world - 1) / world;
+    char rows[48];
+    if (lo == hi) snprintf(rows, sizeof rows, "%lld", (long long)lo);
+    else snprintf(rows, sizeof rows, "%lld or %lld", (long long)lo, (long long)hi);
+    fprintf(stderr,
+            "%s: data parallel over %d ranks (mpirun -np %d): each takes %s of the %lld rows of a batch%s; "
+            "gradients averaged in %s, --shard %s\n",
+            prog, world, world, rows, (long long)cfg->batch,
+            cfg->grad_accum > 1 ? " (of each micro-batch)" : "", reduce_names[cfg->reduce_dtype],
+            shard_names[cfg->shard]);
+}

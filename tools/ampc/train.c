@@ -460,7 +460,7 @@ static int prepare(train_cli *t, ampc_dataset **ds, data_id *id, FILE **log) {
     safety_install_signals();
     if (root) say_destination(t), run_warn_threads("ampc train", cfg);
     if ((rc = open_data(t, ds, id))) return rc;
-    if (root) run_say_data("ampc train", cfg, *ds);
+    if (root) run_say_data("ampc train", cfg, *ds), run_say_world("ampc train", cfg);
     return (rc = open_log(t, log)) ? rc : -1;
 }
 
