@@ -1,6 +1,6 @@
 /* ampc.h: the one public header of libampc, automatic mixed-precision training in C.
  *
- * Conventions (docs/architecture.md has the whole picture):
+ * Conventions (docs/ARCHITECTURE.md has the whole picture):
  *  - Names are module first: ampc_<module>_<verb>[_<noun>]. Heap objects come in _new/_free pairs and
  *    every _free accepts NULL.
  *  - Reads are ampc_<module>_<noun> (ampc_optim_lr), writes ampc_<module>_set_<noun> (ampc_optim_set_lr).
@@ -42,7 +42,8 @@ extern "C" {
 #define AMPC_VERSION_MINOR 2
 #define AMPC_VERSION_PATCH 0
 
-/* "0.1.0": the version of the library actually linked (may differ from the header's macros). */
+/* "0.2.0" (MAJOR.MINOR.PATCH): the version of the library actually linked (may differ from the macros
+ * above when an application runs against another build). */
 AMPC_API const char *ampc_version(void);
 
 /* ------------------------------------------------------------------------------------------------

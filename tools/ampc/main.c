@@ -15,7 +15,7 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    {"train", cmd_train, "train one model in one precision (fp32, bf16 or fp16 autocast)"},
+    {"train", cmd_train, "train one model in one precision (fp32, bf16, fp16 autocast, or fp8)"},
     {"compare", cmd_compare, "the same run in several precisions, side by side, with a report"},
     {"doctor", cmd_doctor, "FP32 steps with range statistics: what is safe in FP16, BF16, FP8, and the command to use"},
     {"info", cmd_info, "CPU features, AMX permission, kernel level, native/emulated precision support"},

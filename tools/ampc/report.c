@@ -595,6 +595,7 @@ static int write_scale_chart(const char *path, const run_result *runs, int n, ch
                    .xlabel = "optimizer step",
                    .ylabel = "loss scale (log)",
                    .log_y = true,
+                   .pow2_y = true,
                    .series = s,
                    .nseries = ns,
                    .marker_label = "skipped step",

@@ -449,6 +449,25 @@ static void scenario_flat_scale(const char *out) {
     check_svg(path, want, 1, 1, 0);
 }
 
+/* E2: a scale that moves by factors of two has its ticks at powers of two (2^10 .. 2^24 here: labelled
+ * 1024 .. 65536, then 2^k), never at the decimal 10000 / 20000 / 50000 of a log10 axis. */
+static void scenario_pow2_ticks(const char *out) {
+    static synth s;
+    make_runs(&s, NRUNS, N, false);
+    for (int i = 0; i < N; i++) s.scale[2][i] = ldexp(1.0, 10 + (14 * i) / (N - 1)), s.skipped[2][i] = false;
+    char dir[1024], path[1100];
+    report_meta m = {.model = "gpt", .data = "text", .steps = N};
+    snprintf(dir, sizeof dir, "%s/pow2_scale", out);
+    write_dir(dir, &m, s.runs, NRUNS);
+    snprintf(path, sizeof path, "%s/scale.svg", dir);
+    const char *want[] = {">1024</text>", ">2^24</text>"};
+    check_svg(path, want, 2, 1, 0);
+    char *svg = read_file(path, NULL);
+    CHECK(svg && !strstr(svg, ">10000</text>") && !strstr(svg, ">20000</text>") && !strstr(svg, ">50000</text>"),
+          "%s has decimal ticks on a power-of-two scale", path);
+    free(svg);
+}
+
 /* The widest line of s in display columns. */
 static int widest_line(const char *s) {
     int w = 0, cur = 0;
@@ -501,6 +520,7 @@ int main(int argc, char **argv) {
     scenario_long(out);
     scenario_smoothing(out);
     scenario_flat_scale(out);
+    scenario_pow2_ticks(out);
     scenario_fit();
     scenario_bad_dir();
     if (failures) {

@@ -53,6 +53,7 @@ static void text(FILE *f, double x, double y, const char *anchor, const char *at
 
 typedef struct axis {
     bool log;
+    bool pow2; /* log ticks at powers of two, labelled 2^k beyond 2^16 */
     double lo, hi;           /* in axis units (log10 of the value on a log axis) */
     double ticks[MAX_TICKS]; /* tick values (not logged) */
     int nticks;
@@ -101,6 +102,19 @@ static void axis_log(axis *a, double lo, double hi) {
     }
 }
 
+/* Powers of two for a quantity that moves by factors of two: every k-th binade, at most about eight. */
+static void axis_log2(axis *a, double lo, double hi) {
+    double e0 = floor(log2(lo) + 1e-9), e1 = ceil(log2(hi) - 1e-9);
+    if (e1 <= e0) e1 = e0 + 1;
+    int every = e1 - e0 > 8 ? (int)ceil((e1 - e0) / 8) : 1;
+    e0 = floor(e0 / every) * every, e1 = ceil(e1 / every) * every;
+    a->log = a->pow2 = true;
+    a->lo = e0 * log10(2.0);
+    a->hi = e1 * log10(2.0);
+    a->nticks = 0;
+    for (double e = e0; e <= e1 && a->nticks < MAX_TICKS; e += every) a->ticks[a->nticks++] = ldexp(1.0, (int)e);
+}
+
 /* Data with one value (a loss scale that never moved) falls between the ticks: give it its own, and drop
  * the ticks so close to it that their labels would overlap. */
 static void axis_log_mark(axis *a, double v) {
@@ -112,6 +126,11 @@ static void axis_log_mark(axis *a, double v) {
 }
 
 static void tick_label(const axis *a, double v, char *buf, size_t size) {
+    int e;
+    if (a->pow2 && frexp(v, &e) == 0.5 && (e - 1 > 16 || e - 1 < -4)) {
+        snprintf(buf, size, "2^%d", e - 1);
+        return;
+    }
     if (a->log || fabs(v) >= 1e7 || a->decimals > 6) snprintf(buf, size, "%g", v);
     else snprintf(buf, size, "%.*f", a->decimals, v);
 }
@@ -175,7 +194,8 @@ static void layout(const svg_chart *c, int W, int H, plot *p) {
     p->bottom = H - 52;
     p->right = W - 16 - legend_width(c, p->has_markers);
     p->left = 0; /* the x ticks only need the plot width; the left margin comes after the y ticks */
-    if (c->log_y) axis_log(&p->y, b[2], b[3]);
+    if (c->log_y && c->pow2_y) axis_log2(&p->y, b[2], b[3]);
+    else if (c->log_y) axis_log(&p->y, b[2], b[3]);
     else axis_linear(&p->y, b[2], b[3], (int)fmax(2, fmin(8, (p->bottom - p->top) / 50)));
     if (c->log_y && p->has_data && b[2] == b[3]) axis_log_mark(&p->y, b[2]);
     double wmax = 0;

@@ -36,6 +36,7 @@ typedef struct svg_chart {
     const char *ylabel;
     int width, height; /* whole picture in px; 0 = 900 x 480 */
     bool log_y;        /* log10 y axis */
+    bool pow2_y;       /* with log_y: ticks at powers of two (a loss scale moves by factors of 2) */
     const svg_series *series;
     int nseries;
     const char *legend_title; /* a line above the legend entries (e.g. the smoothing weight), or NULL */
