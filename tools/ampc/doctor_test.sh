@@ -5,7 +5,8 @@
 # and bench step (a glob that matches no module is one line listing the modules, status 2); the rules a
 # checkpoint records (ampc.module_precision, kept by --resume); compare's named policies and the JSONL
 # files named after them; stochastic rounding (--stochastic-rounding needs --param-dtype bf16 --master none,
-# on train and in compare's {...} entry options); the hint a skipped FP16 step prints. Tiny models only: the
+# on train and in compare's {...} entry options); the hint a skipped FP16 step prints (not for a routine
+# back-off of the scaler). Tiny models only: the
 # whole script takes seconds. Exit status: 0 when every check passed, 1 otherwise.
 #
 # usage: doctor_test.sh PATH/TO/ampc [PATH/TO/ampc_json_check]
@@ -305,6 +306,14 @@ expect_rc 0
 check
 k=$(grep -c -F 'ampc doctor' "$ERR")
 [ "$k" -eq 1 ] || fail "$LAST: 'ampc doctor' on $k stderr lines, expected 1"
+# the scaler probing (it grows every 12 clean steps from 16384 and backs off to 65536 when 131072
+# overflows, 13 steps apart): routine, no hint
+run train --model simple --precision fp16 --init-scale 16384 --growth-interval 12 --steps 60
+expect_rc 0
+expect_has "$ERR" "fp16 step 36 skipped: non-finite gradient in fc2.bias (loss scale 131072 -> 65536)"
+expect_has "$ERR" "fp16 step 49 skipped"
+check
+! grep -q -F 'ampc doctor' "$ERR" || fail "$LAST: a hint for the scaler's routine back-off"
 # no skipped step, no hint
 run train $SIMPLE --precision fp16 --steps 3
 expect_rc 0

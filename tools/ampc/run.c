@@ -547,7 +547,16 @@ static void progress(run_state *s, int64_t step, const step_result *r, double el
             snprintf(line + n, sizeof line - (size_t)n, " (loss scale %g -> %g)", r->scale,
                      ampc_grad_scaler_get_scale(s->scaler));
         status_line(s, line, false, false);
-        if (!s->hinted) { /* once a run: where to look next */
+        /* A lone back-off after the scale grew is the scaler probing (routine); a skip without a scaler, one
+         * within growth-interval steps of the last, or one that takes the scale below its initial value is
+         * the trouble the doctor looks into. */
+        bool scaler = ampc_grad_scaler_enabled(s->scaler);
+        int64_t interval = cfg->scaler.growth_interval ? cfg->scaler.growth_interval : 2000;
+        double init = cfg->scaler.init_scale ? cfg->scaler.init_scale : 65536;
+        bool trouble = !scaler || (s->last_skip >= 0 && step - s->last_skip <= interval) ||
+                       ampc_grad_scaler_get_scale(s->scaler) < init;
+        s->last_skip = step;
+        if (trouble && !s->hinted) { /* once a run: where to look next */
             s->hinted = true;
             status_line(s,
                         "  hint: `ampc doctor` with the same options shows which tensors leave the format's range, "
@@ -718,7 +727,7 @@ static void print_eval(const run_config *cfg, const eval_result *e) {
 
 int run_training(const char *prog, const run_config *cfg, const ampc_dataset *ds, FILE *log, run_output *out) {
     memset(out, 0, sizeof *out);
-    run_state s = {.prog = prog, .cfg = cfg, .saved_step = -1};
+    run_state s = {.prog = prog, .cfg = cfg, .saved_step = -1, .last_skip = -1};
     ckpt_set_dist(cfg->dist);
     dist_quiet q; /* data parallel: what fails alike on every rank is said once, by the lowest */
     dist_quiet_begin(&q);

@@ -27,7 +27,8 @@ typedef struct run_state {
     ampc_dist *dist;         /* data parallel: NULL for one process */
     int rank, world;         /* 0 and 1 for one process */
     int64_t rows, first_row; /* this rank's rows of each global batch */
-    bool hinted;             /* the doctor hint was printed (after the first skipped step) */
+    bool hinted;             /* the doctor hint was printed (after a skip that is not routine) */
+    int64_t last_skip;       /* the last skipped step (-1: none yet) */
     bool kill_checked;       /* run_check_kill_budget has looked at the first periodic save */
     int64_t random_batches;  /* cfg->random_vocab: batches drawn so far (the next one's index) */
 } run_state;
