@@ -86,18 +86,56 @@ static void summary_human(const ampc_safetensors *st) {
     }
 }
 
+/* A model field (ampc.model.*) that only the other kind of model uses: a GPT's checkpoint holds the image
+ * models' fields too, and theirs the GPT's (the configuration is written whole, most of it zero). */
+static bool other_kinds_field(const char *kind, const char *key) {
+    static const char *const gpt_fields[] = {"layers", "d_model", "heads", "context", "vocab", "dropout", NULL};
+    static const char *const image_fields[] = {"classes", "hidden", "image_size", "in_channels", "in_features", NULL};
+    if (!kind || strncmp(key, "ampc.model.", 11)) return false;
+    const char *const *other = strcmp(kind, "gpt") ? gpt_fields : image_fields;
+    for (int i = 0; other[i]; i++)
+        if (!strcmp(key + 11, other[i])) return true;
+    return false;
+}
+
+/* ampc.kernels, "slot=kernel;slot=kernel;...", one slot a line under the first. */
+static void print_kernels(const char *v) {
+    bool first = true;
+    for (const char *p = v; *p;) {
+        const char *e = strchr(p, ';');
+        int len = (int)(e ? (size_t)(e - p) : strlen(p));
+        if (first) printf("  %-28s %.*s\n", "ampc.kernels", len, p);
+        else printf("%31s%.*s\n", "", len, p);
+        first = false;
+        p = e ? e + 1 : p + len;
+    }
+}
+
 static void print_human(const ampc_safetensors *st, bool checkpoint) {
     size_t bytes;
     ampc_safetensors_data(st, &bytes);
     printf("file:       %s (%d tensors, %.2f MiB of data)\n", ampc_safetensors_name(st), ampc_safetensors_count(st),
            (double)bytes / (1 << 20));
     if (checkpoint) summary_human(st);
-    int nm = ampc_safetensors_metadata_count(st);
-    printf("\nmetadata (%d):\n", nm);
-    for (int i = 0; i < nm; i++) { /* every entry, so the count is what is listed */
+    int nm = ampc_safetensors_metadata_count(st), other = 0;
+    const char *kind = ampc_safetensors_metadata(st, "ampc.model.kind");
+    for (int i = 0; i < nm; i++) {
+        const char *k, *v;
+        ampc_safetensors_metadata_at(st, i, &k, &v);
+        other += other_kinds_field(kind, k);
+    }
+    printf("\nmetadata (%d", nm - other);
+    if (other) printf("; %d field%s that only other kinds of model use not shown", other, other == 1 ? "" : "s");
+    printf("):\n");
+    for (int i = 0; i < nm; i++) {
         const char *k, *v;
         char line[4096];
         ampc_safetensors_metadata_at(st, i, &k, &v);
+        if (other_kinds_field(kind, k)) continue;
+        if (!strcmp(k, "ampc.kernels")) { /* slot=kernel;...: one per line, not one line of 2,500 columns */
+            print_kernels(v);
+            continue;
+        }
         args_line(v, line, sizeof line); /* train.args holds one token per line */
         printf("  %-28s %s\n", k, line);
     }

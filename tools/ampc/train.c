@@ -87,6 +87,8 @@ static int canonical_args(const train_cli *t, int argc, char **argv, char *buf, 
         set[k] = true;
         val[k] = t->opts[k].kind == CLI_FLAG ? NULL : eq ? eq + 1 : argv[++i];
     }
+    int p = find(t, "precision", strlen("precision")); /* recorded even when it is the default */
+    if (p >= 0 && !set[p]) set[p] = true, val[p] = precision_names[t->x.prec];
     size_t len = 0;
     buf[0] = '\0';
     for (int k = 0; k < t->n; k++) {
