@@ -292,8 +292,7 @@ static void print_json(const ampc_stats *st, const doctor_meta *m, const ampc_st
     json_kstr(&w, "model", m->model), json_kstr(&w, "data", m->data);
     json_kint(&w, "steps", m->steps);
     json_knum(&w, "step_seconds", m->step_seconds), json_knum(&w, "stats_seconds", m->stats_seconds);
-    json_knum(&w, "stats_overhead",
-              m->step_seconds > m->stats_seconds ? m->stats_seconds / (m->step_seconds - m->stats_seconds) : NAN);
+    json_knum(&w, "stats_overhead", doctor_stats_overhead(m));
     json_key(&w, "sites");
     json_arr_begin(&w);
     for (int i = 0; i < ampc_stats_count(st); i++) json_site(&w, st, i);
@@ -316,6 +315,8 @@ static int parse(doctor_cli *d, int argc, char **argv) {
     d->opts[d->n++] = CLI_OPT(.name = "json", .kind = CLI_FLAG, .out = &d->json, .help = "the verdicts as JSON");
     d->opts[d->n++] = CLI_OPT(.name = "report", .kind = CLI_STRING, .out = &d->dir, .metavar = "DIR",
                               .help = "write report.md and heatmap.svg there");
+    int k = find_opt(d, "steps", 5);
+    if (k >= 0) d->opts[k].defval = "20"; /* the doctor's own, in --help too */
     cli_parse_out po = {.seen = d->seen};
     int rc = cli_parse_or_exit("ampc doctor", usage, d->opts, (size_t)d->n, argc, argv, 0, NULL, &po);
     if (rc >= 0) return rc;
@@ -346,14 +347,19 @@ static int finish(const doctor_cli *d, int argc, char **argv, const ampc_stats *
     double total = 0;
     for (int64_t i = 0; i < out->r.n; i++) total += out->step_seconds[i];
     int64_t steps = out->r.n > 0 ? out->r.n : 1;
-    doctor_meta m = {
-        model, info.name, "ampc doctor", out->r.n, total / (double)steps, ampc_stats_seconds(st) / (double)steps, fp16,
-        bf16,  fp8};
+    static char command[8192]; /* the doctor's own command line, as given */
+    int len = snprintf(command, sizeof command, "ampc doctor");
+    for (int i = 0; i < argc && len < (int)sizeof command; i++) {
+        char q[4300];
+        safety_shell_quote(argv[i], q, sizeof q);
+        len += snprintf(command + len, sizeof command - (size_t)len, " %s", q);
+    }
+    doctor_meta m = {model, info.name, command, out->r.n, total / (double)steps, ampc_stats_seconds(st) / (double)steps,
+                     fp16,  bf16,      fp8};
     if (d->json) print_json(st, &m, &rec);
     else {
-        printf("ampc doctor: %s on %s, %lld FP32 steps; statistics took %.1f%% of a step\n\n", model, info.name,
-               (long long)out->r.n,
-               100 * m.stats_seconds / (m.step_seconds > m.stats_seconds ? m.step_seconds - m.stats_seconds : 1));
+        printf("ampc doctor: %s on %s, %lld FP32 steps; the statistics added %.1f%% to a step\n\n", model,
+               info.name, (long long)out->r.n, 100 * doctor_stats_overhead(&m));
         print_table(st);
         printf("\nFP16: %d unsafe site%s; ", rec.unsafe_sites, rec.unsafe_sites == 1 ? "" : "s");
         if (rec.normal_fraction > 0.999)

@@ -211,8 +211,8 @@ static void md_run(FILE *f, const doctor_meta *m, const ampc_stats *st) {
             or_dash(m->data), (long long)m->steps, ampc_stats_count(st));
     if (m->command && m->command[0]) fprintf(f, "- Command: `%s`\n", m->command);
     if (m->step_seconds > 0)
-        fprintf(f, "- Cost of the statistics: %.3g ms of a %.3g ms step (%.1f%% of a step)\n\n", 1e3 * m->stats_seconds,
-                1e3 * m->step_seconds, 100 * m->stats_seconds / m->step_seconds);
+        fprintf(f, "- Cost of the statistics: %.3g ms a step, on top of %.3g ms without them (%.1f%% more)\n\n",
+                1e3 * m->stats_seconds, 1e3 * (m->step_seconds - m->stats_seconds), 100 * doctor_stats_overhead(m));
     else fputs("- Cost of the statistics: not measured\n\n", f);
 }
 

@@ -29,4 +29,10 @@ int doctor_write_report(const char *dir, const doctor_meta *meta, const ampc_sta
 /* The heat map alone, to a stream (0, or -1 on a write error). */
 int doctor_write_heatmap(FILE *f, const ampc_stats *st);
 
+/* What the statistics add to a step without them, stats / (step - stats): the one figure the terminal, the
+ * JSON and the report give. */
+static inline double doctor_stats_overhead(const doctor_meta *m) {
+    return m->step_seconds > m->stats_seconds ? m->stats_seconds / (m->step_seconds - m->stats_seconds) : 0;
+}
+
 #endif
