@@ -131,7 +131,7 @@ static void format_cell(int c, const run_result *r, const run_result *ref, char 
     case C_SCALE: fmt_scale(b, CELL, r->final_scale); break;
     case C_PEAK: snprintf(b, CELL, "%.1f", (double)r->peak_bytes / (1024.0 * 1024.0)); break;
     case C_TPUT: fmt_throughput(b, CELL, r->throughput); break;
-    case C_TIME: fmt(b, CELL, "%.2f", r->seconds, "-"); break;
+    case C_TIME: fmt(b, CELL, "%.2f", r->seconds + (isnan(r->eval_seconds) ? 0 : r->eval_seconds), "-"); break;
     case C_SPEEDUP: fmt(b, CELL, "%.2fx", r->speedup, "-"); break;
     }
 }
@@ -162,8 +162,8 @@ static const char *const short_keys[NCOLS] = {NULL,
                                               "scale = final loss scale",
                                               "MiB = peak memory",
                                               NULL,
-                                              "s = training seconds",
-                                              "speed = speed-up over fp32"};
+                                              "s = seconds, training and final evaluation",
+                                              "speed = training speed-up over fp32"};
 
 static const char *unit_head(const run_result *runs, int n, bool compact) {
     const char *unit = "samples/s";

@@ -569,9 +569,13 @@ static void progress(run_state *s, int64_t step, const step_result *r, double el
     if (!tty && done % every && done != s->steps) return;
     double per_step = elapsed / (double)(done - s->start),
            rate = (double)s->per_step / (per_step > 0 ? per_step : 1e-9);
+    /* the final evaluation too: a batch's forward pass is about a third of a step */
+    int64_t eb = cfg->no_eval || !s->eval ? 0 : ampc_loader_num_batches(s->eval);
+    if (cfg->eval_batches && eb > cfg->eval_batches) eb = cfg->eval_batches;
+    double eval_s = (double)eb * per_step / 3, run_s = per_step * (double)s->steps + eval_s;
     char eta[32], all[32];
-    fmt_eta(per_step * (double)(s->steps - done), eta, sizeof eta);
-    fmt_eta(per_step * (double)(s->steps - done + (int64_t)cfg->runs_after * s->steps), all, sizeof all);
+    fmt_eta(per_step * (double)(s->steps - done) + eval_s, eta, sizeof eta);
+    fmt_eta(per_step * (double)(s->steps - done) + eval_s + cfg->runs_after * run_s, all, sizeof all);
     snprintf(line, sizeof line, "%s [%lld/%lld] loss %.4f scale %g %.0f %s ETA %s%s%s", cfg->label, (long long)done,
              (long long)s->steps, r->loss, r->scale, rate, s->lm ? "tok/s" : "samples/s", eta,
              cfg->runs_after ? ", all runs " : "", cfg->runs_after ? all : "");
@@ -760,7 +764,9 @@ int run_training(const char *prog, const run_config *cfg, const ampc_dataset *ds
     out->r.loss = out->loss, out->r.scale = out->scale, out->r.skipped = out->skipped;
     if (!rc) rc = loop(&s, log, out);
     eval_result e = {NAN, NAN};
+    double te = now();
     if (!rc && !cfg->no_eval) rc = evaluate(&s, &e);
+    out->r.eval_seconds = cfg->no_eval ? 0 : now() - te;
     if (rc > 128) out->stopped_by = rc - 128;
     out->r.eval_loss = e.loss, out->r.eval_accuracy = e.accuracy;
     if (!rc && log) log_final(log, &s, out);
