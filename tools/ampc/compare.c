@@ -6,6 +6,7 @@
  * terminal (or COLUMNS), and Ctrl-C stops after the step in progress. */
 #include "cli.h"
 #include "run.h"
+#include "busy.h"
 #include "safety.h"
 #include "term.h"
 
@@ -99,7 +100,10 @@ static int run_all(const char *prog, const run_config *base, const prec_list *pl
             }
         }
         cfg->runs_after = pl->n - 1 - i;
+        busy_probe probe;
+        busy_begin(&probe);
         int rc = run_training(prog, cfg, ds, log, &runs[i]);
+        runs[i].r.others_load = busy_others(&probe);
         if (log) fclose(log);
         if (runs[i].stopped_by)
             fprintf(stderr, "%s: stopped by %s in the %s run after %lld of %lld steps; no report\n", prog,

@@ -295,8 +295,17 @@ static int grade(double gap, double match, double close) {
     return gap <= match ? 0 : gap <= close ? 1 : 2;
 }
 
-static void verdict_speed(sbuf *b, const run_result *r) {
+/* Other processes took more than this share of the machine during a run: its time says little. */
+#define BUSY_SHARE 0.15
+
+static void verdict_speed(sbuf *b, const run_result *r, const run_result *ref) {
     if (!isfinite(r->speedup) || r->speedup <= 0) return;
+    const run_result *busy = r->others_load > BUSY_SHARE ? r : ref->others_load > BUSY_SHARE ? ref : NULL;
+    if (busy) { /* not "slower": the machine was shared */
+        sb_add(b, "speed not compared (other processes used %.0f%% of the CPUs during the %s run; %.2fx), ",
+               100 * busy->others_load, busy->label, r->speedup);
+        return;
+    }
     if (fabs(r->speedup - 1) < SAME_SPEED) sb_add(b, "about as fast as fp32 (%.2fx), ", r->speedup);
     else if (r->speedup > 1) sb_add(b, "%.2fx faster, ", r->speedup);
     else sb_add(b, "%.2fx slower, ", 1 / r->speedup);
@@ -342,7 +351,7 @@ static void verdict_vs(sbuf *b, const run_result *r, const run_result *ref, bool
     int g = finite ? grade(rel, MATCH_REL, CLOSE_REL) : 3;
     if (acc && finite && grade(pts, MATCH_PTS, CLOSE_PTS) > g) g = grade(pts, MATCH_PTS, CLOSE_PTS);
     sb_add(b, "%s — ", words[g]);
-    if (timing) verdict_speed(b, r);
+    if (timing) verdict_speed(b, r, ref);
     if (!finite) sb_add(b, "final loss %s, ", isnan(r->final_train_loss) ? "nan" : "inf");
     else if (fabs(rel) <= MATCH_REL) sb_add(b, "final loss within %.2f%% of fp32, ", fabs(rel) * 100);
     else sb_add(b, "final loss %.2f%% %s than fp32, ", fabs(rel) * 100, rel > 0 ? "higher" : "lower");
@@ -475,11 +484,13 @@ static void md_write(FILE *f, const report_meta *m, const run_result *runs, int 
     fputs("## How to read this\n\n", f);
     fputs(how_to_read, f);
     fprintf(f,
-            "- **Verdict**: *faster* compares wall time with FP32's (within %g%% it is *about as fast*); "
+            "- **Verdict**: *faster* compares wall time with FP32's (within %g%% it is *about as fast*; when other "
+            "processes used more than %g%% of the machine's CPUs during the run or FP32's, the speed is *not "
+            "compared*); "
             "*matches fp32* means the final loss is within %g%% of FP32's (and eval accuracy within %g "
             "points), *close to fp32* within %g%% (%g points), *differs from fp32* beyond that; *diverged* "
             "means the final loss is not finite.\n",
-            SAME_SPEED * 100, MATCH_REL * 100, MATCH_PTS, CLOSE_REL * 100, CLOSE_PTS);
+            SAME_SPEED * 100, BUSY_SHARE * 100, MATCH_REL * 100, MATCH_PTS, CLOSE_REL * 100, CLOSE_PTS);
     fputs(how_to_timing, f);
 }
 

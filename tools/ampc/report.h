@@ -32,6 +32,7 @@ typedef struct run_result {
     const char *throughput_unit; /* "samples/s" or "tokens/s" */
     double seconds;              /* wall time of the training loop */
     double eval_seconds;         /* and of the final evaluation (the time column shows both) */
+    double others_load;          /* share of the machine's CPU time other processes used meanwhile (-1: unknown) */
     double speedup;              /* FP32's seconds / this run's seconds (NaN without an FP32 run) */
     const char *log_file;        /* the run's JSONL, relative to the report folder (linked from report.md),
                                      or NULL */

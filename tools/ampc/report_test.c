@@ -330,7 +330,16 @@ static void scenario_lm(const char *out) {
     for (int k = 0; k < NRUNS; k++) other[k].throughput *= 1.37, other[k].seconds *= 0.71, other[k].speedup *= 1.1;
     char *quiet2 = table_text(&m, other, NRUNS, false);
     CHECK(quiet2 && strcmp(quiet, quiet2) == 0, "timing=false output changes with the timings");
-    free(md), free(text), free(quiet), free(quiet2);
+    /* a run while other processes held the machine is not called faster or slower */
+    memcpy(other, r, sizeof other);
+    other[1].others_load = 0.4;
+    char *busy = table_text(&m, other, NRUNS, true);
+    CHECK(busy && strstr(busy, "bf16: matches fp32 — speed not compared (other processes used 40% of the CPUs during "
+                               "the bf16 run;"),
+          "a busy run's verdict: %s", busy ? busy : "");
+    CHECK(busy && strstr(busy, "fp16: close to fp32 —") && !strstr(busy, "fp16: close to fp32 — speed not compared"),
+          "a quiet run's verdict changed");
+    free(md), free(text), free(quiet), free(quiet2), free(busy);
 }
 
 static void scenario_classifier(const char *out) {
