@@ -707,10 +707,10 @@ typedef enum ampc_cast_policy {
 #define AMPC_PARAMS_INIT 0x414d5043u
 
 typedef struct ampc_autocast_params {
-    uint32_t init;    /* AMPC_PARAMS_INIT: start from ampc_autocast_defaults() */
-    ampc_dtype dtype; /* AMPC_DTYPE_BF16 (the default, as PyTorch's CPU autocast) or AMPC_DTYPE_F16. F32 is
-                         refused while enabled: PyTorch's autocast only warns and disables itself for it;
-                         an F32 region is enabled = false */
+    uint32_t init; /* AMPC_PARAMS_INIT: start from ampc_autocast_defaults() */
+    /* AMPC_DTYPE_BF16 (the default, as PyTorch's CPU autocast) or AMPC_DTYPE_F16. F32 is refused while
+     * enabled: PyTorch's autocast only warns and disables itself for it; an F32 region is enabled = false */
+    ampc_dtype dtype;
     bool enabled;       /* true; false: an F32 island (torch.autocast(enabled=False)) */
     bool cache_enabled; /* true: cast each F32 leaf parameter once per outermost region */
 } ampc_autocast_params;

@@ -132,8 +132,7 @@ static void test_nesting_and_islands(void **state) {
     expect_dtype(ampc_linear(g_ctx, x, w, NULL), AMPC_DTYPE_F32, "outside");
     assert_int_equal(ampc_autocast_end(g_ctx), AMPC_STATUS_STATE);
     ASSERT_ERROR_MENTIONS("no autocast region is open");
-    assert_int_equal(ampc_autocast_begin(g_ctx, TU_AC(.dtype = AMPC_DTYPE_F64, .enabled = true)),
-                     AMPC_STATUS_DTYPE);
+    assert_int_equal(ampc_autocast_begin(g_ctx, TU_AC(.dtype = AMPC_DTYPE_F64, .enabled = true)), AMPC_STATUS_DTYPE);
 }
 
 /* A step end inside an open region is said (once per context), through the context's log. */

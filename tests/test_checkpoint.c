@@ -42,9 +42,8 @@ static void run_new(run *r, ampc_model_config mc, int64_t context) {
         ampc_optim_new(g_ctx, &(ampc_optim_params){.kind = AMPC_OPTIM_ADAMW, .lr = 3e-3, .weight_decay = 0.1},
                        &r->opt) != AMPC_OK ||
         ampc_model_add_to_optim(r->model, r->opt) != AMPC_OK ||
-        ampc_grad_scaler_new(g_ctx,
-                             TU_SP(.enabled = true, .init_scale = 1e30, .growth_interval = 3),
-                             &r->gs) != AMPC_OK ||
+        ampc_grad_scaler_new(g_ctx, TU_SP(.enabled = true, .init_scale = 1e30, .growth_interval = 3), &r->gs) !=
+            AMPC_OK ||
         ampc_loader_new(
             g_ctx, g_ds,
             &(ampc_loader_params){

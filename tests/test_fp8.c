@@ -211,8 +211,7 @@ static double fx_backward(fx *f, ampc_tensor *x, ampc_tensor *y, const ampc_tens
 static triple fx_step(fx *f, ampc_tensor *x, const ampc_tensor *g, triple s) {
     if (g) ASSERT_OK(ampc_tensor_set_requires_grad(x, true));
     if (f->bf16)
-        ASSERT_OK(ampc_autocast_begin(
-            f->c, TU_AC(.dtype = AMPC_DTYPE_BF16, .enabled = true, .cache_enabled = true)));
+        ASSERT_OK(ampc_autocast_begin(f->c, TU_AC(.dtype = AMPC_DTYPE_BF16, .enabled = true, .cache_enabled = true)));
     ampc_tensor *y = ampc_linear(f->c, x, f->w, f->b);
     if (f->bf16) ASSERT_OK(ampc_autocast_end(f->c));
     if (!y) FAILF("ampc_linear: %s", ampc_last_error());

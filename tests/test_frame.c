@@ -148,8 +148,7 @@ static void test_cached_weight_cast_survives(void **state) {
     ASSERT_OK(ampc_tensor_fill_normal(w, 0, 0.1));
     ASSERT_OK(ampc_tensor_set_requires_grad(w, true));
     ampc_tensor *x = rnd(R, C);
-    ASSERT_OK(ampc_autocast_begin(
-        g_ctx, TU_AC(.dtype = AMPC_DTYPE_BF16, .enabled = true, .cache_enabled = true)));
+    ASSERT_OK(ampc_autocast_begin(g_ctx, TU_AC(.dtype = AMPC_DTYPE_BF16, .enabled = true, .cache_enabled = true)));
     ampci_frame f = ampci_frame_begin(g_ctx);
     ampc_tensor *y1 = ampci_frame_end(&f, ampc_tanh(g_ctx, ampc_linear(g_ctx, x, w, NULL)));
     assert_non_null(y1);
@@ -196,8 +195,7 @@ static ampc_tensor *forward(ampc_tensor *const *p, ampc_tensor *x, bool frames) 
 
 static void grads(ampc_tensor *const *p, const float *xv, bool frames, ampc_dtype lp, float *out) {
     if (lp != AMPC_DTYPE_F32)
-        ASSERT_OK(
-            ampc_autocast_begin(g_ctx, TU_AC(.dtype = lp, .enabled = true, .cache_enabled = true)));
+        ASSERT_OK(ampc_autocast_begin(g_ctx, TU_AC(.dtype = lp, .enabled = true, .cache_enabled = true)));
     ampc_tensor *x = ampc_tensor_from_buffer(g_ctx, AMPC_DTYPE_F32, 2, (int64_t[]){R, C}, xv, AMPC_DTYPE_F32);
     ampc_tensor *loss = forward(p, x, frames);
     if (lp != AMPC_DTYPE_F32) ampc_autocast_end(g_ctx);

@@ -36,8 +36,7 @@ static net net_new(bool scaler) {
         ASSERT_OK(ampc_tensor_set_requires_grad(p[i], true));
     }
     ASSERT_OK(ampc_optim_add_group(n.opt, "all", p, 4, NULL));
-    ASSERT_OK(
-        ampc_grad_scaler_new(n.ctx, TU_SP(.enabled = scaler, .init_scale = 65536), &n.scaler));
+    ASSERT_OK(ampc_grad_scaler_new(n.ctx, TU_SP(.enabled = scaler, .init_scale = 65536), &n.scaler));
     return n;
 }
 
@@ -56,8 +55,7 @@ static void micro(net *n, int t, int r0, int rows, double div, ampc_dtype dt, fl
     ampc_tensor *xt = ampc_tensor_from_buffer(n->ctx, AMPC_DTYPE_F32, 2, (int64_t[]){rows, IN}, x, AMPC_DTYPE_F32);
     ampc_tensor *tt = ampc_tensor_from_buffer(n->ctx, AMPC_DTYPE_F32, 2, (int64_t[]){rows, OUT}, g_t[t] + r0 * OUT,
                                               AMPC_DTYPE_F32);
-    if (dt != AMPC_DTYPE_F32)
-        ASSERT_OK(ampc_autocast_begin(n->ctx, TU_AC(.dtype = dt, .enabled = true)));
+    if (dt != AMPC_DTYPE_F32) ASSERT_OK(ampc_autocast_begin(n->ctx, TU_AC(.dtype = dt, .enabled = true)));
     ampc_tensor *h = ampc_gelu(n->ctx, ampc_linear(n->ctx, xt, n->w1, n->b1), AMPC_GELU_TANH);
     ampc_tensor *y = ampc_linear(n->ctx, h, n->w2, n->b2);
     ampc_tensor *loss = ampc_mse_loss(n->ctx, y, tt); /* autocast runs it in F32 */

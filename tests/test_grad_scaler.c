@@ -141,13 +141,11 @@ static void test_state_machine_errors(void **state) {
     ASSERT_OK(ampc_grad_scaler_unscale(gs, o.opt)); /* READY again */
     ampc_grad_scaler_free(gs);
     one_free(&o);
-    assert_int_equal(
-        ampc_grad_scaler_new(g_ctx, TU_SP(.growth_factor = 0.9, .enabled = true), &gs),
-        AMPC_STATUS_INVALID_ARG);
+    assert_int_equal(ampc_grad_scaler_new(g_ctx, TU_SP(.growth_factor = 0.9, .enabled = true), &gs),
+                     AMPC_STATUS_INVALID_ARG);
     ASSERT_ERROR_MENTIONS("growth_factor must be > 1");
-    assert_int_equal(
-        ampc_grad_scaler_new(g_ctx, TU_SP(.backoff_factor = 1.5, .enabled = true), &gs),
-        AMPC_STATUS_INVALID_ARG);
+    assert_int_equal(ampc_grad_scaler_new(g_ctx, TU_SP(.backoff_factor = 1.5, .enabled = true), &gs),
+                     AMPC_STATUS_INVALID_ARG);
 }
 
 /* test_params_invalidated_with_grads_invalidated_between_unscale_and_step */
@@ -222,8 +220,7 @@ static void test_scaling_harness(void **state) {
     for (int enabled = 1; enabled >= 0; enabled--) {
         model ctl = model_new(7), sc = model_new(7);
         ampc_grad_scaler *gs;
-        ASSERT_OK(ampc_grad_scaler_new(
-            g_ctx, TU_SP(.init_scale = 128, .growth_interval = 1, .enabled = enabled), &gs));
+        ASSERT_OK(ampc_grad_scaler_new(g_ctx, TU_SP(.init_scale = 128, .growth_interval = 1, .enabled = enabled), &gs));
         for (int i = 0; i < 4; i++) {
             ASSERT_OK(ampc_backward(g_ctx, loss_of(&ctl, i, 1)));
             if (!enabled || i != SKIP_ITER) ASSERT_OK(ampc_optim_step(ctl.opt));

@@ -170,8 +170,7 @@ static double memorise(ampc_dtype compute) {
         ampc_tensor *x = ampc_tensor_from_buffer(g_ctx, AMPC_DTYPE_I64, 2, (int64_t[]){1, 16}, seq, AMPC_DTYPE_I64);
         ampc_tensor *y = ampc_tensor_from_buffer(g_ctx, AMPC_DTYPE_I64, 2, (int64_t[]){1, 16}, seq + 1, AMPC_DTYPE_I64);
         if (compute != AMPC_DTYPE_F32)
-            ASSERT_OK(ampc_autocast_begin(
-                g_ctx, TU_AC(.dtype = compute, .enabled = true, .cache_enabled = true)));
+            ASSERT_OK(ampc_autocast_begin(g_ctx, TU_AC(.dtype = compute, .enabled = true, .cache_enabled = true)));
         ampc_tensor *l = ampc_model_loss(m, x, y);
         if (compute != AMPC_DTYPE_F32) ASSERT_OK(ampc_autocast_end(g_ctx));
         ASSERT_OK(ampc_backward(g_ctx, l));

@@ -150,8 +150,7 @@ static void run(const config *c, ampc_device_kind kind, record *r) {
     ASSERT_OK(ampc_optim_add_group(opt, "layer1", ps, 2, &(ampc_param_group_params){.lr_scale = 0.5}));
     ASSERT_OK(ampc_optim_add_group(opt, "layer2", ps + 2, 1, &(ampc_param_group_params){.no_weight_decay = true}));
     ampc_grad_scaler *gs = NULL;
-    if (c->scaler)
-        ASSERT_OK(ampc_grad_scaler_new(ctx, TU_SP(.enabled = true, .growth_interval = 2), &gs));
+    if (c->scaler) ASSERT_OK(ampc_grad_scaler_new(ctx, TU_SP(.enabled = true, .growth_interval = 2), &gs));
     for (int t = 1; t <= STEPS; t++) {
         step(c, ctx, ps, x, opt, gs, t, r);
         if (c->ranges && t == 1) narrow_and_widen(opt);

@@ -476,8 +476,7 @@ static void train(const problem *pb, run_mode mode, const ampc_stats_recommendat
         char spec[1100];
         snprintf(spec, sizeof spec, "%s=fp32", rec->fp32_modules);
         ASSERT_OK(ampc_module_precision_parse(n.ctx, spec));
-        ASSERT_OK(ampc_grad_scaler_new(
-            n.ctx, TU_SP(.enabled = true, .init_scale = ldexp(1, rec->scale_log2)), &gs));
+        ASSERT_OK(ampc_grad_scaler_new(n.ctx, TU_SP(.enabled = true, .init_scale = ldexp(1, rec->scale_log2)), &gs));
     } else if (mode == RUN_FP16) {
         ASSERT_OK(ampc_grad_scaler_new(n.ctx, NULL, &gs));
     }
@@ -485,8 +484,8 @@ static void train(const problem *pb, run_mode mode, const ampc_stats_recommendat
     for (int s = 0; s < steps; s++) {
         run_result scratch; /* the dtypes of the first step only */
         if (mode != RUN_FP32)
-            ASSERT_OK(ampc_autocast_begin(
-                n.ctx, TU_AC(.dtype = AMPC_DTYPE_F16, .enabled = true, .cache_enabled = true)));
+            ASSERT_OK(
+                ampc_autocast_begin(n.ctx, TU_AC(.dtype = AMPC_DTYPE_F16, .enabled = true, .cache_enabled = true)));
         ampc_tensor *loss = net_loss(&n, s ? &scratch : r);
         if (mode != RUN_FP32) ASSERT_OK(ampc_autocast_end(n.ctx));
         float v;

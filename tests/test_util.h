@@ -79,8 +79,7 @@ static inline ampc_tensor *tu_normal(ampc_ctx *ctx, ampc_dtype dt, int nd, const
 
 /* Opens an enabled autocast region of dt with the weight-cast cache on. */
 #define TU_AUTOCAST(dt)                                                                                                \
-    ASSERT_OK(                                                                                                         \
-        ampc_autocast_begin(g_ctx, TU_AC(.dtype = (dt), .enabled = true, .cache_enabled = true)))
+    ASSERT_OK(ampc_autocast_begin(g_ctx, TU_AC(.dtype = (dt), .enabled = true, .cache_enabled = true)))
 
 static inline uint32_t tu_bits(float f) {
     uint32_t u;

@@ -136,19 +136,15 @@ void ampci_amp_release(ampc_ctx *ctx) {
 /* ---- regions ---- */
 
 ampc_autocast_params ampc_autocast_defaults(void) {
-    return (ampc_autocast_params){.init = AMPC_PARAMS_INIT, .dtype = AMPC_DTYPE_BF16, .enabled = true,
-                                  .cache_enabled = true};
+    return (ampc_autocast_params){
+        .init = AMPC_PARAMS_INIT, .dtype = AMPC_DTYPE_BF16, .enabled = true, .cache_enabled = true};
 }
 
 ampc_status ampc_autocast_begin(ampc_ctx *ctx, const ampc_autocast_params *params) {
     static const char fn[] = "ampc_autocast_begin";
     if (!ctx) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: ctx is NULL", fn);
     ampc_autocast_params p = params ? *params : ampc_autocast_defaults();
-    if (p.init != AMPC_PARAMS_INIT)
-        return ampci_fail(AMPC_STATUS_INVALID_ARG,
-                          "%s: params were not made by ampc_autocast_defaults() (init is 0x%x): a struct written "
-                          "field by field reads enabled = false; start from ampc_autocast_defaults(), or pass NULL",
-                          fn, (unsigned)p.init);
+    if (ampci_check_params_init(fn, p.init, "ampc_autocast_defaults") != AMPC_OK) return ampc_last_status();
     if (!p.enabled && (unsigned)p.dtype >= AMPC_DTYPE_COUNT) p.dtype = AMPC_DTYPE_BF16; /* an island: unused */
     if (p.enabled && p.dtype != AMPC_DTYPE_BF16 && p.dtype != AMPC_DTYPE_F16)
         return ampci_fail(AMPC_STATUS_DTYPE,

@@ -34,6 +34,9 @@ AMPCI_HIDDEN ampc_status ampci_vfail(ampc_status s, const char *fmt, va_list ap)
 AMPCI_HIDDEN void *ampci_fail_null(ampc_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A NULL input in a call chain: keeps the first failure's message; if there is none, says `what`. */
 AMPCI_HIDDEN void *ampci_null_input(const char *fn, const char *what);
+/* A parameter struct that must come from its _defaults() function (ampc.h: AMPC_PARAMS_INIT): AMPC_OK,
+ * or INVALID_ARG naming `maker` when init is not the mark. */
+AMPCI_HIDDEN ampc_status ampci_check_params_init(const char *fn, uint32_t init, const char *maker);
 
 /* ---- step arena: a list of chunks, bump allocation, reset at step end ---- */
 typedef struct ampci_arena_chunk {

@@ -70,6 +70,14 @@ void *ampci_null_input(const char *fn, const char *what) {
     return NULL;
 }
 
+ampc_status ampci_check_params_init(const char *fn, uint32_t init, const char *maker) {
+    if (init == AMPC_PARAMS_INIT) return AMPC_OK;
+    return ampci_fail(AMPC_STATUS_INVALID_ARG,
+                      "%s: params were not made by %s() (init is 0x%x): a struct written field by field reads "
+                      "enabled = false; start from %s(), or pass NULL",
+                      fn, maker, (unsigned)init, maker);
+}
+
 void ampci_assert_fail(const char *what, const char *file, int line) {
     fprintf(stderr, "ampc: internal error (a library bug): %s failed at %s:%d\n", what, file, line);
     abort();

@@ -88,11 +88,7 @@ ampc_status ampc_grad_scaler_new(ampc_ctx *ctx, const ampc_grad_scaler_params *p
     if (!ctx || !out) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: ctx and out must not be NULL", fn);
     *out = NULL;
     ampc_grad_scaler_params p = params ? *params : ampc_grad_scaler_defaults();
-    if (p.init != AMPC_PARAMS_INIT)
-        return ampci_fail(AMPC_STATUS_INVALID_ARG,
-                          "%s: params were not made by ampc_grad_scaler_defaults() (init is 0x%x): a struct written "
-                          "field by field reads enabled = false; start from ampc_grad_scaler_defaults(), or pass NULL",
-                          fn, (unsigned)p.init);
+    if (ampci_check_params_init(fn, p.init, "ampc_grad_scaler_defaults") != AMPC_OK) return ampc_last_status();
     ampc_status s = check_config(fn, &p);
     if (s != AMPC_OK) return s;
     ampc_grad_scaler *gs = calloc(1, sizeof *gs);

@@ -358,8 +358,8 @@ static int finish(const doctor_cli *d, int argc, char **argv, const ampc_stats *
                      fp16,  bf16,      fp8};
     if (d->json) print_json(st, &m, &rec);
     else {
-        printf("ampc doctor: %s on %s, %lld FP32 steps; the statistics added %.1f%% to a step\n\n", model,
-               info.name, (long long)out->r.n, 100 * doctor_stats_overhead(&m));
+        printf("ampc doctor: %s on %s, %lld FP32 steps; the statistics added %.1f%% to a step\n\n", model, info.name,
+               (long long)out->r.n, 100 * doctor_stats_overhead(&m));
         print_table(st);
         printf("\nFP16: %d unsafe site%s; ", rec.unsafe_sites, rec.unsafe_sites == 1 ? "" : "s");
         if (rec.normal_fraction > 0.999)

@@ -89,7 +89,7 @@ static void make_runs(synth *s, int nruns, int64_t n, bool classifier) {
     static const double tput[NRUNS] = {12345.678, 23456.7, 21987.6};
     static const double acc[NRUNS] = {0.8734, 0.8712, 0.8650};
     static const double seconds[NRUNS] = {987.654, 456.789, 512.345}; /* strings found nowhere else */
-    static const double eval_s[NRUNS] = {12.125, 3.25, 4.5}; /* the time column adds them */
+    static const double eval_s[NRUNS] = {12.125, 3.25, 4.5};          /* the time column adds them */
     static const char *const logs[NRUNS] = {"fp32.jsonl", "bf16.jsonl", "fp16.jsonl"};
     for (int k = 0; k < nruns; k++) {
         fill_loss(s->loss[k], n, k, offsets[k]);

@@ -347,9 +347,7 @@ static bool autocast_begin(run_state *s) {
     ampc_dtype dt = s->cfg->prec == PREC_FP16 ? AMPC_DTYPE_F16 : AMPC_DTYPE_BF16;
     ampc_autocast_params ap = ampc_autocast_defaults();
     ap.dtype = dt;
-    if (ampc_autocast_begin(s->ctx, &ap) !=
-        AMPC_OK)
-        return false;
+    if (ampc_autocast_begin(s->ctx, &ap) != AMPC_OK) return false;
     if (s->cfg->prec != PREC_FP8 || ampc_fp8_begin(s->ctx, &s->cfg->fp8) == AMPC_OK) return true;
     ampc_autocast_end(s->ctx);
     return false;

@@ -603,7 +603,6 @@ void run_say_world(const char *prog, const run_config *cfg) {
     fprintf(stderr,
             "%s: data parallel over %d ranks (mpirun -np %d): each takes %s of the %lld rows of a batch%s; "
             "gradients averaged in %s, --shard %s\n",
-            prog, world, world, rows, (long long)cfg->batch,
-            cfg->grad_accum > 1 ? " (of each micro-batch)" : "", reduce_names[cfg->reduce_dtype],
-            shard_names[cfg->shard]);
+            prog, world, world, rows, (long long)cfg->batch, cfg->grad_accum > 1 ? " (of each micro-batch)" : "",
+            reduce_names[cfg->reduce_dtype], shard_names[cfg->shard]);
 }

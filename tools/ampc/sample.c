@@ -185,8 +185,9 @@ static bool next_logits(model_run *m, const int64_t *ids, int64_t n, float *row)
     ampc_tensor *in = ampc_tensor_from_buffer(m->ctx, AMPC_DTYPE_I64, 2, (int64_t[]){1, T}, ids + n - T,
                                               AMPC_DTYPE_I64);
     bool low = m->mc.param_dtype != AMPC_DTYPE_F32; /* 16-bit parameters: autocast in their dtype */
-    bool ac = low && ampc_autocast_begin(
-                         m->ctx, &(ampc_autocast_params){.init = AMPC_PARAMS_INIT, .dtype = m->mc.param_dtype, .enabled = true}) == AMPC_OK;
+    bool ac = low && ampc_autocast_begin(m->ctx, &(ampc_autocast_params){.init = AMPC_PARAMS_INIT,
+                                                                         .dtype = m->mc.param_dtype,
+                                                                         .enabled = true}) == AMPC_OK;
     ampc_tensor *logits = (!low || ac) ? ampc_model_forward(m->model, in) : NULL;
     if (ac) ampc_autocast_end(m->ctx);
     ampc_tensor *last = ampc_tensor_slice(logits, 1, T - 1, T, 1); /* (1, 1, V): the last position */

@@ -53,7 +53,7 @@ static void text(FILE *f, double x, double y, const char *anchor, const char *at
 
 typedef struct axis {
     bool log;
-    bool pow2; /* log ticks at powers of two, labelled 2^k beyond 2^16 */
+    bool pow2;               /* log ticks at powers of two, labelled 2^k beyond 2^16 */
     double lo, hi;           /* in axis units (log10 of the value on a log axis) */
     double ticks[MAX_TICKS]; /* tick values (not logged) */
     int nticks;

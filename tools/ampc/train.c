@@ -42,9 +42,9 @@ static void usage(FILE *f) {
 
 /* Options that steer this process only; train.args does not record them (the checkpoint destination
  * and cadence have metadata of their own). */
-static const char *const control_opts[] = {"log",          "checkpoint", "checkpoint-every", "keep",
-                                           "resume",       "quiet",      "allow-data-change", "bucket-mb",
-                                           "dist-timeout", "overwrite",  NULL};
+static const char *const control_opts[] = {
+    "log",       "checkpoint",   "checkpoint-every", "keep", "resume", "quiet", "allow-data-change",
+    "bucket-mb", "dist-timeout", "overwrite",        NULL};
 
 static bool is_control(const char *name) {
     for (int i = 0; control_opts[i]; i++)
@@ -265,8 +265,8 @@ static void print_summary(const run_config *cfg, const run_output *o) {
 /* Every file the run will write, tried before anything else: a mistyped path costs a second, not a run. */
 /* One line for a destination another run's file holds; CLI_EXIT_FAIL. */
 static int refuse_other_run(const char *opt, const char *path, const char *what, const char *how) {
-    fprintf(stderr, "ampc train: --%s %s %s: %s, write to another path, or pass --overwrite to replace it\n", opt,
-            path, what, how);
+    fprintf(stderr, "ampc train: --%s %s %s: %s, write to another path, or pass --overwrite to replace it\n", opt, path,
+            what, how);
     return CLI_EXIT_FAIL;
 }
 
@@ -301,8 +301,10 @@ static int check_fresh(const train_cli *t) {
     if (copies) {
         char first[4200];
         ckpt_step_name(ck, newest, first, sizeof first);
-        snprintf(what, sizeof what, "has %zu numbered checkpoint%s of another run beside it (the newest %.400s), which "
-                 "--keep would prune", copies, copies == 1 ? "" : "s", first);
+        snprintf(what, sizeof what,
+                 "has %zu numbered checkpoint%s of another run beside it (the newest %.400s), which "
+                 "--keep would prune",
+                 copies, copies == 1 ? "" : "s", first);
         snprintf(how, sizeof how, "continue that run with --resume %.4000s", first);
         return refuse_other_run("checkpoint", ck, what, how);
     }
