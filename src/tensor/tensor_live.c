@@ -9,14 +9,13 @@
  * until the allocator reuses their memory. */
 #include "tensor.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 #define CHUNK 256 /* headers per allocation */
 
 typedef struct half {
     ampc_tensor **chunks;
-    int64_t nchunks, used;
+    int64_t nchunks, cap, used;
 } half;
 
 struct ampci_headers {
@@ -24,19 +23,33 @@ struct ampci_headers {
     int cur;
 };
 
+/* One more chunk of headers for f (the chunk list grows by doubling); false on OOM (error recorded). */
+static bool grow(ampc_ctx *ctx, half *f, const char *fn) {
+    if (f->nchunks == f->cap) {
+        int64_t cap = f->cap ? 2 * f->cap : 16;
+        ampc_tensor **g = ampci_alloc(ctx, (size_t)cap * sizeof *g, fn);
+        if (!g) return false;
+        if (f->nchunks) memcpy(g, f->chunks, (size_t)f->nchunks * sizeof *g);
+        ampci_free(ctx, f->chunks, (size_t)f->cap * sizeof *g);
+        f->chunks = g, f->cap = cap;
+    }
+    ampc_tensor *chunk = ampci_alloc(ctx, CHUNK * sizeof *chunk, fn);
+    if (!chunk) return false;
+    f->chunks[f->nchunks++] = chunk;
+    return true;
+}
+
 ampc_tensor *ampci_tensor_header(ampc_ctx *ctx, const char *fn) {
-    struct ampci_headers *p = ctx->headers;
-    if (!p && !(p = ctx->headers = calloc(1, sizeof *p)))
-        return ampci_fail_null(AMPC_STATUS_OOM, "%s: out of memory for a tensor header", fn);
+    struct ampci_headers *p = ctx->headers; /* all of it through the context's allocator */
+    if (!p && (p = ctx->headers = ampci_alloc(ctx, sizeof *p, fn))) {
+        memset(p, 0, sizeof *p);
+        for (int k = 0; k < 2; k++) /* both halves at once: the second step allocates nothing new either */
+            if (!grow(ctx, &p->h[k], fn)) return NULL;
+    }
+    if (!p) return NULL;
     half *f = &p->h[p->cur];
     int64_t c = f->used / CHUNK;
-    if (c == f->nchunks) {
-        ampc_tensor **g = realloc(f->chunks, (size_t)(c + 1) * sizeof *g);
-        ampc_tensor *chunk = g ? malloc(CHUNK * sizeof *chunk) : NULL;
-        if (g) f->chunks = g;
-        if (!chunk) return ampci_fail_null(AMPC_STATUS_OOM, "%s: out of memory for tensor headers", fn);
-        f->chunks[f->nchunks++] = chunk;
-    }
+    if (c == f->nchunks && !grow(ctx, f, fn)) return NULL;
     return &f->chunks[c][f->used++ % CHUNK];
 }
 
@@ -57,11 +70,11 @@ void ampci_tensor_headers_free(ampc_ctx *ctx) {
     struct ampci_headers *p = ctx->headers;
     if (!p) return;
     for (int k = 0; k < 2; k++) {
-        for (int64_t i = 0; i < p->h[k].nchunks; i++) free(p->h[k].chunks[i]);
-        free(p->h[k].chunks);
+        for (int64_t i = 0; i < p->h[k].nchunks; i++) ampci_free(ctx, p->h[k].chunks[i], CHUNK * sizeof(ampc_tensor));
+        ampci_free(ctx, p->h[k].chunks, (size_t)p->h[k].cap * sizeof(ampc_tensor *));
     }
-    free(p);
     ctx->headers = NULL;
+    ampci_free(ctx, p, sizeof *p);
 }
 
 ampc_status ampci_tensor_usable(const char *fn, const char *what, const ampc_tensor *t) {
