@@ -395,8 +395,9 @@ AMPC_API int ampc_ctx_threads(const ampc_ctx *ctx);
  * context through the log (the region goes on; its weight-cast cache is emptied). Gradient accumulation
  * may call it between micro-batches: see the GradScaler section. A handle to a released tensor kept into
  * the next step is refused by every call that reads it (AMPC_STATUS_STATE, naming the step end that
- * released it), as is a tensor after ampc_tensor_free; two step ends on, its header may serve a new
- * tensor, so keep nothing from a step that is not owned (ampc_tensor_new). */
+ * released it), as is a tensor after ampc_tensor_free (for the next 64 frees of the context); two step
+ * ends on, a released header may serve a new tensor, so keep nothing from a step that is not owned
+ * (ampc_tensor_new). */
 AMPC_API void ampc_ctx_step_end(ampc_ctx *ctx);
 
 typedef struct ampc_memory_usage {

@@ -171,7 +171,7 @@ static void free_now(void *arg) {
     if (t->grad != t->grad_slot) ampc_tensor_free(t->grad);
     ampc_tensor_free(t->grad_slot);
     storage_unref(t->storage);
-    ampci_free(ctx, t, sizeof *t);
+    ampci_tensor_retire(ctx, t);
 }
 
 void ampc_tensor_free(ampc_tensor *t) {

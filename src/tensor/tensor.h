@@ -62,6 +62,8 @@ AMPCI_HIDDEN ampc_tensor *ampci_tensor_header(ampc_ctx *ctx, const char *fn);
 /* Step end: the step's arena headers are marked released; the pool turns to its other half. */
 AMPCI_HIDDEN void ampci_tensor_step_end(ampc_ctx *ctx);
 AMPCI_HIDDEN void ampci_tensor_headers_free(ampc_ctx *ctx);
+/* A freed owned tensor's header: kept, marked, for a while before its memory goes back (tensor_live.c). */
+AMPCI_HIDDEN void ampci_tensor_retire(ampc_ctx *ctx, ampc_tensor *t);
 /* AMPC_OK for a live tensor; else the error for `fn`'s argument `what`: NULL, freed, or released by the
  * step end of step N (the public entry points that read a tensor call it). */
 AMPCI_HIDDEN ampc_status ampci_tensor_usable(const char *fn, const char *what, const ampc_tensor *t);

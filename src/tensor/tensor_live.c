@@ -6,12 +6,13 @@
  * ended still shows its mark when it is used in the next one, and the public entry points that read a
  * tensor refuse it, saying when it was released. (A header is reused two step ends after its release: a
  * handle kept longer may name a tensor of that later step.) Freed owned tensors are marked the same way,
- * until the allocator reuses their memory. */
+ * the header kept (marked) until 64 more owned tensors have been freed. */
 #include "tensor.h"
 
 #include <string.h>
 
-#define CHUNK 256 /* headers per allocation */
+#define CHUNK 256  /* headers per allocation */
+#define RETIRED 64 /* freed owned headers kept (marked) before their memory goes back */
 
 typedef struct half {
     ampc_tensor **chunks;
@@ -21,6 +22,8 @@ typedef struct half {
 struct ampci_headers {
     half h[2];
     int cur;
+    ampc_tensor *retired[RETIRED]; /* a ring of freed owned headers, oldest at `next` */
+    int next;
 };
 
 /* One more chunk of headers for f (the chunk list grows by doubling); false on OOM (error recorded). */
@@ -39,13 +42,18 @@ static bool grow(ampc_ctx *ctx, half *f, const char *fn) {
     return true;
 }
 
-ampc_tensor *ampci_tensor_header(ampc_ctx *ctx, const char *fn) {
+static struct ampci_headers *pool(ampc_ctx *ctx, const char *fn) {
     struct ampci_headers *p = ctx->headers; /* all of it through the context's allocator */
     if (!p && (p = ctx->headers = ampci_alloc(ctx, sizeof *p, fn))) {
         memset(p, 0, sizeof *p);
         for (int k = 0; k < 2; k++) /* both halves at once: the second step allocates nothing new either */
             if (!grow(ctx, &p->h[k], fn)) return NULL;
     }
+    return p;
+}
+
+ampc_tensor *ampci_tensor_header(ampc_ctx *ctx, const char *fn) {
+    struct ampci_headers *p = pool(ctx, fn);
     if (!p) return NULL;
     half *f = &p->h[p->cur];
     int64_t c = f->used / CHUNK;
@@ -66,9 +74,21 @@ void ampci_tensor_step_end(ampc_ctx *ctx) {
     p->h[p->cur].used = 0; /* released two step ends ago */
 }
 
+void ampci_tensor_retire(ampc_ctx *ctx, ampc_tensor *t) {
+    struct ampci_headers *p = ctx->headers;
+    if (!p) { /* no pool (none made yet, or the context is being freed): the memory goes back at once */
+        ampci_free(ctx, t, sizeof *t);
+        return;
+    }
+    ampci_free(ctx, p->retired[p->next], sizeof *t); /* the oldest (NULL: none yet) */
+    p->retired[p->next] = t;
+    p->next = (p->next + 1) % RETIRED;
+}
+
 void ampci_tensor_headers_free(ampc_ctx *ctx) {
     struct ampci_headers *p = ctx->headers;
     if (!p) return;
+    for (int i = 0; i < RETIRED; i++) ampci_free(ctx, p->retired[i], sizeof(ampc_tensor));
     for (int k = 0; k < 2; k++) {
         for (int64_t i = 0; i < p->h[k].nchunks; i++) ampci_free(ctx, p->h[k].chunks[i], CHUNK * sizeof(ampc_tensor));
         ampci_free(ctx, p->h[k].chunks, (size_t)p->h[k].cap * sizeof(ampc_tensor *));

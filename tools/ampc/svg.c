@@ -75,7 +75,7 @@ static void axis_linear(axis *a, double lo, double hi, int target) {
     }
     double step = nice_step((hi - lo) / target);
     double k0 = floor(lo / step + 1e-9), k1 = ceil(hi / step - 1e-9);
-    a->log = false;
+    a->log = a->pow2 = false;
     a->lo = k0 * step;
     a->hi = k1 * step;
     a->nticks = 0;
@@ -89,7 +89,7 @@ static void axis_log(axis *a, double lo, double hi) {
     if (d1 <= d0) d1 = d0 + 1;
     int every = d1 - d0 > 8 ? (int)ceil((d1 - d0) / 8) : 1;
     d0 = floor(d0 / every) * every, d1 = ceil(d1 / every) * every; /* ticks at both ends */
-    a->log = true;
+    a->log = true, a->pow2 = false;
     a->lo = d0;
     a->hi = d1;
     a->nticks = 0;
