@@ -100,6 +100,10 @@ static bool other_kinds_field(const char *kind, const char *key) {
 
 /* ampc.kernels, "slot=kernel;slot=kernel;...", one slot a line under the first. */
 static void print_kernels(const char *v) {
+    if (!*v) { /* none recorded (the ref level has no choices): the key alone */
+        printf("  %-28s\n", "ampc.kernels");
+        return;
+    }
     bool first = true;
     for (const char *p = v; *p;) {
         const char *e = strchr(p, ';');
