@@ -72,13 +72,14 @@ for r in rows:
         impls.append(r["impl"])
 others = [i for i in impls if i != "ampc"]
 def med(impl, model, prec, key):
-    v = [r[key] for r in rows if r["impl"] == impl and r["model"] == model and r["precision"] == prec and key in r]
+    v = [r[key] for r in rows if r["impl"] == impl and r["model"] == model and r["precision"] == prec and r.get(key) is not None]
     return statistics.median(v) if v else None
 def err(impl, model, prec):
     e = [r["error"] for r in rows if r["impl"] == impl and r["model"] == model and r["precision"] == prec and "error" in r]
     return e[0] if e else None
-print()
-head = f"{'model':5} {'prec':5} {'ampc ms':>9} {'MiB':>6}"
+a0 = next((r for r in rows if r["impl"] == "ampc" and "cpu" in r), {})
+print(f"\ncpu: {a0.get('cpu', '?')}, ampc's kernel level {a0.get('kernel_level', '?')}, {a0.get('threads', '?')} threads")
+head = f"{'model':5} {'prec':5} {'ampc ms':>9} {'% peak':>11} {'MiB':>6}"
 for o in others:
     head += f" | {o:>16} {'MiB':>6} {'ampc x':>7}"
 print(head)
@@ -86,7 +87,10 @@ for model in dict.fromkeys(r["model"] for r in rows):
     for prec in ("fp32", "bf16", "fp16"):
         a = med("ampc", model, prec, "ms_per_step")
         am = med("ampc", model, prec, "peak_bytes")
-        line = f"{model:5} {prec:5} {a if a is None else round(a, 1)!s:>9} {'-' if am is None else round(am / 2**20)!s:>6}"
+        pf, unit = med("ampc", model, prec, "peak_fraction"), next((r.get("peak_unit") for r in rows if r["impl"] == "ampc"
+                   and r["model"] == model and r["precision"] == prec), None)
+        pcol = f"{100 * pf:.0f}% {unit}" if pf is not None and unit else "-"
+        line = f"{model:5} {prec:5} {a if a is None else round(a, 1)!s:>9} {pcol:>11} {'-' if am is None else round(am / 2**20)!s:>6}"
         for o in others:
             t = med(o, model, prec, "ms_per_step")
             tm = med(o, model, prec, "peak_bytes")
@@ -97,7 +101,8 @@ for model in dict.fromkeys(r["model"] for r in rows):
                 line += f" | {t:16.1f} {round(tm / 2**20)!s:>6} {ratio:>7}"
         print(line)
 print("\nms: median ms per training step over all rounds; MiB: ampc counts the bytes it allocates, PyTorch")
-print("its process's peak RSS (interpreter included); ampc x: PyTorch's time / ampc's (above 1: ampc faster).")
+print("its process's peak RSS (interpreter included); ampc x: PyTorch's time / ampc's (above 1: ampc faster);")
+print("% peak: ampc's matrix-product FLOPs per second over the peak of the unit its GEMMs run on (ampc bench step).")
 for o in others:
     for model in dict.fromkeys(r["model"] for r in rows):
         for prec in ("fp16",):

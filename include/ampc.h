@@ -441,6 +441,14 @@ typedef enum ampc_sync_point {
 AMPC_API const char *ampc_sync_point_name(ampc_sync_point point);
 /* The times the context synchronised at each point since it was made: out[AMPC_SYNC_POINT_COUNT]. */
 AMPC_API ampc_status ampc_ctx_sync_counts(const ampc_ctx *ctx, uint64_t *out);
+/* The FLOPs of the matrix products the context's ops ran since it was made (0 for NULL), counted once
+ * per op whose work succeeded, from its shapes (independent of the device and the kernel): a GEMM
+ * (matmul, bmm, linear, and each of their backward GEMMs) 2 M N K per batch; conv2d 2 N O OH OW C KH KW,
+ * and its backward that amount for each of the input and weight gradients wanted (none for the bias);
+ * attention 2 BH P (D + Dv) with P the (query, key) pairs computed (Tq Tk; causal: those with key j <=
+ * query i), and its backward twice that (the model-FLOP convention: a flash backward's recomputation of
+ * the scores is not counted). Element-wise ops, reductions and optimizers count nothing. */
+AMPC_API uint64_t ampc_ctx_matmul_flops(const ampc_ctx *ctx);
 
 /* ------------------------------------------------------------------------------------------------
  * Parallel for. [0, n) is cut into chunks of `grain` items (the last may be shorter); fn runs once per

@@ -172,6 +172,118 @@ static void test_memory_and_syncs(void **state) {
     ampc_ctx_free(c), ampc_ctx_free(g);
 }
 
+/* ---- matrix-product FLOPs ---- */
+
+/* A leaf of N(0, 1) values in ctx that requires grad when grad. */
+static ampc_tensor *leaf(ampc_ctx *ctx, bool grad, int nd, const int64_t *shape) {
+    ampc_tensor *t = tu_normal(ctx, AMPC_DTYPE_F32, nd, shape);
+    if (grad) ASSERT_OK(ampc_tensor_set_requires_grad(t, true));
+    return t;
+}
+
+/* The FLOPs counted since *mark, which moves on. */
+static uint64_t flops_since(const ampc_ctx *ctx, uint64_t *mark) {
+    uint64_t now = ampc_ctx_matmul_flops(ctx), d = now - *mark;
+    *mark = now;
+    return d;
+}
+
+static void expect_flops(const ampc_ctx *ctx, uint64_t *mark, uint64_t want, const char *what) {
+    uint64_t got = flops_since(ctx, mark);
+    if (got != want)
+        FAILF("%s: %llu matmul FLOPs counted, expected %llu", what, (unsigned long long)got, (unsigned long long)want);
+}
+
+/* Causal attention of q (1, 2, tq, 4), k and v (1, 2, tk, 4), forward and backward: pairs (query, key)
+ * pairs with key j <= query i. */
+static void attention_flops(ampc_ctx *ctx, uint64_t *mark, int64_t tq, int64_t tk, uint64_t pairs) {
+    ampc_tensor *q = leaf(ctx, true, SHAPE(1, 2, tq, 4)), *k = leaf(ctx, true, SHAPE(1, 2, tk, 4)),
+                *v = leaf(ctx, true, SHAPE(1, 2, tk, 4));
+    flops_since(ctx, mark);
+    ampc_tensor *o = ampc_attention(ctx, q, k, v, true);
+    assert_non_null(o);
+    char what[64];
+    snprintf(what, sizeof what, "causal attention, Tq %lld, Tk %lld", (long long)tq, (long long)tk);
+    expect_flops(ctx, mark, 2 * 2 * pairs * (4 + 4), what); /* 2 BH pairs (D + Dv) */
+    ASSERT_OK(ampc_backward(ctx, ampc_sum(ctx, o, NULL, 0, false)));
+    expect_flops(ctx, mark, 2 * 2 * 2 * pairs * (4 + 4), "its backward (twice the forward)");
+}
+
+/* ampc_ctx_matmul_flops counts each matrix product's FLOPs from its shapes, once it ran, the same on every
+ * device: GEMMs 2 M N K per batch, convolutions 2 N O OH OW C KH KW per product (forward, gx, gw),
+ * attention 2 BH pairs (D + Dv) with the causal mask's pairs aligned as the kernels align it, its backward
+ * twice that; element-wise ops and reductions nothing. */
+static void test_matmul_flops(void **state) {
+    (void)state;
+    assert_true(ampc_ctx_matmul_flops(NULL) == 0);
+    for (int dev = 0; dev < 2; dev++) {
+        ampc_ctx *ctx = ctx_on(dev ? GUARD : CPU);
+        assert_true(ampc_ctx_matmul_flops(ctx) == 0);
+        uint64_t mark = 0;
+        /* linear: x (4, 8), w (3, 8): 2 * 4 * 3 * 8 forward; backward gx and gw, one GEMM each */
+        ampc_tensor *x = leaf(ctx, true, SHAPE(4, 8)), *w = leaf(ctx, true, SHAPE(3, 8)),
+                    *b = leaf(ctx, true, SHAPE(3));
+        flops_since(ctx, &mark);
+        ampc_tensor *y = ampc_linear(ctx, x, w, NULL);
+        assert_non_null(y);
+        expect_flops(ctx, &mark, 2 * 4 * 3 * 8, "linear (4, 8) x (3, 8)^T");
+        ampc_tensor *s = ampc_sum(ctx, y, NULL, 0, false);
+        expect_flops(ctx, &mark, 0, "sum");
+        ASSERT_OK(ampc_backward(ctx, s));
+        expect_flops(ctx, &mark, 2 * (2 * 4 * 3 * 8), "linear's backward (gx and gw)");
+        /* only the gradients wanted: x without grad, a bias (a column sum, no product) */
+        ampc_tensor *xn = leaf(ctx, false, SHAPE(4, 8));
+        flops_since(ctx, &mark);
+        y = ampc_linear(ctx, xn, w, b);
+        expect_flops(ctx, &mark, 2 * 4 * 3 * 8, "linear with a bias");
+        ASSERT_OK(ampc_backward(ctx, ampc_sum(ctx, y, NULL, 0, false)));
+        expect_flops(ctx, &mark, 2 * 4 * 3 * 8, "linear's backward (gw only)");
+        /* a batched matmul with a broadcast operand: (2, 3, 4, 5) x (5, 6), 6 batches */
+        ampc_tensor *a = leaf(ctx, true, SHAPE(2, 3, 4, 5)), *m = leaf(ctx, true, SHAPE(5, 6));
+        flops_since(ctx, &mark);
+        y = ampc_matmul(ctx, a, m, 0);
+        assert_non_null(y);
+        expect_flops(ctx, &mark, 6 * (2 * 4 * 6 * 5), "batched matmul");
+        ASSERT_OK(ampc_backward(ctx, ampc_sum(ctx, y, NULL, 0, false)));
+        expect_flops(ctx, &mark, 2 * 6 * (2 * 4 * 6 * 5), "batched matmul's backward");
+        /* a failed op counts nothing */
+        assert_null(ampc_linear(ctx, x, m, NULL));
+        expect_flops(ctx, &mark, 0, "a refused linear");
+        /* causal attention: the pairs with key j <= query i (key 0 aligned with query 0) */
+        attention_flops(ctx, &mark, 5, 5, 15); /* 2 * 2 * 15 * 8 forward */
+        attention_flops(ctx, &mark, 3, 5, 1 + 2 + 3);
+        attention_flops(ctx, &mark, 5, 3, 1 + 2 + 3 + 3 + 3);
+        ampc_tensor *q = leaf(ctx, false, SHAPE(1, 2, 3, 4)), *k = leaf(ctx, false, SHAPE(1, 2, 5, 4)),
+                    *v = leaf(ctx, false, SHAPE(1, 2, 5, 6));
+        flops_since(ctx, &mark);
+        assert_non_null(ampc_attention(ctx, q, k, v, false));
+        expect_flops(ctx, &mark, 2 * 2 * (3 * 5) * (4 + 6), "attention without a mask, Dv 6");
+        /* conv2d: x (2, 3, 6, 6), w (4, 3, 3, 3), stride 2, pad 1: OH = OW = 3 */
+        ampc_tensor *cx = leaf(ctx, true, SHAPE(2, 3, 6, 6)), *cw = leaf(ctx, true, SHAPE(4, 3, 3, 3)),
+                    *cb = leaf(ctx, true, SHAPE(4));
+        const uint64_t conv = 2 * 2 * 4 * 3 * 3 * 3 * 3 * 3;
+        flops_since(ctx, &mark);
+        y = ampc_conv2d(ctx, cx, cw, cb, &(ampc_conv2d_params){.stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1});
+        assert_non_null(y);
+        expect_flops(ctx, &mark, conv, "conv2d");
+        ASSERT_OK(ampc_backward(ctx, ampc_sum(ctx, y, NULL, 0, false)));
+        expect_flops(ctx, &mark, 2 * conv, "conv2d's backward (gx and gw; the bias adds nothing)");
+        ASSERT_OK(ampc_tensor_set_requires_grad(cx, false));
+        y = ampc_conv2d(ctx, cx, cw, NULL, NULL); /* stride 1, no padding: OH = OW = 4 */
+        expect_flops(ctx, &mark, 2 * 2 * 4 * 4 * 4 * 3 * 3 * 3, "conv2d, stride 1");
+        ASSERT_OK(ampc_backward(ctx, ampc_sum(ctx, y, NULL, 0, false)));
+        expect_flops(ctx, &mark, 2 * 2 * 4 * 4 * 4 * 3 * 3 * 3, "conv2d's backward (gw only)");
+        /* under BF16 autocast the products count alike */
+        ASSERT_OK(ampc_autocast_begin(ctx, NULL));
+        y = ampc_linear(ctx, x, w, NULL);
+        ASSERT_OK(ampc_autocast_end(ctx));
+        assert_non_null(y);
+        expect_flops(ctx, &mark, 2 * 4 * 3 * 8, "linear under BF16 autocast");
+        ampc_ctx_step_end(ctx);
+        ampc_ctx_free(ctx);
+    }
+}
+
 /* ---- the guard faults ---- */
 
 /* Reads the first element of a fresh tensor on device d in a child process; returns how the child ended
@@ -331,6 +443,7 @@ int main(void) {
         cmocka_unit_test(test_ctx_refuses_absent_devices),
         cmocka_unit_test(test_copy_between_devices),
         cmocka_unit_test(test_memory_and_syncs),
+        cmocka_unit_test(test_matmul_flops),
         cmocka_unit_test(test_guard_faults),
         cmocka_unit_test(test_listeners),
         cmocka_unit_test(test_listeners_seen_and_absent),

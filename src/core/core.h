@@ -174,6 +174,9 @@ extern AMPCI_HIDDEN const ampci_buft ampci_guard_buft;
 AMPCI_HIDDEN void ampci_sync_read(ampc_ctx *ctx, ampc_sync_point point, void *host, const void *dev, size_t bytes);
 /* Counts a synchronisation point whose read happens inside another call (ampci_host_map's). */
 AMPCI_HIDDEN void ampci_sync_count(ampc_ctx *ctx, ampc_sync_point point);
+/* Adds flops to the count of matrix-product FLOPs (ampc_ctx_matmul_flops): the ops floor calls it after
+ * each GEMM, convolution or attention device operation that succeeded. */
+AMPCI_HIDDEN void ampci_matmul_flops_add(ampc_ctx *ctx, uint64_t flops);
 
 /* ---- listener lists: how a lower floor lets higher ones act on its events ----
  * The floor that fires an event owns a list of (fn, arg) subscribers with add and remove calls; it calls
@@ -218,6 +221,9 @@ struct ampc_ctx {
     int scope_len[16], scope_depth;
     ampci_devmem dev_mem;                  /* the device: its memory */
     uint64_t syncs[AMPC_SYNC_POINT_COUNT]; /* host synchronisation points so far */
+    /* FLOPs of the matrix products the ops ran (ampc_ctx_matmul_flops): a plain counter, since ops run on
+     * the thread that calls them (the pool's workers run kernels only) */
+    uint64_t matmul_flops;
     /* ---- kernels: the table this context runs (its level's, or own_kernels: its level's with the
      * choices a restored checkpoint recorded) and the FP32 matmul precision (the global setting in [0],
      * then scoped overrides) ---- */

@@ -243,6 +243,12 @@ ampc_status ampc_ctx_sync_counts(const ampc_ctx *ctx, uint64_t *out) {
     return AMPC_OK;
 }
 
+/* ---- matrix-product FLOPs ---- */
+
+void ampci_matmul_flops_add(ampc_ctx *ctx, uint64_t flops) { ctx->matmul_flops += flops; }
+
+uint64_t ampc_ctx_matmul_flops(const ampc_ctx *ctx) { return ctx ? ctx->matmul_flops : 0; }
+
 /* ---- listener lists ---- */
 
 ampc_status ampci_listeners_add(ampci_listeners *l, const char *what, void (*fn)(void), void *arg) {

@@ -13,6 +13,15 @@ typedef struct attn_saved {
     float *stats; /* (B*H, Tq, 2), arena */
 } attn_saved;
 
+/* The FLOPs of the forward (ampc_ctx_matmul_flops): 2 BH P (D + Dv), P the (query, key) pairs the kernels
+ * compute: Tq Tk, or causal (query i sees keys j <= i, aligned at the top left as the kernels do:
+ * kernels/ref/attention_ref.c, visible) the sum over i of min(i + 1, Tk). The backward counts twice this. */
+static uint64_t attention_flops(const ampci_attn *a) {
+    uint64_t Tq = (uint64_t)a->Tq, Tk = (uint64_t)a->Tk, m = Tq < Tk ? Tq : Tk;
+    uint64_t pairs = a->causal ? m * (m + 1) / 2 + (Tq - m) * Tk : Tq * Tk;
+    return 2 * (uint64_t)a->BH * pairs * (uint64_t)(a->D + a->Dv);
+}
+
 static ampc_status attention_backward(ampci_node *n, const ampc_tensor *gout) {
     const attn_saved *sv = n->saved;
     ampc_ctx *ctx = n->ctx;
@@ -26,6 +35,7 @@ static ampc_status attention_backward(ampci_node *n, const ampc_tensor *gout) {
             return ampc_last_status();
     ampc_status s = AMPCI_DEV(ctx, attention_bw, .a = sv->a, .stats = sv->stats, .go = ampci_dev_ptr(go), .gq = g[0],
                               .gk = g[1], .gv = g[2]);
+    if (s == AMPC_OK) ampci_matmul_flops_add(ctx, 2 * attention_flops(&sv->a));
     for (int i = 0; i < 3 && s == AMPC_OK; i++)
         if (g[i]) s = ampci_accumulate_f32(n->op, n->in[i], g[i]);
     return s;
@@ -87,6 +97,7 @@ ampc_tensor *ampc_attention(ampc_ctx *ctx, const ampc_tensor *q, const ampc_tens
     float *o = ampci_scratch(ctx, op, sv.a.BH * sv.a.Tq * sv.a.Dv);
     if (grad && !(sv.stats = ampci_scratch(ctx, op, sv.a.BH * sv.a.Tq * 2))) return NULL;
     if (!o || AMPCI_DEV(ctx, attention, .a = sv.a, .o = o, .stats = sv.stats) != AMPC_OK) return NULL;
+    ampci_matmul_flops_add(ctx, attention_flops(&sv.a));
     /* the backward reads an input only where the kernel ran on its own data (not on a contiguous copy) */
     const void *used[3] = {sv.a.q, sv.a.k, sv.a.v};
     c.saves = 0;

@@ -49,6 +49,13 @@ typedef struct conv_saved {
     const void *x, *w; /* contiguous data (the inputs' or arena copies), their dtype */
 } conv_saved;
 
+/* The FLOPs of one convolution (ampc_ctx_matmul_flops): 2 N O OH OW C KH KW, the forward's and each of
+ * the input and weight gradients'. */
+static uint64_t conv_flops(const ampci_conv_geom *g, int64_t O) {
+    return 2 * (uint64_t)g->N * (uint64_t)O * (uint64_t)g->OH * (uint64_t)g->OW * (uint64_t)g->C * (uint64_t)g->KH *
+           (uint64_t)g->KW;
+}
+
 /* The gradient of input i (0: x, 1: w, 2: b) as F32 from the device, handed to that input. */
 static ampc_status conv_grad(ampci_node *n, const conv_saved *sv, int i, const void *gy, ampc_dtype dt) {
     float *gr = ampci_scratch(n->ctx, n->op, ampci_numel(n->in[i]));
@@ -56,6 +63,7 @@ static ampc_status conv_grad(ampci_node *n, const conv_saved *sv, int i, const v
         AMPCI_DEV(n->ctx, conv2d_bw, .g = sv->g, .O = sv->O, .dt = dt, .gx = i == 0 ? gr : NULL,
                   .gw = i == 1 ? gr : NULL, .gb = i == 2 ? gr : NULL, .gy = gy, .x = sv->x, .w = sv->w) != AMPC_OK)
         return ampc_last_status();
+    if (i < 2) ampci_matmul_flops_add(n->ctx, conv_flops(&sv->g, sv->O)); /* the bias gradient is a sum */
     return ampci_accumulate_f32(n->op, n->in[i], gr);
 }
 
@@ -129,6 +137,7 @@ ampc_tensor *ampc_conv2d(ampc_ctx *ctx, const ampc_tensor *x, const ampc_tensor 
     if (!out || AMPCI_DEV(ctx, conv2d, .g = sv.g, .O = sv.O, .dt = dt, .y = ampci_dev_ptr(out), .x = sv.x, .w = sv.w,
                           .bias = bf) != AMPC_OK)
         return NULL;
+    ampci_matmul_flops_add(ctx, conv_flops(g, sv.O));
     return ampci_op_end(&c, out, &sv);
 }
 

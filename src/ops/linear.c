@@ -55,8 +55,10 @@ static ampc_status gemm_batched(ampc_ctx *ctx, ampc_dtype dt, int64_t M, int64_t
                     .bias = d.bias};
     if (d.dt == AMPC_DTYPE_F32) g.c = d.c;
     else g.c16 = d.c, g.c16_dt = d.dt;
-    return AMPCI_DEV(ctx, gemm, .dt = dt, .g = g, .nb = {nb[0], nb[1]}, .as = {a->bs[0], a->bs[1]},
-                     .bs = {b->bs[0], b->bs[1]}, .cs = {cbs[0], cbs[1]});
+    ampc_status s = AMPCI_DEV(ctx, gemm, .dt = dt, .g = g, .nb = {nb[0], nb[1]}, .as = {a->bs[0], a->bs[1]},
+                              .bs = {b->bs[0], b->bs[1]}, .cs = {cbs[0], cbs[1]});
+    if (s == AMPC_OK) ampci_matmul_flops_add(ctx, 2 * (uint64_t)M * (uint64_t)N * (uint64_t)K * nb[0] * nb[1]);
+    return s;
 }
 
 /* An F32 GEMM destination. */

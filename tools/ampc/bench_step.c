@@ -1,8 +1,11 @@
 /* bench_step.c: `ampc bench step`: the wall time of whole training steps (zero_grad, forward, loss,
  * backward, unscale and clipping, optimizer step) through the same run engine as `ampc train`, so the
  * figure is what a user's run gets. Warm-up steps (first-touch memory, thread start) are run and
- * dropped; the figure is the median of the timed steps. No evaluation is run. */
+ * dropped; the figure is the median of the timed steps. No evaluation is run. The matrix products' FLOPs
+ * of a step (ampc_ctx_matmul_flops over the timed steps) give its GFLOP/s, shown as a fraction of the
+ * peak of the unit the precision's large GEMMs run on, measured on this machine before the runs. */
 #include "bench_cli.h"
+#include "bench_peak.h"
 #include "cli.h"
 #include "dist_cli.h"
 #include "json.h"
@@ -16,9 +19,13 @@
 static void usage(FILE *f) {
     fprintf(f, "Usage: ampc bench step [train options] [--precisions LIST] [--untimed W] [--json]\n\n"
                "Times training steps of a model in each precision: W untimed warm-up steps, then --steps timed\n"
-               "ones (default 5); prints the median ms per step, tokens or samples per second and peak memory,\n"
-               "split into the state every step keeps (parameters, gradients, optimizer state, masters) and the\n"
-               "step's own activations and scratch.\n"
+               "ones (default 5); prints the median ms per step, tokens or samples per second, GFLOP/s and the\n"
+               "fraction of this machine's peak, and peak memory, split into the state every step keeps\n"
+               "(parameters, gradients, optimizer state, masters) and the step's own activations and scratch.\n"
+               "GFLOP/s counts the FLOPs of the step's matrix products (GEMMs, convolutions, attention; a\n"
+               "backward counts twice its forward) over the median step time; %% peak divides it by the peak of\n"
+               "the unit the precision's large GEMMs run on (F32 FMA, BF16 dot, AMX), measured first, once.\n"
+               "Under mpirun the FLOPs and GFLOP/s are rank 0's (each rank does its share of the batch).\n"
                "Defaults as `ampc train`, except batch 8 for gpt (the PyTorch anchor's configuration).\n"
                "With --data none, or a vocabulary above 256 (--vocab, --preset) and no --data, the GPT trains on\n"
                "uniform random token ids in [0, vocab) drawn from --seed (1337 unless given): a step costs the\n"
@@ -44,6 +51,10 @@ typedef struct step_figures {
     int64_t reduced;
     double alone, exposed;
     double syncs[AMPC_SYNC_POINT_COUNT], syncs_total; /* host synchronisation points per timed step */
+    /* matrix-product FLOPs per timed step (this rank's), over the median step time; the peak of the unit
+     * the precision's GEMMs run on (0: unknown) and its name */
+    double flops, gflops, peak_gflops;
+    const char *unit;
 } step_figures;
 
 /* The fraction of the reductions' own time that backward hid (0 when nothing was hidden). */
@@ -67,12 +78,77 @@ static step_figures figures(const run_output *o, int64_t warmup) {
                        .peak = o->r.peak_bytes,
                        .state = o->r.state_bytes};
     for (int p = 0; p < AMPC_SYNC_POINT_COUNT; p++) f.syncs_total += f.syncs[p] = (double)o->syncs[p] / (double)n;
+    f.flops = (double)o->matmul_flops / (double)n; /* counted over the same steps as the syncs */
+    f.gflops = f.flops / med / 1e9;
     if (o->dist.steps > 0) {
         f.reduced = o->dist.bytes_reduced, f.alone = o->reduce_alone;
         f.exposed = o->dist.exposed_seconds / (double)o->dist.steps;
     }
     free(t);
     return f;
+}
+
+/* The GEMM slot whose large products bound a precision: the BF16 GEMM for bf16 and fp8 (FP8 operands
+ * are multiplied as BF16), the F16 one for fp16; fp32 the F32 one, or the split kernel --fp32-matmul
+ * high or medium lets it use where the process chose one for large products. */
+static const char *gemm_slot(const run_config *cfg) {
+    switch (cfg->prec) {
+    case PREC_BF16:
+    case PREC_FP8: return "gemm_bf16";
+    case PREC_FP16: return "gemm_f16";
+    default:
+        return cfg->fp32_matmul == AMPC_FP32_HIGH     ? "gemm_f32_bf16x3"
+               : cfg->fp32_matmul == AMPC_FP32_MEDIUM ? "gemm_f32_bf16x1"
+                                                      : "gemm_f32";
+    }
+}
+
+/* The kernel in a slot at the process's kernel level (large products), or NULL ("-": none chosen). */
+static const char *slot_kernel(const char *slot) {
+    for (int i = 0; ampc_kernel_slot_name(i); i++)
+        if (strcmp(ampc_kernel_slot_name(i), slot) == 0) {
+            const char *k = ampc_kernel_slot_impl(i);
+            return k && strcmp(k, "-") != 0 ? k : NULL;
+        }
+    return NULL;
+}
+
+/* f's peak: of the unit the kernel of cfg's GEMM slot runs on (bench_peak_for). */
+static void set_peak(step_figures *f, const run_config *cfg, const bench_peaks *peaks) {
+    const char *k = slot_kernel(gemm_slot(cfg));
+    if (!k) k = slot_kernel("gemm_f32"); /* a split F32 slot left empty: the F32 GEMM runs */
+    f->unit = NULL, f->peak_gflops = 0;
+    if (k) f->peak_gflops = bench_peak_for(peaks, k, &f->unit);
+    if (!(f->peak_gflops > 0)) f->peak_gflops = 0, f->unit = NULL;
+}
+
+/* "41% bf16dp", or "-" when the peak is unknown. */
+static const char *peak_text(const step_figures *f, char *buf, size_t size) {
+    if (f->peak_gflops > 0) snprintf(buf, size, "%.0f%% %s", 100 * f->gflops / f->peak_gflops, f->unit);
+    else snprintf(buf, size, "-");
+    return buf;
+}
+
+/* "cpu: ..., kernel level amx, 2 threads; peaks measured now (GFLOP/s): F32 FMA 150, ..." and what GFLOP/s
+ * counts. */
+static void print_machine(const run_config *cfg, const bench_peaks *p) {
+    const ampc_cpu_info *cpu = ampc_cpu();
+    printf("\ncpu: %s, kernel level %s, %d thread%s; ", cpu->brand, ampc_isa_name(cpu->chosen), cfg->threads,
+           cfg->threads == 1 ? "" : "s");
+    if (p->fma32 <= 0 && p->bf16dp <= 0 && p->amx <= 0) printf("no peak measured (it needs AVX-512)\n");
+    else {
+        const char *sep = "peaks measured now (GFLOP/s): ";
+        if (p->fma32 > 0) printf("%sF32 FMA %.0f", sep, p->fma32), sep = ", ";
+        if (p->bf16dp > 0) printf("%sBF16 dot %.0f", sep, p->bf16dp), sep = ", ";
+        if (p->amx > 0) printf("%sAMX %.0f", sep, p->amx);
+        printf("\n");
+    }
+    printf("GFLOP/s: the FLOPs of the step's matrix products (GEMMs, convolutions, attention; a backward\n"
+           "counts twice its forward) over the median step time; %% peak: of the peak of the unit the\n"
+           "precision's large GEMMs run on (fma32, bf16dp: vdpbf16ps, amx).\n");
+    if (ampc_dist_world_size(cfg->dist) > 1) /* every rank measured its peaks at once, as it trains */
+        printf("Data parallel: both are rank 0's, its share of the batch on its %d thread%s.\n", cfg->threads,
+               cfg->threads == 1 ? "" : "s");
 }
 
 /* "          host syncs per step: 3 (found_inf 1, read 1, ...)": where a device would wait for the host. */
@@ -104,6 +180,20 @@ static void print_json(const run_config *cfg, const char *label, const step_figu
     json_kint(&w, "activation_bytes", (int64_t)(f->peak - f->state));
     json_knum(&w, lm ? "peak_bytes_per_token" : "peak_bytes_per_sample", (double)f->peak / (double)f->per_step);
     json_kstr(&w, "data", cfg->random_vocab ? "random tokens" : cfg->data_spec);
+    /* per rank: under mpirun rank 0's FLOPs (its share of the batch) and their rate */
+    json_knum(&w, "matmul_flops_per_step", f->flops);
+    json_knum(&w, "gflops", f->gflops);
+    if (f->peak_gflops > 0) {
+        json_knum(&w, "peak_gflops", f->peak_gflops);
+        json_kstr(&w, "peak_unit", f->unit);
+        json_knum(&w, "peak_fraction", f->gflops / f->peak_gflops);
+    } else {
+        json_knull(&w, "peak_gflops");
+        json_knull(&w, "peak_unit");
+        json_knull(&w, "peak_fraction");
+    }
+    json_kstr(&w, "cpu", ampc_cpu()->brand);
+    json_kstr(&w, "kernel_level", ampc_isa_name(ampc_cpu()->chosen));
     json_knum(&w, "syncs_per_step", f->syncs_total);
     json_key(&w, "syncs");
     json_obj_begin(&w);
@@ -120,7 +210,8 @@ static void print_json(const run_config *cfg, const char *label, const step_figu
     json_finish(&w);
 }
 
-static int run_all(const char *prog, const run_config *common, const prec_list *pl, int64_t warmup, bool json) {
+static int run_all(const char *prog, const run_config *common, const prec_list *pl, int64_t warmup, bool json,
+                   const bench_peaks *peaks) {
     ampc_dataset *ds = NULL;
     run_config one, *cfg = &one;
     *cfg = *common;
@@ -136,6 +227,7 @@ static int run_all(const char *prog, const run_config *common, const prec_list *
         if ((rc = run_training(prog, cfg, ds, NULL, &out))) break;
         step_figures f = figures(&out, warmup);
         f.ranks = ampc_dist_world_size(cfg->dist);
+        set_peak(&f, cfg, peaks);
         bool lm = strcmp(out.r.throughput_unit, "tokens/s") == 0;
         if (i == 0) base = f;
         if (ampc_dist_rank(cfg->dist) > 0) { /* rank 0 reports for the job */
@@ -143,14 +235,16 @@ static int run_all(const char *prog, const run_config *common, const prec_list *
         else {
             if (i == 0)
                 printf("%s%s, batch %lld, %d threads: median of %lld steps after %lld warm-up\n\n"
-                       "%-*s  ms/step   min ms  %11s  peak MiB  state MiB  activations MiB  %11s  vs %s\n",
+                       "%-*s  ms/step   min ms  %11s   GFLOP/s  %-11s  peak MiB  state MiB  activations MiB  %11s  "
+                       "vs %s\n",
                        desc, cfg->random_vocab ? " on random tokens" : "", (long long)cfg->batch, cfg->threads,
                        (long long)(cfg->steps - warmup), (long long)warmup, w, "precision", out.r.throughput_unit,
-                       lm ? "MiB/token" : "MiB/sample", cfg->label);
-            printf("%-*s %8.1f %8.1f %12.0f %9.1f %10.1f %16.1f %12.4f  %.2fx\n", w, cfg->label, f.ms, f.ms_min,
-                   f.per_s, (double)f.peak / 1048576.0, (double)f.state / 1048576.0,
-                   (double)(f.peak - f.state) / 1048576.0, (double)f.peak / 1048576.0 / (double)f.per_step,
-                   base.ms / f.ms);
+                       "% peak", lm ? "MiB/token" : "MiB/sample", cfg->label);
+            char pct[32];
+            printf("%-*s %8.1f %8.1f %12.0f %9.1f  %-11s %9.1f %10.1f %16.1f %12.4f  %.2fx\n", w, cfg->label, f.ms,
+                   f.ms_min, f.per_s, f.gflops, peak_text(&f, pct, sizeof pct), (double)f.peak / 1048576.0,
+                   (double)f.state / 1048576.0, (double)(f.peak - f.state) / 1048576.0,
+                   (double)f.peak / 1048576.0 / (double)f.per_step, base.ms / f.ms);
             print_syncs(&f);
             if (f.ranks > 1)
                 printf("          %d ranks: %.2f MiB reduced per step; the reductions alone take %.2f ms, %.2f ms of "
@@ -159,6 +253,7 @@ static int run_all(const char *prog, const run_config *common, const prec_list *
         }
         run_output_free(&out);
     }
+    if (!rc && !json && ampc_dist_rank(cfg->dist) == 0) print_machine(cfg, peaks);
     ampc_dataset_free(ds);
     return rc;
 }
@@ -224,7 +319,11 @@ int bench_step_main(int argc, char **argv) {
     cfg.untimed = warmup, cfg.measure_comm = true;
     if (!cfg.threads) cfg.threads = ampc_cpu()->online_cpus;
     if ((rc = dist_join(prog, cfg.dist_timeout, &cfg.dist))) return rc; /* under mpirun: the job's steps */
-    rc = run_all(prog, &cfg, &pl, warmup, json);
+    /* the peaks once, before the runs; under mpirun every rank measures at once, as they then train, so the
+     * peak rank 0 divides by is what its threads get while the others compute too */
+    bench_peaks peaks;
+    if (bench_peak_measure(cfg.threads, &peaks) != AMPC_OK) memset(&peaks, 0, sizeof peaks);
+    rc = run_all(prog, &cfg, &pl, warmup, json, &peaks);
     ampc_dist_free(cfg.dist);
     return rc;
 }

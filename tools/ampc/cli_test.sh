@@ -319,6 +319,8 @@ run bench step $TINY --steps 1 --untimed 0 --precisions fp32 --data none
 expect_rc 0
 expect_has "$OUT" "gpt (1 layer, d 16, 2 heads, context 8, vocab 256) on random tokens"
 expect_has "$OUT" "MiB/token"
+expect_has "$OUT" "GFLOP/s  % peak"
+expect_has "$OUT" ", kernel level "
 # shellcheck disable=SC2086
 run bench step --layers 1 --d-model 16 --heads 2 --context 8 --preset gpt2-small --batch 2 --steps 1 --untimed 0 --precisions bf16 --json
 expect_rc 0
@@ -398,9 +400,13 @@ run bench step $TINY --untimed 1 --precisions fp32,bf16 --json
 expect_rc 0
 expect_json "$OUT" --lines
 expect_lines "$OUT" 2
-for key in '"kind":"step"' '"precision":"bf16"' '"ms_per_step":' '"tokens_per_s":' '"peak_bytes":' '"state_bytes":' '"activation_bytes":' '"steps":6'; do
+for key in '"kind":"step"' '"precision":"bf16"' '"ms_per_step":' '"tokens_per_s":' '"peak_bytes":' '"state_bytes":' '"activation_bytes":' '"steps":6' '"gflops":' '"peak_unit":' '"cpu":' '"kernel_level":'; do
     expect_has "$OUT" "$key"
 done
+# the matrix products' FLOPs of a step, in both precisions: 6 N tokens for the N = 12 d^2 + 256 d weights
+# of the linears (32 tokens) plus the causal attention's 3 x 2 BH (T (T + 1) / 2) (D + Dv)
+checks=$((checks + 1))
+[ "$(grep -c -F '"matmul_flops_per_step":1403904,' "$OUT")" -eq 2 ] || fail "$LAST: expected 1403904 matmul FLOPs per step on both lines"
 
 # ---- an invalid AMPC_ISA stops every command ----
 for cmd in info "info --json" formats "bench convert --mib 1"; do

@@ -670,12 +670,13 @@ static int loop(run_state *s, FILE *log, run_output *out) {
     out->per_step = s->per_step;
     const run_config *cfg = s->cfg;
     out->r.n = s->start;
-    uint64_t syncs0[AMPC_SYNC_POINT_COUNT] = {0};
+    uint64_t syncs0[AMPC_SYNC_POINT_COUNT] = {0}, flops0 = 0;
     for (int64_t step = s->start; step < s->steps; step++) {
         int sig = stop_signal(s);
         if (sig) return stop(s, step, out, sig);
         run_set_stop_line(s, step);
-        if (step == s->start + cfg->untimed) ampc_ctx_sync_counts(s->ctx, syncs0);
+        if (step == s->start + cfg->untimed)
+            ampc_ctx_sync_counts(s->ctx, syncs0), flops0 = ampc_ctx_matmul_flops(s->ctx);
         if (s->dist && step == s->start + cfg->untimed) ampc_dist_reset_stats(s->dist);
         step_result r;
         double ts = now();
@@ -703,6 +704,7 @@ static int loop(run_state *s, FILE *log, run_output *out) {
     summarise(out, s, now() - t0);
     ampc_ctx_sync_counts(s->ctx, out->syncs);
     for (int p = 0; p < AMPC_SYNC_POINT_COUNT; p++) out->syncs[p] -= syncs0[p];
+    out->matmul_flops = ampc_ctx_matmul_flops(s->ctx) - flops0;
     if (s->dist) {
         ampc_dist_get_stats(s->dist, &out->dist);
         if (cfg->measure_comm && ampc_dist_time_reduction(s->dist, 5, &out->reduce_alone) != AMPC_OK)

@@ -175,6 +175,9 @@ typedef struct run_output {
     double reduce_alone;  /* with measure_comm: seconds of one step's reductions with nothing to hide them */
     /* host synchronisation points of the steps after cfg->untimed, per point (ampc_sync_point) */
     uint64_t syncs[AMPC_SYNC_POINT_COUNT];
+    /* FLOPs of the matrix products this process ran in the steps after cfg->untimed, counted as syncs
+     * (ampc_ctx_matmul_flops) */
+    uint64_t matmul_flops;
 } run_output;
 
 /* Runs one training run on ds, writing JSONL to log (may be NULL). 0 on success; 1 after printing a
