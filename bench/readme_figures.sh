@@ -316,10 +316,11 @@ mask_common() {
     sed -E 's/^(<sub>Made by `[^`]*` on ).*(, kernel level [a-z0-9]+ )/\1~\2/; s/, [0-9]{4}-[0-9]{2}-[0-9]{2}([;.])/, ~\1/' |
         sed -E 's/[0-9.]+% of (fma32|bf16dp|amx)/~ of \1/g'
 }
-# compare's tables: the last three columns (tokens/s, time s, speed-up) and the verdicts' speed and throughput.
+# compare's tables: the last three columns (tokens/s, time s, speed-up) and the verdicts' speed ("1.26x faster",
+# "about as fast as fp32 (1.01x)", "speed not compared (...)") and throughput.
 mask_compare() {
     awk 'NF >= 11 && $1 !~ /^(precision|---------)$/ && $(NF) ~ /x$/ { $(NF) = "~"; $(NF - 1) = "~"; $(NF - 2) = "~"; $1 = $1 } { print }' |
-        sed -E 's/(speed not compared \([^)]*\)|[0-9.]+x (faster|slower))/~/; s/[0-9]+ (tokens|samples)\/s/~ \1\/s/'
+        sed -E 's/ — [^,]*, final loss/ — ~, final loss/; s/[0-9]+ (tokens|samples)\/s/~ \1\/s/'
 }
 # markdown tables: the columns named by index (1 = the first cell).
 mask_md() { # COLS...
