@@ -98,8 +98,7 @@ peak_fractions() {
     sep=""
     while read -r line; do
         printf '%s%s %.0f%% of %s' "$sep" "$(echo "$line" | jget precision)" \
-            "$(echo "$line" | awk -v g="$(echo "$line" | jget gflops)" -v p="$(echo "$line" | jget peak_gflops)" \
-                'BEGIN { print (p > 0 ? 100 * g / p : 0) }')" "$(echo "$line" | jget peak_unit)"
+            "$(awk -v f="$(echo "$line" | jget peak_fraction)" 'BEGIN { print 100 * f }')" "$(echo "$line" | jget peak_unit)"
         sep=", "
     done
 }
