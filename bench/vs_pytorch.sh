@@ -29,16 +29,8 @@ if [ -z "${MODELS:-}" ]; then
 fi
 [ -x "$AMPC" ] || { echo "vs_pytorch.sh: $AMPC is not an executable (build first, or pass its path)" >&2; exit 2; }
 
-pythons=""
-for py in $TORCH_PYTHONS; do
-    if v=$("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null); then
-        pythons="$pythons $py"
-        echo "PyTorch $v: $py"
-    else
-        echo "skipped $py: cannot import torch"
-    fi
-done
-[ -n "$pythons" ] || echo "no PyTorch found: timing ampc alone"
+. "$HERE/torch_pythons.sh"
+find_torch_pythons "$TORCH_PYTHONS"
 
 OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
@@ -50,14 +42,7 @@ while [ "$round" -le "$ROUNDS" ]; do
     for model in $MODELS; do
         b=$(batch_of "$model")
         for prec in fp32 bf16 fp16; do
-            "$AMPC" bench step --model "$model" --data "$(data_of "$model")" --batch "$b" --precisions "$prec" \
-                --steps "$STEPS" --threads "$THREADS" --json | sed 's/^{/{"impl":"ampc",/' >>"$OUT" ||
-                echo "ampc bench step failed for $model $prec" >&2
-            for py in $pythons; do
-                OMP_NUM_THREADS=$THREADS "$py" "$HERE/pytorch_step.py" --model "$model" --precision "$prec" \
-                    --batch "$b" --steps "$STEPS" --threads "$THREADS" >>"$OUT" 2>/dev/null ||
-                    echo "{\"impl\":\"$py\",\"model\":\"$model\",\"precision\":\"$prec\",\"error\":\"crashed\"}" >>"$OUT"
-            done
+            run_pair "$OUT" "$model" "$(data_of "$model")" "$prec" "$b" "$THREADS" "$STEPS"
         done
     done
     round=$((round + 1))

@@ -450,6 +450,30 @@ AMPC_API ampc_status ampc_ctx_sync_counts(const ampc_ctx *ctx, uint64_t *out);
  * the scores is not counted). Element-wise ops, reductions and optimizers count nothing. */
 AMPC_API uint64_t ampc_ctx_matmul_flops(const ampc_ctx *ctx);
 
+/* Profile of device calls: while on, every call the context makes to its device (a GEMM, an attention
+ * forward, a layer norm backward, a fill, a conversion, the optimizer's update...) is timed on the host,
+ * wall time from its start to its return, and summed per (op kind, operation, phase). The phase is
+ * "backward" for the calls ampc_backward makes, "optimizer" for the GradScaler's unscale, clipping,
+ * zero_grad and ampc_optim_step, "forward" for all others; the op kind is the op the call works for (its
+ * forward, or in backward the op whose backward runs: "linear", "gelu", ...), "optimizer", "autograd"
+ * (the backward walk itself: gradients added into leaves) or "outside ops". regions counts the parallel
+ * regions the call handed to the thread pool (each wakes the other threads and waits for them), which
+ * shows where fork-join overhead lies. Off by default; on, it adds two clock reads per call. */
+typedef struct ampc_profile_entry {
+    const char *kind;  /* "linear", "scaled_dot_product_attention", "optimizer", ... */
+    const char *op;    /* the device operation: "gemm", "attention_bw", "layer_norm", "fill", ... */
+    const char *phase; /* "forward", "backward", "optimizer" */
+    uint64_t calls, regions;
+    double seconds;
+} ampc_profile_entry;
+/* Starts (or restarts, from zero) the profile of ctx's device calls. */
+AMPC_API ampc_status ampc_ctx_profile_start(ampc_ctx *ctx);
+/* Ends it; what was gathered is dropped. */
+AMPC_API void ampc_ctx_profile_stop(ampc_ctx *ctx);
+/* Writes up to max entries, in the order they were first seen, and returns how many there are in all
+ * (call with out NULL to count; 0 when the profile is off). */
+AMPC_API int ampc_ctx_profile_read(const ampc_ctx *ctx, ampc_profile_entry *out, int max);
+
 /* ------------------------------------------------------------------------------------------------
  * Parallel for. [0, n) is cut into chunks of `grain` items (the last may be shorter); fn runs once per
  * chunk on some thread. The cut depends only on n and grain, never on the thread count or timing, so a

@@ -23,6 +23,7 @@ ampc_status ampc_ctx_new(const ampc_ctx_params *params, ampc_ctx **out) {
 
 void ampc_ctx_free(ampc_ctx *ctx) {
     if (!ctx) return;
+    ampc_ctx_profile_stop(ctx);
     if (ctx->stats) ampc_stats_attach(ctx, NULL); /* the statistics outlive the context */
     ampci_amp_release(ctx);
     ampci_kernels_adopt(ctx, NULL); /* a restored checkpoint's kernels */

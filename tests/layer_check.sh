@@ -22,7 +22,7 @@ set -eu
 
 LAYERS="core numerics kernels tensor autograd amp ops optim nn data io dist ctx"
 KERNEL_RANKS="registry.c:1 tune.c:2 tune_work.c:2 tune_cache.c:2 dispatch.c:3 choices.c:4 kernel_info.c:4
-fp32_precision.c:4 convert.c:4 cpu/:5 device_ops.c:5"
+fp32_precision.c:4 convert.c:4 cpu/:5 device_ops.c:5 profile.c:5"
 
 src=${1:?usage: layer_check.sh SRC_DIR [OBJECT_DIR]}
 obj=${2:-}

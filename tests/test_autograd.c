@@ -81,6 +81,59 @@ static void test_accumulation(void **state) {
     assert_memory_equal(gm, want, sizeof want);
 }
 
+/* Slices of one op output (q, k and v of a projection; overlapping and stepped windows): the later slices'
+ * gradients go into the pending gradient's window in place, the sums rounded once to its dtype (BF16: 3 +
+ * 2^-8 rounds to 3 in one window, and the overlap's 1 + 2^-8 + 2^-8 is formed in F32 before rounding). */
+enum { SL_R = 1000, SL_C = 10 }; /* 20 KB in BF16: a step-heap buffer, as large gradients are */
+
+static void slice_grads(ampc_dtype dt, float *gx) {
+    float *v = malloc(SL_R * SL_C * sizeof *v);
+    for (int i = 0; i < SL_R * SL_C; i++) v[i] = (float)(i % 7) - 3;
+    ampc_tensor *x = ampc_tensor_from_buffer(g_ctx, AMPC_DTYPE_F32, 2, (int64_t[]){SL_R, SL_C}, v, AMPC_DTYPE_F32);
+    free(v);
+    ASSERT_OK(ampc_tensor_set_requires_grad(x, true));
+    /* an op output of dt, whose gradient is dt */
+    ampc_tensor *y = ampc_tensor_cast(ampc_mul_scalar(g_ctx, x, 1.0), dt);
+    static const struct {
+        int64_t start, end, step;
+        float w;
+    } sl[] = {{0, 3, 1, 1}, {3, 6, 1, 2}, {6, 10, 1, 3}, {2, 5, 1, 0x1p-8f}, {1, 10, 3, 0x1p-8f}};
+    ampc_tensor *loss = NULL;
+    for (size_t i = 0; i < sizeof sl / sizeof sl[0]; i++) {
+        ampc_tensor *part = ampc_tensor_slice(y, 1, sl[i].start, sl[i].end, sl[i].step);
+        ampc_tensor *term = ampc_sum(g_ctx, ampc_mul_scalar(g_ctx, part, sl[i].w), NULL, 0, false);
+        loss = loss ? ampc_add(g_ctx, loss, term) : term;
+    }
+    ASSERT_OK(ampc_backward(g_ctx, loss));
+    read_f32(ampc_tensor_grad(x), gx);
+}
+
+static void test_slice_gradients(void **state) {
+    (void)state;
+    float *g32 = malloc(SL_R * SL_C * sizeof *g32), *g16 = malloc(SL_R * SL_C * sizeof *g16);
+    ASSERT_OK(ampc_ctx_profile_start(g_ctx));
+    slice_grads(AMPC_DTYPE_F32, g32);
+    slice_grads(AMPC_DTYPE_BF16, g16);
+    /* the first slice's backward makes the whole gradient; the others add into it, no whole-size sums */
+    ampc_profile_entry e[64];
+    int n = ampc_ctx_profile_read(g_ctx, e, 64);
+    for (int i = 0; i < n && i < 64; i++)
+        if (strcmp(e[i].kind, "tensor_slice") == 0 && strcmp(e[i].op, "accumulate") == 0)
+            FAILF("slice backward added %llu whole gradients", (unsigned long long)e[i].calls);
+    ampc_ctx_profile_stop(g_ctx);
+    for (int r = 0; r < SL_R; r++)
+        for (int c = 0; c < SL_C; c++) {
+            float base = c < 3 ? 1 : c < 6 ? 2 : 3;
+            int hits = (c >= 2 && c < 5) + (c % 3 == 1); /* in windows 4 and 5 */
+            float want32 = base + (float)hits * 0x1p-8f;
+            float want16 = ampc_bf16_to_f32(ampc_bf16_from_f32(want32)); /* F32 sum, rounded once */
+            if (g32[r * SL_C + c] != want32) FAILF("F32 [%d, %d]: %g, expected %g", r, c, g32[r * SL_C + c], want32);
+            if (g16[r * SL_C + c] != want16) FAILF("BF16 [%d, %d]: %g, expected %g", r, c, g16[r * SL_C + c], want16);
+        }
+    free(g32), free(g16);
+    ampc_ctx_step_end(g_ctx);
+}
+
 /* Gradient sums and first writes of a large leaf gradient run in pieces over the threads (a grain of 16384
  * elements, 32768 for conversions): at 2 x 65536 + 7 elements, every piece and the odd tail must hold the
  * sum a host loop makes, for F32, BF16 and F16 leaves (the sum is F32, rounded once to the leaf's dtype). */
@@ -352,6 +405,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_backward_releases_gradients, end_step),
         cmocka_unit_test_teardown(test_step_end_releases, end_step),
         cmocka_unit_test(test_mlp_learns_xor),
+        cmocka_unit_test(test_slice_gradients),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

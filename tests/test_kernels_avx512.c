@@ -119,10 +119,10 @@ static double now(void) {
 static void test_table(void **state) {
     (void)state;
     static const ampci_slot slots[] = {
-        AMPCI_SLOT_UNARY,      AMPCI_SLOT_UNARY_BW,     AMPCI_SLOT_BINARY,       AMPCI_SLOT_SOFTMAX,
-        AMPCI_SLOT_SOFTMAX_BW, AMPCI_SLOT_LAYERNORM,    AMPCI_SLOT_LAYERNORM_BW, AMPCI_SLOT_XENT,
-        AMPCI_SLOT_XENT_BW,    AMPCI_SLOT_EMBEDDING_BW, AMPCI_SLOT_SGD,          AMPCI_SLOT_ADAMW,
-        AMPCI_SLOT_UNSCALE,    AMPCI_SLOT_SUMSQ,        AMPCI_SLOT_RANGE,        AMPCI_SLOT_QUANT8}; /* with optim's */
+        AMPCI_SLOT_UNARY,     AMPCI_SLOT_UNARY_BW,     AMPCI_SLOT_BINARY,  AMPCI_SLOT_SOFTMAX, AMPCI_SLOT_SOFTMAX_BW,
+        AMPCI_SLOT_LAYERNORM, AMPCI_SLOT_LAYERNORM_BW, AMPCI_SLOT_XENT,    AMPCI_SLOT_XENT_BW, AMPCI_SLOT_EMBEDDING_BW,
+        AMPCI_SLOT_SGD,       AMPCI_SLOT_ADAMW,        AMPCI_SLOT_UNSCALE, AMPCI_SLOT_SUMSQ,   AMPCI_SLOT_RANGE,
+        AMPCI_SLOT_QUANT8,    AMPCI_SLOT_COLSUM}; /* with optim's */
     const struct ampc_kernels *A = ampci_kernels(AMPC_ISA_AVX512);
     if (A->isa < AMPC_ISA_AVX512) {
         print_message("  note: the avx512 level is lowered to %s here: its table is not checked\n",

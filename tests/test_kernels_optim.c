@@ -7,6 +7,9 @@
  *   unscale     F32/F16/BF16, every FP16/BF16 pattern, and its found-inf result;
  *   sumsq       ref sums in the vector kernel's order (the grad norm, and so a clipped update, must not
  *               depend on the kernel level);
+ *   colsum      a bias gradient's column sums in double, F32/F16/BF16 with specials and subnormals, at
+ *               widths around the kernel's 16- and 64-column steps, added onto accumulators already
+ *               holding values, with guard accumulators past the width untouched;
  *   range       the doctor's range statistics (integer counts, max and min bits): every field of the
  *               accumulator, at and one ulp around the library's thresholds, and accumulated over two
  *               calls as over one. */
@@ -183,6 +186,53 @@ static void test_sumsq(void **state) {
     }
 }
 
+/* ---- column sums ---- */
+
+static void test_colsum(void **state) {
+    (void)state;
+    static const int64_t widths[] = {1, 7, 15, 16, 17, 31, 33, 63, 64, 65, 127, 128, 129, 200};
+    static const int64_t rows_list[] = {0, 1, 3, 17, 256};
+    enum { GUARD = 3 };
+    const int64_t ld = 211; /* wider than every width: the kernels read only their w columns of a row */
+    for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
+        int64_t rows = rows_list[ri], n = rows * ld;
+        float *g = kc_fbuf(n > 0 ? n : 1);
+        uint16_t *h = malloc((size_t)(n > 0 ? n : 1) * 2), *b = malloc((size_t)(n > 0 ? n : 1) * 2);
+        kc_fill_interesting(g, n, 90 + (uint64_t)rows);
+        for (int64_t i = 0; i < n; i++) {
+            b[i] = (uint16_t)(tu_bits(g[i]) >> 16);
+            h[i] = (uint16_t)(i % 11 == 0   ? 0x0001u + (uint16_t)(i % 0x3ff) /* F16 subnormals */
+                              : i % 13 == 0 ? 0xfc00u                         /* -inf */
+                                            : ampc_f16_from_f32(g[i]));
+        }
+        for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
+            int64_t w = widths[wi];
+            for (int dti = 0; dti < 3; dti++) {
+                ampc_dtype dt = dti == 0 ? AMPC_DTYPE_F32 : dti == 1 ? AMPC_DTYPE_F16 : AMPC_DTYPE_BF16;
+                const void *p = dti == 0 ? (const void *)g : dti == 1 ? (const void *)h : (const void *)b;
+                kc_list l = kc_fast(AMPCI_SLOT_COLSUM, dt);
+                double ref[200 + GUARD], got[200 + GUARD];
+                for (int64_t c = 0; c < w + GUARD; c++) ref[c] = c < w ? 0.25 * (double)c - 3.0 : 1234.5;
+                R->colsum[dt](ref, p, ld, rows, w);
+                for (int e = 0; e < l.n; e++) {
+                    for (int64_t c = 0; c < w + GUARD; c++) got[c] = c < w ? 0.25 * (double)c - 3.0 : 1234.5;
+                    l.e[e]->fn.COLSUM(got, p, ld, rows, w);
+                    for (int64_t c = 0; c < w + GUARD; c++) /* bits, or NaN for NaN (C leaves payloads free) */
+                        if (memcmp(&got[c], &ref[c], sizeof *got) != 0 && !(isnan(got[c]) && isnan(ref[c])))
+                            FAILF("%s rows %lld w %lld dtype %s column %lld: %.17g, ref %.17g", l.e[e]->name,
+                                  (long long)rows, (long long)w, ampc_dtype_name(dt), (long long)c, got[c], ref[c]);
+                }
+                if (rows > 0 && dti == 0) { /* the oracle itself: a plain double sum down column 0 */
+                    double s = -3.0;
+                    for (int64_t r = 0; r < rows; r++) s += (double)g[r * ld];
+                    assert_true(memcmp(&s, &ref[0], sizeof s) == 0 || (isnan(s) && isnan(ref[0])));
+                }
+            }
+        }
+        free(g), free(h), free(b);
+    }
+}
+
 /* ---- range statistics: every field equal to ref's ---- */
 
 /* the library's 12 thresholds (src/amp/stats.c: three a format), then four more: 0 (every value counts,
@@ -282,8 +332,9 @@ static void test_range_large(void **state) {
 int main(void) {
     R = ampci_kernels(AMPC_ISA_REF);
     for (int slot = AMPCI_SLOT_SGD; slot <= AMPCI_SLOT_RANGE; slot++) kc_note_unusable((ampci_slot)slot);
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_sgd),     cmocka_unit_test(test_adamw),
-                                       cmocka_unit_test(test_unscale), cmocka_unit_test(test_sumsq),
-                                       cmocka_unit_test(test_range),   cmocka_unit_test(test_range_large)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_sgd),        cmocka_unit_test(test_adamw),
+                                       cmocka_unit_test(test_unscale),    cmocka_unit_test(test_sumsq),
+                                       cmocka_unit_test(test_colsum),     cmocka_unit_test(test_range),
+                                       cmocka_unit_test(test_range_large)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

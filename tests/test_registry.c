@@ -49,6 +49,7 @@ static void expected_op(const ampci_kernel *e, char *buf, size_t size) {
     case AMPCI_SLOT_IM2COL: snprintf(buf, size, "ampc_k_im2col_%s", dt(e->dtype)); return;
     case AMPCI_SLOT_UNSCALE: snprintf(buf, size, "ampc_k_unscale_%s", dt(e->dtype)); return;
     case AMPCI_SLOT_SUMSQ: snprintf(buf, size, "ampc_k_sumsq_%s", dt(e->dtype)); return;
+    case AMPCI_SLOT_COLSUM: snprintf(buf, size, "ampc_k_colsum_%s", dt(e->dtype)); return;
     default: snprintf(buf, size, "ampc_k_%s", fixed[e->slot] ? fixed[e->slot] : "?"); return;
     }
 }
@@ -56,7 +57,7 @@ static void expected_op(const ampci_kernel *e, char *buf, size_t size) {
 /* The key fields hold only what the slot's key uses (see ampci_slot). */
 static void check_key(const ampci_kernel *e) {
     bool by_dtype = e->slot == AMPCI_SLOT_GEMM || e->slot == AMPCI_SLOT_IM2COL || e->slot == AMPCI_SLOT_UNSCALE ||
-                    e->slot == AMPCI_SLOT_SUMSQ;
+                    e->slot == AMPCI_SLOT_SUMSQ || e->slot == AMPCI_SLOT_COLSUM;
     bool by_op = e->slot == AMPCI_SLOT_UNARY || e->slot == AMPCI_SLOT_UNARY_BW || e->slot == AMPCI_SLOT_BINARY;
     int ops = e->slot == AMPCI_SLOT_BINARY ? AMPCI_BINARY_COUNT : AMPCI_UNARY_COUNT;
     if (e->slot == AMPCI_SLOT_CONVERT) {
@@ -194,6 +195,7 @@ static const void *field(const struct ampc_kernels *k, const ampci_kernel *e) {
     case AMPCI_SLOT_ADAMW: return (const void *)k->adamw;
     case AMPCI_SLOT_UNSCALE: return (const void *)k->unscale[d];
     case AMPCI_SLOT_SUMSQ: return (const void *)k->sumsq[d];
+    case AMPCI_SLOT_COLSUM: return (const void *)k->colsum[d];
     case AMPCI_SLOT_RANGE: return (const void *)k->range;
     case AMPCI_SLOT_QUANT8: return (const void *)k->quant8;
     default: FAILF("slot %d", (int)e->slot);

@@ -42,6 +42,14 @@ AMPCI_HIDDEN ampci_node *ampci_record(ampc_ctx *ctx, const char *op, ampc_tensor
 AMPCI_HIDDEN bool ampci_input_needs_grad(const ampci_node *n, int i);
 /* Adds g (contiguous, t's shape, any dtype) to t's gradient, in t's dtype. */
 AMPCI_HIDDEN ampc_status ampci_grad_accumulate(ampc_tensor *t, const ampc_tensor *g);
+/* A gradient g (contiguous) for a window of op output t: window(arg, whole) is the view of a tensor shaped
+ * like t that g covers. When t's pending gradient is a buffer only this walk holds (the in-place case of
+ * ampci_grad_accumulate), g is added into its window there, in F32, rounded once to t's dtype (the sums
+ * ampci_grad_accumulate of g placed in zeros would form, but the elements outside the window are not
+ * touched) and *done is set; otherwise nothing happens and the caller accumulates a whole gradient. */
+typedef ampc_tensor *ampci_window_fn(const void *arg, ampc_tensor *whole);
+AMPCI_HIDDEN ampc_status ampci_grad_accumulate_window(ampc_tensor *t, const ampc_tensor *g, ampci_window_fn *window,
+                                                      const void *arg, bool *done);
 /* The dtype in which a backward may hand t a contribution it computes in F32, for the same result: t's
  * own where ampci_grad_accumulate would round the F32 values to it at once (the first contribution to an
  * op output or to a leaf's gradient this step), so the producer can round on its way out; F32 otherwise,

@@ -115,6 +115,27 @@ static ampc_status accumulate_leaf(ampc_tensor *t, const ampc_tensor *g) {
                      .src_dt = g->dtype, .n = ampci_numel(t));
 }
 
+/* n's pending gradient is a transient buffer that only the walk holds: contributions may go into it. */
+static bool grad_takes_in_place(ampc_ctx *ctx, const ampci_node *n) {
+    return n->grad && n->grad->storage->arena && ampc_tensor_is_contiguous(n->grad) && n->grad->offset == 0 &&
+           ampci_step_exclusive(ctx, n->grad->storage->data);
+}
+
+ampc_status ampci_grad_accumulate_window(ampc_tensor *t, const ampc_tensor *g, ampci_window_fn *window, const void *arg,
+                                         bool *done) {
+    ampc_ctx *ctx = t->ctx;
+    *done = false;
+    /* anomaly mode checks whole F32 contributions; a leaf's contributions go to its listeners whole */
+    if (ctx->check_finite || !t->node || !grad_takes_in_place(ctx, t->node) || t->node->grad->dtype != t->dtype)
+        return AMPC_OK;
+    ampc_tensor *w = window(arg, t->node->grad);
+    if (!w) return ampc_last_status();
+    ampc_status s = AMPCI_DEV(ctx, strided_copy, .t = ampci_tensor_strided(w), .buf = (void *)ampci_dev_ptr(g),
+                              .buf_dt = g->dtype, .to_tensor = true, .add = true);
+    *done = s == AMPC_OK;
+    return s;
+}
+
 ampc_status ampci_grad_accumulate(ampc_tensor *t, const ampc_tensor *g) {
     AMPCI_ASSERT(ampci_numel(t) == ampci_numel(g) && ampc_tensor_is_contiguous(g));
     ampc_ctx *ctx = t->ctx;
@@ -129,8 +150,7 @@ ampc_status ampci_grad_accumulate(ampc_tensor *t, const ampc_tensor *g) {
     ampc_tensor *sum;
     if (!n->grad) {
         sum = g->dtype == t->dtype ? (ampc_tensor *)g : ampci_copy_as(fn, g, t->dtype);
-    } else if (n->grad->storage->arena && ampc_tensor_is_contiguous(n->grad) && n->grad->offset == 0 &&
-               ampci_step_exclusive(ctx, n->grad->storage->data)) {
+    } else if (grad_takes_in_place(ctx, n)) {
         return add_into(n->grad, g); /* the sum rounds once to t's dtype either way: the same bits */
     } else {
         sum = ampci_copy_as(fn, n->grad, t->dtype);
@@ -254,7 +274,7 @@ static ampc_status walk(ampc_ctx *ctx) {
     return AMPC_OK;
 }
 
-static ampc_status backward_from(ampc_ctx *ctx, ampc_tensor *out, const ampc_tensor *seed) {
+static ampc_status backward_walk(ampc_ctx *ctx, ampc_tensor *out, const ampc_tensor *seed) {
     char b[128];
     if (!out->node && !out->requires_grad)
         return ampci_fail(AMPC_STATUS_STATE,
@@ -275,6 +295,13 @@ static ampc_status backward_from(ampc_ctx *ctx, ampc_tensor *out, const ampc_ten
         ctx->no_grad_depth--;
     }
     unmark(ctx);
+    return s;
+}
+
+static ampc_status backward_from(ampc_ctx *ctx, ampc_tensor *out, const ampc_tensor *seed) {
+    int was = ampci_phase_enter(ctx, AMPCI_PHASE_BACKWARD);
+    ampc_status s = backward_walk(ctx, out, seed);
+    ampci_phase_leave(ctx, was);
     return s;
 }
 

@@ -80,6 +80,8 @@ AMPCI_HIDDEN ampc_status ampci_pool_new(int threads, ampci_pool **out);
 AMPCI_HIDDEN void ampci_pool_free(ampci_pool *p);
 AMPCI_HIDDEN int ampci_pool_threads(const ampci_pool *p);
 AMPCI_HIDDEN void ampci_pool_run(ampci_pool *p, int64_t n, int64_t grain, ampc_parallel_fn fn, void *arg);
+/* Parallel regions the pool has handed to its workers so far (runs made serial are not counted). */
+AMPCI_HIDDEN uint64_t ampci_pool_regions(const ampci_pool *p);
 AMPCI_HIDDEN int ampci_online_cpus(void);
 
 /* ---- row-parallel work ----
@@ -224,6 +226,10 @@ struct ampc_ctx {
     /* FLOPs of the matrix products the ops ran (ampc_ctx_matmul_flops): a plain counter, since ops run on
      * the thread that calls them (the pool's workers run kernels only) */
     uint64_t matmul_flops;
+    /* the step phase the host is in (ampci_phase: forward, backward, optimizer), for the profile of
+     * device calls (kernels/profile.c; NULL: off), which wraps ctx->dev while it is on */
+    int phase;
+    struct ampci_profile *prof;
     /* ---- kernels: the table this context runs (its level's, or own_kernels: its level's with the
      * choices a restored checkpoint recorded) and the FP32 matmul precision (the global setting in [0],
      * then scoped overrides) ---- */
@@ -264,6 +270,17 @@ struct ampc_ctx {
         int n, depth;
     } frames;
 };
+
+/* Step phases, for the profile of device calls: calls made by ampc_backward are backward's; by the
+ * GradScaler, clipping, zero_grad and the optimizer, the optimizer's; all others forward's. Enter returns
+ * the phase to give back to leave (so phases nest). */
+enum { AMPCI_PHASE_FORWARD, AMPCI_PHASE_BACKWARD, AMPCI_PHASE_OPTIMIZER, AMPCI_PHASE_COUNT };
+static inline int ampci_phase_enter(ampc_ctx *ctx, int phase) {
+    int was = ctx->phase;
+    ctx->phase = phase;
+    return was;
+}
+static inline void ampci_phase_leave(ampc_ctx *ctx, int was) { ctx->phase = was; }
 
 static inline bool ampci_dev_is_host(const ampc_ctx *ctx) { return ctx->dev_mem.buft->is_host; }
 

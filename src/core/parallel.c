@@ -38,6 +38,7 @@ struct ampci_pool {
     void *arg;
     int64_t n, grain, nchunks;
     atomic_int_fast64_t next;
+    uint64_t regions; /* jobs handed to the workers (under run_lock) */
 };
 
 static _Thread_local int tl_in_parallel;
@@ -150,6 +151,7 @@ void ampci_pool_free(ampci_pool *p) {
 }
 
 int ampci_pool_threads(const ampci_pool *p) { return p ? p->threads : 1; }
+uint64_t ampci_pool_regions(const ampci_pool *p) { return p ? p->regions : 0; }
 
 static void run_serial(int64_t n, int64_t grain, int64_t nchunks, ampc_parallel_fn fn, void *arg) {
     for (int64_t c = 0; c < nchunks; c++) {
@@ -169,6 +171,7 @@ void ampci_pool_run(ampci_pool *p, int64_t n, int64_t grain, ampc_parallel_fn fn
         return;
     }
     pthread_mutex_lock(&p->run_lock);
+    p->regions++;
     p->fn = fn, p->arg = arg, p->n = n, p->grain = grain, p->nchunks = nchunks;
     atomic_store(&p->next, 0);
     atomic_store(&p->finished, 0);

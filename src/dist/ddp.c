@@ -47,7 +47,8 @@ static void scale_convert(void *dst, ampc_dtype ddt, const void *src, ampc_dtype
 /* x[0..n) *= f in place, on the device (F32; the unscale kernel, f a power of two keeps it exact). */
 static ampc_status scale_in_place(const ampc_dist *d, float *x, int64_t n, float f) {
     if (f == 1.0f || n <= 0) return AMPC_OK;
-    return AMPCI_DEV(d->opt->ctx, grad_unscale, .g = x, .dt = AMPC_DTYPE_F32, .n = n, .factor = f, .flag = NULL);
+    ampci_grad_list one = {.g = (void *const[]){x}, .dt = (const ampc_dtype[]){AMPC_DTYPE_F32}, .n = &n, .count = 1};
+    return AMPCI_DEV(d->opt->ctx, grad_unscale, .list = one, .factor = f, .flag = NULL);
 }
 
 static ampc_status pack(ampc_dist *d, ampci_bucket *b) {

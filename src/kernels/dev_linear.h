@@ -20,7 +20,8 @@ typedef struct ampci_gemm_args {
     int64_t as[2], bs[2], cs[2];
 } ampci_gemm_args;
 
-/* out (cols, F32) = the column sums of g (rows, cols) of dtype dt, each column in double in row order. */
+/* out (cols, F32) = the column sums of g (rows, cols) of dtype dt, each column in double: the sums of blocks
+ * of 256 rows (in row order) added in block order. */
 typedef struct ampci_col_sum_args {
     float *out;
     const void *g;

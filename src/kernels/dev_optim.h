@@ -36,26 +36,32 @@ typedef struct ampci_optim_update_args {
     ampci_sr_args sr;
 } ampci_optim_update_args;
 
-/* g (n, dt: F32, F16 or BF16, contiguous) *= factor in g's dtype (the kernel table's unscale: nothing
- * changes when factor is 1); flag (one int32, or NULL) = 1 when any value of g was inf or NaN before the
+/* A list of gradients for the multi-tensor passes below (PyTorch's _foreach ops): entry i is g[i] (n[i]
+ * elements of dt[i]: F32, F16 or BF16, contiguous; n[i] 0 for an entry with nothing to do). The three
+ * arrays are host memory holding device addresses and sizes. One call covers the list, so a device runs
+ * it as one parallel pass (the CPU: pieces of at most AMPCI_GRAD_PIECE elements on its threads). */
+typedef struct ampci_grad_list {
+    void *const *g;
+    const ampc_dtype *dt;
+    const int64_t *n;
+    int count;
+} ampci_grad_list;
+#define AMPCI_GRAD_PIECE ((int64_t)1 << 20)
+/* Every g[i] *= factor in its dtype (the kernel table's unscale: nothing changes when factor is 1); flag
+ * (count int32, device, or NULL) entry i = 1 when any value of g[i] was inf or NaN before the
  * multiplication, else 0. The GradScaler's unscale (factor fl(1 / scale)) and clipping (factor coef). */
 typedef struct ampci_grad_unscale_args {
-    void *g;
-    ampc_dtype dt;
-    int64_t n;
+    ampci_grad_list list;
     float factor;
     int32_t *flag;
 } ampci_grad_unscale_args;
-
-/* out (one double) = the sum of squares of g (n, dt: F32, F16 or BF16, contiguous) in double, in the
- * kernel table's order. */
+/* out (count doubles, device) entry i = the sum of squares of g[i] in double: the kernel table's sum of
+ * each piece of AMPCI_GRAD_PIECE elements, the pieces added in order (a gradient of one piece: the
+ * kernel's sum itself), so the bits depend on neither the thread count nor the device. */
 typedef struct ampci_grad_sumsq_args {
-    const void *g;
-    ampc_dtype dt;
-    int64_t n;
+    ampci_grad_list list;
     double *out;
 } ampci_grad_sumsq_args;
-
 #define AMPCI_DEVOPS_OPTIM(X) X(optim_update) X(grad_unscale) X(grad_sumsq)
 
 #endif

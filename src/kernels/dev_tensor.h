@@ -17,12 +17,15 @@ typedef struct ampci_strided {
 
 /* t (any strides) and buf (numel(t) contiguous elements of buf_dt), element i of buf being element i of
  * t in row-major order: buf -> t when to_tensor, else t -> buf; converted element by element (ampc_convert's
- * rules: floats round to nearest even once, integers truncate and saturate). */
+ * rules: floats round to nearest even once, integers truncate and saturate). With add (to_tensor, float
+ * dtypes only): t = t + buf instead, the sum formed in F32 and rounded once to t's dtype (a gradient added
+ * into a window of a larger one). */
 typedef struct ampci_strided_copy_args {
     ampci_strided t;
     void *buf;
     ampc_dtype buf_dt;
     bool to_tensor;
+    bool add;
 } ampci_strided_copy_args;
 
 /* Every element of t (any strides) = pattern (the value's bytes in t's dtype). */

@@ -113,6 +113,7 @@ static void install(struct ampc_kernels *k, ampci_slot slot, int key, const ampc
     case AMPCI_SLOT_SUMSQ: k->sumsq[key] = f->SUMSQ; break;
     case AMPCI_SLOT_RANGE: k->range = f->RANGE; break;
     case AMPCI_SLOT_QUANT8: k->quant8 = f->QUANT8; break;
+    case AMPCI_SLOT_COLSUM: k->colsum[key] = f->COLSUM; break;
     default: AMPCI_ASSERT(!"install: slot out of range");
     }
 }

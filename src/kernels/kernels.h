@@ -195,6 +195,12 @@ typedef ampci_unscale_kernel *ampc_k_unscale_fn;
 /* Sum of squares of n values of the slot's dtype, in double (the global grad norm). */
 typedef double ampci_sumsq_kernel(const void *g, int64_t n);
 typedef ampci_sumsq_kernel *ampc_k_sumsq_fn;
+/* Column sums (a bias gradient): acc[c] += g[r][c] for r = 0..rows-1 in row order, each in double, for
+ * the w columns of g (rows of the slot's dtype, ld elements apart). Exact order, so every level gives the
+ * same bits. */
+typedef void ampci_colsum_kernel(double *acc /* (w) */, const void *g /* (rows, ld) */, int64_t ld, int64_t rows,
+                                 int64_t w);
+typedef ampci_colsum_kernel *ampc_k_colsum_fn;
 
 /* Range statistics (the doctor's, src/amp/stats.c) of n F32 values, added into acc: hist[e] counts the
  * biased exponent e of |x| (bin 0: zeros and subnormals; 255: inf and NaN); ge[j] counts |x|'s bit
@@ -235,7 +241,7 @@ typedef ampci_quant8_kernel *ampc_k_quant8_fn;
 /* ---- the registry ---- */
 
 /* A slot is one kind of kernel (one signature, one field of struct ampc_kernels); a cell is a slot and a
- * key. Keys: CONVERT (dtype = dst, src); GEMM, IM2COL, UNSCALE, SUMSQ: dtype (the operands'); UNARY,
+ * key. Keys: CONVERT (dtype = dst, src); GEMM, IM2COL, UNSCALE, SUMSQ, COLSUM: dtype (the operands'); UNARY,
  * UNARY_BW: op (ampci_unary); BINARY: op (ampci_binary); the other slots have one cell (key 0). */
 typedef enum ampci_slot {
     AMPCI_SLOT_CONVERT = 0,
@@ -264,6 +270,7 @@ typedef enum ampci_slot {
     AMPCI_SLOT_SUMSQ,
     AMPCI_SLOT_RANGE,
     AMPCI_SLOT_QUANT8,
+    AMPCI_SLOT_COLSUM,
     AMPCI_SLOT_COUNT
 } ampci_slot;
 /* Keys run over [0, AMPCI_KEY_COUNT): a conversion's is dst * AMPC_DTYPE_COUNT + src. */
@@ -314,6 +321,7 @@ typedef union ampci_kernel_fn {
     ampc_k_sumsq_fn SUMSQ;
     ampc_k_range_fn RANGE;
     ampc_k_quant8_fn QUANT8;
+    ampc_k_colsum_fn COLSUM;
 } ampci_kernel_fn;
 
 /* One registered kernel. */
@@ -321,7 +329,7 @@ typedef struct ampci_kernel {
     ampc_device_kind device; /* the registry's outer key: the device whose operations run it (the CPU for
                                 the ISA folders; a GPU's kernels will register under their own device) */
     ampci_slot slot;
-    ampc_dtype dtype;   /* key of CONVERT (the dst), GEMM, IM2COL, UNSCALE, SUMSQ; F32 elsewhere */
+    ampc_dtype dtype;   /* key of CONVERT (the dst), GEMM, IM2COL, UNSCALE, SUMSQ, COLSUM; F32 elsewhere */
     ampc_dtype src;     /* key of CONVERT; elsewhere equal to dtype */
     int op;             /* key of UNARY, UNARY_BW (ampci_unary), BINARY (ampci_binary); 0 elsewhere */
     const char *name;   /* the function's identifier */
@@ -461,6 +469,7 @@ struct ampc_kernels {
     ampc_k_adamw_fn adamw;
     ampc_k_unscale_fn unscale[AMPC_DTYPE_COUNT]; /* F32, F16, BF16 */
     ampc_k_sumsq_fn sumsq[AMPC_DTYPE_COUNT];
+    ampc_k_colsum_fn colsum[AMPC_DTYPE_COUNT]; /* the bias gradient's column sums */
     /* ---- range statistics (src/amp/stats.c) ---- */
     ampc_k_range_fn range;
     /* ---- FP8 quantisation (E4M3 / E5M2 values as BF16 bits) ---- */

@@ -37,7 +37,8 @@ ampci_key_kind ampci_slot_key_kind(ampci_slot slot) {
     case AMPCI_SLOT_GEMM:
     case AMPCI_SLOT_IM2COL:
     case AMPCI_SLOT_UNSCALE:
-    case AMPCI_SLOT_SUMSQ: return AMPCI_KEY_DTYPE;
+    case AMPCI_SLOT_SUMSQ:
+    case AMPCI_SLOT_COLSUM: return AMPCI_KEY_DTYPE;
     case AMPCI_SLOT_UNARY:
     case AMPCI_SLOT_UNARY_BW:
     case AMPCI_SLOT_BINARY: return AMPCI_KEY_OP;
@@ -153,6 +154,7 @@ static const char *const g_slot_names[AMPCI_SLOT_COUNT] = {
     [AMPCI_SLOT_SUMSQ] = "sumsq",
     [AMPCI_SLOT_RANGE] = "range",
     [AMPCI_SLOT_QUANT8] = "quant8",
+    [AMPCI_SLOT_COLSUM] = "colsum",
 };
 #define OP_NAME(OP, op, ISA) #op,
 static const char *const g_unary_names[AMPCI_UNARY_COUNT] = {AMPCI_UNARY_OPS(OP_NAME, _)};

@@ -144,8 +144,9 @@ static bool prep_ids(work *w, int64_t n, int64_t bound) {
 static bool prep_rows(work *w) {
     int64_t n = w->slot == AMPCI_SLOT_EMBEDDING_BW ? EMB_ROWS * EMB_COLS : N_ELEM;
     ampc_dtype dt = w->slot == AMPCI_SLOT_CONVERT ? (ampc_dtype)(w->key % AMPC_DTYPE_COUNT)
-                    : w->slot == AMPCI_SLOT_UNSCALE || w->slot == AMPCI_SLOT_SUMSQ ? (ampc_dtype)w->key
-                                                                                   : AMPC_DTYPE_F32;
+                    : w->slot == AMPCI_SLOT_UNSCALE || w->slot == AMPCI_SLOT_SUMSQ || w->slot == AMPCI_SLOT_COLSUM
+                        ? (ampc_dtype)w->key
+                        : AMPC_DTYPE_F32;
     bool ok = pattern(w, 0, dt, n, 1.25f) != NULL;
     for (int i = 1; ok && i < 9; i++) ok = fbuf(w, i, n, 1.25f) != NULL;
     if (ok && w->slot == AMPCI_SLOT_CONVERT)
@@ -197,6 +198,7 @@ static void run_rows(work *w, const ampci_kernel *e) {
         break;
     case AMPCI_SLOT_UNSCALE: k->UNSCALE(w->buf[1], N_ELEM, -1.0f); break; /* magnitudes stay put */
     case AMPCI_SLOT_SUMSQ: k->SUMSQ(w->buf[0], N_ELEM); break;
+    case AMPCI_SLOT_COLSUM: k->COLSUM((double *)f[1], w->buf[0], COLS, ROWS, COLS); break; /* f[1]: COLS doubles */
     case AMPCI_SLOT_RANGE: {
         static const uint32_t thr[12] = {0x33000001, 0x387fc000, 0x477ff000, 0x00000001, 0x00800000, 0x7f7f8000,
                                          0x3a800001, 0x3c800000, 0x43e80001, 0x37000001, 0x38800000, 0x47700000};

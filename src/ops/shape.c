@@ -111,9 +111,20 @@ ampc_tensor *ampc_tensor_permute(const ampc_tensor *t, const int *perm) {
     return shape_end(&d, t, out, &sv, false);
 }
 
+/* The window a slice cut (view_saved) of a tensor shaped like its input. */
+static ampc_tensor *slice_window(const void *arg, ampc_tensor *whole) {
+    const view_saved *sv = arg;
+    return ampci_slice("slice", whole, sv->dim0, sv->start, sv->end, sv->step);
+}
+
+/* Into the input's pending gradient where it can take it in place (the other slices of a split, e.g. q, k
+ * and v of one projection, then cost their own size, not the whole input's); else placed in zeros. */
 static ampc_status slice_backward(ampci_node *n, const ampc_tensor *g) {
     const view_saved *sv = n->saved;
     ampc_tensor *in = n->in[0];
+    bool done;
+    ampc_status s = ampci_grad_accumulate_window(in, g, slice_window, sv, &done);
+    if (s != AMPC_OK || done) return s;
     ampc_tensor *z = ampci_tensor_arena(n->op, n->ctx, g->dtype, in->ndim, in->shape);
     ampc_tensor *part = z ? ampci_slice(n->op, z, sv->dim0, sv->start, sv->end, sv->step) : NULL;
     if (!part || ampci_tensor_scatter(part, ampci_dev_ptr(g), g->dtype) != AMPC_OK) return ampc_last_status();

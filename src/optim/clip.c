@@ -1,10 +1,10 @@
 /* clip.c: whole-optimizer gradient checks: the global L2 norm with torch.nn.utils.clip_grad_norm_'s
- * clipping rule, and the finiteness check that names the first offending parameter. Each gradient is one
- * device operation writing its result into a small device array (one entry per parameter: a sum of
- * squares in double, or the index of the first non-finite value); the host reads the whole array once,
- * at a named synchronisation point (AMPC_SYNC_CLIP_NORM, AMPC_SYNC_FOUND_INF), and sums the squares in
- * parameter order, so the norm has the same bits as one running sum. The clipping itself (each gradient
- * times coef) stays on the device. */
+ * clipping rule, and the finiteness check that names the first offending parameter. One device operation
+ * over the list of gradients (the sums of squares; the clipping) or one per gradient (the index of its
+ * first non-finite value) writes into a small device array, one entry per parameter; the host reads the
+ * whole array once, at a named synchronisation point (AMPC_SYNC_CLIP_NORM, AMPC_SYNC_FOUND_INF), and
+ * sums the squares in parameter order, so the norm has the same bits whatever the thread count. The
+ * clipping itself (each gradient times coef) stays on the device. */
 #include "optim.h"
 
 #include <math.h>
@@ -24,10 +24,10 @@ static ampc_status sum_of_squares(ampc_optim *opt, double *ss) {
     ampc_status s = dev && host ? AMPC_OK
                     : dev       ? ampci_fail(AMPC_STATUS_OOM, "ampc_clip_grad_norm: out of memory")
                                 : ampc_last_status();
-    for (int i = 0; i < opt->n && s == AMPC_OK; i++) {
-        const ampci_param *pp = &opt->params[i];
-        const ampc_tensor *g = pp->p->grad;
-        if (g) s = AMPCI_DEV(ctx, grad_sumsq, .g = owned(pp, g), .dt = g->dtype, .n = pp->hi - pp->lo, .out = dev + i);
+    ampci_grad_list list = {0};
+    if (s == AMPC_OK && (s = ampci_optim_grad_list(opt, &list, false)) == AMPC_OK) {
+        s = AMPCI_DEV(ctx, grad_sumsq, .list = list, .out = dev);
+        ampci_optim_grad_list_free(&list);
     }
     if (s == AMPC_OK) {
         ampci_sync_read(ctx, AMPC_SYNC_CLIP_NORM, host, dev, (size_t)opt->n * sizeof *host);
@@ -39,10 +39,19 @@ static ampc_status sum_of_squares(ampc_optim *opt, double *ss) {
     return s;
 }
 
+static ampc_status clip(ampc_optim *opt, double max_norm, double *norm);
+
 ampc_status ampc_clip_grad_norm(ampc_optim *opt, double max_norm, double *norm) {
     static const char fn[] = "ampc_clip_grad_norm";
     if (!opt) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: optimizer is NULL", fn);
     if (!(max_norm > 0)) return ampci_fail(AMPC_STATUS_INVALID_ARG, "%s: max_norm %g; expected > 0", fn, max_norm);
+    int was = ampci_phase_enter(opt->ctx, AMPCI_PHASE_OPTIMIZER);
+    ampc_status st = clip(opt, max_norm, norm);
+    ampci_phase_leave(opt->ctx, was);
+    return st;
+}
+
+static ampc_status clip(ampc_optim *opt, double max_norm, double *norm) {
     ampc_status st = ampci_optim_sync_grads(opt);
     double ss;
     if (st != AMPC_OK || (st = sum_of_squares(opt, &ss)) != AMPC_OK) return st;
@@ -52,15 +61,11 @@ ampc_status ampc_clip_grad_norm(ampc_optim *opt, double max_norm, double *norm) 
     if (!isfinite(total)) return AMPC_OK; /* reported to the caller; a scaler step skips such gradients */
     double coef = max_norm / (total + 1e-6);
     if (coef >= 1.0) return AMPC_OK;
-    for (int i = 0; i < opt->n && st == AMPC_OK; i++) {
-        const ampci_param *pp = &opt->params[i];
-        ampc_tensor *g = pp->p->grad;
-        if (!g) continue;
-        /* multiply by coef, in the gradient's dtype: the unscale kernel with a finite factor does exactly that */
-        st = AMPCI_DEV(opt->ctx, grad_unscale, .g = owned(pp, g), .dt = g->dtype, .n = pp->hi - pp->lo,
-                       .factor = (float)coef, .flag = NULL);
-        g->storage->version++;
-    }
+    /* multiply by coef, in each gradient's dtype: the unscale kernel with a finite factor does exactly that */
+    ampci_grad_list list;
+    if ((st = ampci_optim_grad_list(opt, &list, true)) != AMPC_OK) return st;
+    st = AMPCI_DEV(opt->ctx, grad_unscale, .list = list, .factor = (float)coef, .flag = NULL);
+    ampci_optim_grad_list_free(&list);
     return st;
 }
 

@@ -154,23 +154,27 @@ static ampc_status agree(ampc_optim *opt, opt_state *st, int first) {
  * flags[i] (one int32 per parameter; 0 for parameters without a gradient). */
 static ampc_status unscale_on_device(ampc_grad_scaler *gs, ampc_optim *opt, int32_t *flags) {
     float inv = (float)(1.0 / (double)gs->sc.scale); /* the reciprocal in double, as PyTorch */
-    ampci_dev_memset(gs->ctx, flags, 0, (size_t)opt->n * sizeof *flags);
-    for (int i = 0; i < opt->n; i++) {
-        const ampci_param *pp = &opt->params[i];
-        ampc_tensor *g = pp->p->grad;
-        if (!g) continue;
-        ampc_status s = AMPCI_DEV(gs->ctx, grad_unscale,
-                                  .g = ampci_dev_ptr(g) + (size_t)pp->lo * ampc_dtype_size(g->dtype), .dt = g->dtype,
-                                  .n = pp->hi - pp->lo, .factor = inv, .flag = flags + i);
-        g->storage->version++;
-        if (s != AMPC_OK) return s;
-    }
-    return AMPC_OK;
+    ampci_grad_list list;
+    ampc_status s = ampci_optim_grad_list(opt, &list, true);
+    if (s != AMPC_OK) return s;
+    s = AMPCI_DEV(gs->ctx, grad_unscale, .list = list, .factor = inv, .flag = flags);
+    ampci_optim_grad_list_free(&list);
+    return s;
 }
 
 /* Unscales opt's gradients (this process's part of them) into st; the caller has checked the stage. The
  * flags come back to the host in one read: found-inf, the first bad tensor and the bad count. */
+static ampc_status unscale_checked(ampc_grad_scaler *gs, ampc_optim *opt, opt_state *st);
+
+/* Unscales opt's gradients into st's found-inf record (the optimizer phase of the profile). */
 static ampc_status unscale_into(ampc_grad_scaler *gs, ampc_optim *opt, opt_state *st) {
+    int was = ampci_phase_enter(opt->ctx, AMPCI_PHASE_OPTIMIZER);
+    ampc_status s = unscale_checked(gs, opt, st);
+    ampci_phase_leave(opt->ctx, was);
+    return s;
+}
+
+static ampc_status unscale_checked(ampc_grad_scaler *gs, ampc_optim *opt, opt_state *st) {
     ampc_status s = ampci_optim_sync_grads(opt);
     if (s != AMPC_OK) return s;
     size_t bytes = (size_t)(opt->n ? opt->n : 1) * sizeof(int32_t);

@@ -206,14 +206,21 @@ ampc_status ampc_optim_add_group(ampc_optim *opt, const char *name, ampc_tensor 
     return AMPC_OK;
 }
 
-ampc_status ampc_optim_step(ampc_optim *opt) {
-    if (!opt) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_optim_step: optimizer is NULL");
+static ampc_status optim_step(ampc_optim *opt) {
     ampc_status s = ampci_optim_sync_grads(opt);
     for (int i = 0; i < opt->n && s == AMPC_OK; i++)
         if (opt->params[i].p->grad) s = ampci_optim_update(opt, &opt->params[i]);
     if (s != AMPC_OK) return s;
     opt->steps++;
     return opt->dist.after_step ? opt->dist.after_step(opt->dist.arg) : AMPC_OK;
+}
+
+ampc_status ampc_optim_step(ampc_optim *opt) {
+    if (!opt) return ampci_fail(AMPC_STATUS_INVALID_ARG, "ampc_optim_step: optimizer is NULL");
+    int was = ampci_phase_enter(opt->ctx, AMPCI_PHASE_OPTIMIZER);
+    ampc_status s = optim_step(opt);
+    ampci_phase_leave(opt->ctx, was);
+    return s;
 }
 
 /* ---- data parallelism ---- */
@@ -312,8 +319,34 @@ int64_t ampc_optim_state_bytes(const ampc_optim *opt) {
     return b;
 }
 
+ampc_status ampci_optim_grad_list(const ampc_optim *opt, ampci_grad_list *list, bool bump) {
+    size_t n = (size_t)(opt->n ? opt->n : 1);
+    void **g = malloc(n * (sizeof(void *) + sizeof(ampc_dtype) + sizeof(int64_t)));
+    if (!g) return ampci_fail(AMPC_STATUS_OOM, "optimizer: out of memory for the list of %d gradients", opt->n);
+    int64_t *count = (int64_t *)(g + n);
+    ampc_dtype *dt = (ampc_dtype *)(count + n);
+    for (int i = 0; i < opt->n; i++) {
+        const ampci_param *pp = &opt->params[i];
+        ampc_tensor *t = pp->p->grad;
+        g[i] = t ? ampci_dev_ptr(t) + (size_t)pp->lo * ampc_dtype_size(t->dtype) : NULL;
+        dt[i] = t ? t->dtype : AMPC_DTYPE_F32;
+        count[i] = t ? pp->hi - pp->lo : 0;
+        if (t && bump) t->storage->version++;
+    }
+    *list = (ampci_grad_list){.g = g, .dt = dt, .n = count, .count = opt->n};
+    return AMPC_OK;
+}
+
+void ampci_optim_grad_list_free(ampci_grad_list *list) {
+    free((void *)list->g);
+    list->g = NULL;
+}
+
 void ampc_optim_zero_grad(ampc_optim *opt) {
-    for (int i = 0; opt && i < opt->n; i++) ampc_tensor_clear_grad(opt->params[i].p);
+    if (!opt) return;
+    int was = ampci_phase_enter(opt->ctx, AMPCI_PHASE_OPTIMIZER);
+    for (int i = 0; i < opt->n; i++) ampc_tensor_clear_grad(opt->params[i].p);
+    ampci_phase_leave(opt->ctx, was);
 }
 
 ampc_status ampc_optim_set_lr(ampc_optim *opt, double lr) {

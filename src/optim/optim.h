@@ -84,6 +84,12 @@ AMPCI_HIDDEN const ampc_optim_params *ampci_optim_config(const ampc_optim *opt);
 /* Sets the current learning rate and step count, as a checkpoint recorded them. */
 AMPCI_HIDDEN void ampci_optim_restore_counters(ampc_optim *opt, double lr, int64_t steps);
 
+/* The owned parts of opt's gradients as a device list (kernels/dev_optim.h), entry i for parameter i (0
+ * elements where it has no gradient), in one malloc'ed block that ampci_optim_grad_list_free releases;
+ * bump: each gradient's storage version is advanced (a pass that writes them). AMPC_STATUS_OOM recorded. */
+AMPCI_HIDDEN ampc_status ampci_optim_grad_list(const ampc_optim *opt, ampci_grad_list *list, bool bump);
+AMPCI_HIDDEN void ampci_optim_grad_list_free(ampci_grad_list *list);
+
 /* Updates one parameter from its gradient (src/optim/update.c). */
 AMPCI_HIDDEN ampc_status ampci_optim_update(ampc_optim *opt, ampci_param *pp);
 

@@ -408,6 +408,34 @@ done
 checks=$((checks + 1))
 [ "$(grep -c -F '"matmul_flops_per_step":1403904,' "$OUT")" -eq 2 ] || fail "$LAST: expected 1403904 matmul FLOPs per step on both lines"
 
+# bench step over a list of thread counts, with the per-operation profile
+TINY_NT="--layers 1 --d-model 16 --heads 2 --context 8 --batch 4 --steps 3"
+# shellcheck disable=SC2086
+run bench step $TINY_NT --untimed 1 --precisions fp32,bf16 --threads 1,2 --profile
+expect_rc 0
+for text in 'threads  ms/step' 'speed-up  efficiency' 'op kind, phase: device operation' 'linear forward: gemm' \
+    'linear backward: col_sum' 'optimizer: optim_update' 'host, between device calls' 'step (mean)' \
+    'speed-up: 1 -> 2 threads' '  2 threads; '; do
+    expect_has "$OUT" "$text"
+done
+expect_match "$OUT" '^bf16 +1 +[0-9.]+ .* 1\.00x +100%$'
+expect_match "$OUT" '^bf16 +2 +[0-9.]+ .*x +[0-9]+%$'
+checks=$((checks + 1))
+[ "$(grep -c -F 'op kind, phase: device operation' "$OUT")" -eq 2 ] || fail "$LAST: expected a profile table per precision"
+# shellcheck disable=SC2086
+run bench step $TINY_NT --untimed 1 --precisions bf16 --threads 1,2 --profile --json
+expect_rc 0
+expect_json "$OUT" --lines
+expect_lines "$OUT" 2
+for key in '"threads":2' '"speedup_over_threads":1' '"speedup":' '"efficiency":' '"profile":[{"kind":' \
+    '"phase":"backward"' '"calls_per_step":' '"regions_per_step":' '"host_ms_per_step":' '"mean_ms_per_step":'; do
+    expect_has "$OUT" "$key"
+done
+# shellcheck disable=SC2086
+usage_error "--threads" "a thread count from 0 to 1024, or a comma-separated list" -- bench step $TINY_NT --threads 1,x
+# shellcheck disable=SC2086
+usage_error "--threads" "at most 16 thread counts" -- bench step $TINY_NT --threads 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17
+
 # ---- an invalid AMPC_ISA stops every command ----
 for cmd in info "info --json" formats "bench convert --mib 1"; do
     # shellcheck disable=SC2086 # $cmd is a command plus its options

@@ -487,7 +487,10 @@ static int train_step(run_state *s, int64_t step, step_result *r) {
         ampc_grad_scaler_get_overflow(s->scaler, &ov);
         if (!stepped) snprintf(r->inf_tensor, sizeof r->inf_tensor, "%s", ov.first_tensor);
         if (ampc_grad_scaler_update(s->scaler) != AMPC_OK) return run_fail(s->prog, "scaler update");
-    } else if (isfinite(r->loss) && ampc_optim_grads_finite(s->opt, &bad)) { /* no scaler: skip non-finite steps */
+    } else if (isfinite(r->loss) && (isfinite(r->grad_norm) || ampc_optim_grads_finite(s->opt, &bad))) {
+        /* no scaler: skip non-finite steps. A finite norm (always computed: clipping to inf when off) says
+         * every gradient is finite (a square in double cannot overflow), so the check that names the
+         * offending gradient runs only when the norm is not */
         if (ampc_optim_step(s->opt) != AMPC_OK) return run_fail(s->prog, "step");
         stepped = true;
     } else {
@@ -675,8 +678,11 @@ static int loop(run_state *s, FILE *log, run_output *out) {
         int sig = stop_signal(s);
         if (sig) return stop(s, step, out, sig);
         run_set_stop_line(s, step);
-        if (step == s->start + cfg->untimed)
+        if (step == s->start + cfg->untimed) {
             ampc_ctx_sync_counts(s->ctx, syncs0), flops0 = ampc_ctx_matmul_flops(s->ctx);
+            if (cfg->profile && ampc_ctx_profile_start(s->ctx) != AMPC_OK)
+                return fatal(s, run_fail(s->prog, "profiling"));
+        }
         if (s->dist && step == s->start + cfg->untimed) ampc_dist_reset_stats(s->dist);
         step_result r;
         double ts = now();
@@ -705,6 +711,12 @@ static int loop(run_state *s, FILE *log, run_output *out) {
     ampc_ctx_sync_counts(s->ctx, out->syncs);
     for (int p = 0; p < AMPC_SYNC_POINT_COUNT; p++) out->syncs[p] -= syncs0[p];
     out->matmul_flops = ampc_ctx_matmul_flops(s->ctx) - flops0;
+    if (cfg->profile && (out->nprof = ampc_ctx_profile_read(s->ctx, NULL, 0)) > 0) {
+        if (!(out->prof = calloc((size_t)out->nprof, sizeof *out->prof)))
+            return fatal(s, run_fail(s->prog, "profiling"));
+        ampc_ctx_profile_read(s->ctx, out->prof, out->nprof);
+    }
+    ampc_ctx_profile_stop(s->ctx);
     if (s->dist) {
         ampc_dist_get_stats(s->dist, &out->dist);
         if (cfg->measure_comm && ampc_dist_time_reduction(s->dist, 5, &out->reduce_alone) != AMPC_OK)
@@ -778,6 +790,6 @@ int run_training(const char *prog, const run_config *cfg, const ampc_dataset *ds
 }
 
 void run_output_free(run_output *out) {
-    free(out->loss), free(out->scale), free(out->skipped), free(out->step_seconds);
+    free(out->loss), free(out->scale), free(out->skipped), free(out->step_seconds), free(out->prof);
     memset(out, 0, sizeof *out);
 }

@@ -93,6 +93,7 @@ typedef struct run_config {
     double dist_timeout; /* seconds a collective may wait */
     int64_t untimed;     /* bench: warm-up steps; the reduction statistics start after them */
     bool measure_comm;   /* bench: time the step's reductions alone at the end (out->reduce_alone) */
+    bool profile;        /* bench: the device calls of the steps after untimed, per operation (out->prof) */
     /* raw option values, turned into the fields above by run_finish_options */
     struct {
         ampc_model_kind model;
@@ -178,6 +179,9 @@ typedef struct run_output {
     /* FLOPs of the matrix products this process ran in the steps after cfg->untimed, counted as syncs
      * (ampc_ctx_matmul_flops) */
     uint64_t matmul_flops;
+    /* cfg->profile: the device calls of the steps after cfg->untimed (ampc_ctx_profile_read; owned) */
+    ampc_profile_entry *prof;
+    int nprof;
 } run_output;
 
 /* Runs one training run on ds, writing JSONL to log (may be NULL). 0 on success; 1 after printing a

@@ -56,6 +56,9 @@ const ampci_kernel ampci_kernels_avx512[] = {
     AMPCI_K_DT(SUMSQ, F32, ampc_k_sumsq_f32__avx512),
     AMPCI_K_DT(SUMSQ, F16, ampc_k_sumsq_f16__avx512),
     AMPCI_K_DT(SUMSQ, BF16, ampc_k_sumsq_bf16__avx512),
+    AMPCI_K_DT(COLSUM, F32, ampc_k_colsum_f32__avx512),
+    AMPCI_K_DT(COLSUM, F16, ampc_k_colsum_f16__avx512),
+    AMPCI_K_DT(COLSUM, BF16, ampc_k_colsum_bf16__avx512),
     AMPCI_K(RANGE, ampc_k_range_f32__avx512),
     AMPCI_K(QUANT8, ampc_k_quant8_f32__avx512),
 

@@ -53,6 +53,7 @@ AMPCI_HIDDEN ampci_sgd_kernel ampc_k_sgd_f32__avx512;
 AMPCI_HIDDEN ampci_adamw_kernel ampc_k_adamw_f32__avx512;
 AMPCI_HIDDEN ampci_unscale_kernel ampc_k_unscale_f32__avx512, ampc_k_unscale_f16__avx512, ampc_k_unscale_bf16__avx512;
 AMPCI_HIDDEN ampci_sumsq_kernel ampc_k_sumsq_f32__avx512, ampc_k_sumsq_f16__avx512, ampc_k_sumsq_bf16__avx512;
+AMPCI_HIDDEN ampci_colsum_kernel ampc_k_colsum_f32__avx512, ampc_k_colsum_f16__avx512, ampc_k_colsum_bf16__avx512;
 AMPCI_HIDDEN ampci_range_kernel ampc_k_range_f32__avx512; /* the doctor's range statistics, equal to ref's */
 
 /* quant_avx512.c: FP8 quantisation, equal to ref's in every bit, count and amax */

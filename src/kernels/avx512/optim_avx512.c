@@ -127,6 +127,49 @@ double ampc_k_sumsq_f32__avx512(const void *g, int64_t n) { return sumsq(g, n, A
 double ampc_k_sumsq_f16__avx512(const void *g, int64_t n) { return sumsq(g, n, AMPC_DTYPE_F16); }
 double ampc_k_sumsq_bf16__avx512(const void *g, int64_t n) { return sumsq(g, n, AMPC_DTYPE_BF16); }
 
+/* ---- column sums: 16 columns a vector, each column's rows added in row order in double ---- */
+
+/* Columns [c, c + m) (m <= 16) of every row into acc, two 8-lane double halves. */
+VM_INLINE void colsum16(double *acc, const void *g, int64_t ld, int64_t rows, int64_t c, int64_t m, ampc_dtype dt) {
+    __mmask8 lo = (__mmask8)(m >= 8 ? 0xff : (1u << m) - 1), hi = (__mmask8)(m <= 8 ? 0 : (1u << (m - 8)) - 1);
+    __m512d a0 = _mm512_maskz_loadu_pd(lo, acc + c), a1 = _mm512_maskz_loadu_pd(hi, acc + c + 8);
+    for (int64_t r = 0; r < rows; r++) {
+        __m512 x = load16_as_f32(g, r * ld + c, m, dt);
+        a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(x)));
+        a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1))));
+    }
+    _mm512_mask_storeu_pd(acc + c, lo, a0);
+    _mm512_mask_storeu_pd(acc + c + 8, hi, a1);
+}
+
+/* 64 columns at a time (8 independent accumulators hide the add latency), then 16, then the rest. */
+VM_INLINE void colsum(double *acc, const void *g, int64_t ld, int64_t rows, int64_t w, ampc_dtype dt) {
+    int64_t c = 0;
+    for (; c + 64 <= w; c += 64) {
+        __m512d a[8];
+        for (int k = 0; k < 8; k++) a[k] = _mm512_loadu_pd(acc + c + 8 * k);
+        for (int64_t r = 0; r < rows; r++)
+            for (int k = 0; k < 4; k++) {
+                __m512 x = load16_as_f32(g, r * ld + c + 16 * k, 16, dt);
+                a[2 * k] = _mm512_add_pd(a[2 * k], _mm512_cvtps_pd(_mm512_castps512_ps256(x)));
+                a[2 * k + 1] = _mm512_add_pd(
+                    a[2 * k + 1], _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1))));
+            }
+        for (int k = 0; k < 8; k++) _mm512_storeu_pd(acc + c + 8 * k, a[k]);
+    }
+    for (; c < w; c += 16) colsum16(acc, g, ld, rows, c, w - c < 16 ? w - c : 16, dt);
+}
+
+void ampc_k_colsum_f32__avx512(double *acc, const void *g, int64_t ld, int64_t rows, int64_t w) {
+    colsum(acc, g, ld, rows, w, AMPC_DTYPE_F32);
+}
+void ampc_k_colsum_f16__avx512(double *acc, const void *g, int64_t ld, int64_t rows, int64_t w) {
+    colsum(acc, g, ld, rows, w, AMPC_DTYPE_F16);
+}
+void ampc_k_colsum_bf16__avx512(double *acc, const void *g, int64_t ld, int64_t rows, int64_t w) {
+    colsum(acc, g, ld, rows, w, AMPC_DTYPE_BF16);
+}
+
 /* ---- range statistics: x (n) F32; thr (nthr <= 16) |x| bit patterns, in any order; added into acc ---- */
 
 /* Per 16 values, the vector part compares |x| with the thresholds into 32-bit lane counters (the lane

@@ -4,7 +4,9 @@
  * copy) and the F32 state through the kernel table, then write the parameter back rounded to its dtype:
  * to nearest, or stochastically for BF16 parameters without masters when asked. Chunks are independent,
  * so they run on the context's threads with identical results. The unscale and sum-of-squares passes
- * are the kernel table's, one call per gradient, their flag or sum written to the caller's device array. */
+ * take a whole list of gradients (dev_optim.h) and run the kernel table's unscale / sum of squares on its
+ * pieces in one parallel loop: every piece is computed the same way whichever thread takes it, and the
+ * sums of an entry's pieces are added in order afterwards, so no result depends on the thread count. */
 #include "../device.h"
 #include "../../numerics/numerics.h"
 
@@ -64,13 +66,101 @@ ampc_status ampci_cpu_optim_update(ampc_ctx *ctx, const ampci_optim_update_args 
     return AMPC_OK;
 }
 
+/* The pieces of a gradient list: entry t's elements in pieces of AMPCI_GRAD_PIECE (the last shorter), piece
+ * k of the whole list being piece k - first[t] of entry t. */
+typedef struct pieces {
+    const ampci_grad_list *l;
+    int64_t *first; /* (count + 1) */
+} pieces;
+
+static ampc_status pieces_make(ampc_ctx *ctx, const ampci_grad_list *l, pieces *p, const char *what) {
+    p->l = l;
+    p->first = ampci_alloc(ctx, (size_t)(l->count + 1) * sizeof *p->first, what);
+    if (!p->first) return AMPC_STATUS_OOM;
+    p->first[0] = 0;
+    for (int t = 0; t < l->count; t++) p->first[t + 1] = p->first[t] + ampc_parallel_chunks(l->n[t], AMPCI_GRAD_PIECE);
+    return AMPC_OK;
+}
+static void pieces_free(ampc_ctx *ctx, pieces *p) {
+    ampci_free(ctx, p->first, (size_t)(p->l->count + 1) * sizeof *p->first);
+}
+
+/* Piece k: its entry, and its first element and length within it. */
+static int piece_at(const pieces *p, int64_t k, int64_t *b, int64_t *n) {
+    int lo = 0, hi = p->l->count - 1; /* the last entry whose first piece is <= k */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (p->first[mid] <= k) lo = mid;
+        else hi = mid - 1;
+    }
+    *b = (k - p->first[lo]) * AMPCI_GRAD_PIECE;
+    *n = p->l->n[lo] - *b < AMPCI_GRAD_PIECE ? p->l->n[lo] - *b : AMPCI_GRAD_PIECE;
+    return lo;
+}
+
+typedef struct list_job {
+    const struct ampc_kernels *k;
+    pieces p;
+    float factor;
+    int32_t *flag;
+    double *part; /* sum of squares: one per piece */
+} list_job;
+
+/* Pieces [kb, ke) of j's list: fn(j, k, entry, its first element's address, length, dtype) for each. */
+typedef void piece_fn(list_job *j, int64_t k, int t, unsigned char *p, int64_t n, ampc_dtype dt);
+static void each_piece(list_job *j, int64_t kb, int64_t ke, piece_fn *fn) {
+    for (int64_t k = kb; k < ke; k++) {
+        int64_t b, n;
+        int t = piece_at(&j->p, k, &b, &n);
+        ampc_dtype dt = j->p.l->dt[t];
+        fn(j, k, t, (unsigned char *)j->p.l->g[t] + (size_t)b * ampc_dtype_size(dt), n, dt);
+    }
+}
+
+static void unscale_one(list_job *j, int64_t k, int t, unsigned char *p, int64_t n, ampc_dtype dt) {
+    (void)k;
+    bool bad = j->k->unscale[dt](p, n, j->factor);
+    if (bad && j->flag) __atomic_store_n(&j->flag[t], 1, __ATOMIC_RELAXED); /* pieces of one entry race to 1 */
+}
+static void sumsq_one(list_job *j, int64_t k, int t, unsigned char *p, int64_t n, ampc_dtype dt) {
+    (void)t;
+    j->part[k] = j->k->sumsq[dt](p, n);
+}
+
+static void unscale_pieces(void *arg, int64_t kb, int64_t ke, int64_t chunk) {
+    (void)chunk;
+    each_piece(arg, kb, ke, unscale_one);
+}
+static void sumsq_pieces(void *arg, int64_t kb, int64_t ke, int64_t chunk) {
+    (void)chunk;
+    each_piece(arg, kb, ke, sumsq_one);
+}
+
 ampc_status ampci_cpu_grad_unscale(ampc_ctx *ctx, const ampci_grad_unscale_args *a) {
-    bool bad = ctx->kernels->unscale[a->dt](a->g, a->n, a->factor);
-    if (a->flag) a->flag[0] = bad;
+    list_job j = {.k = ctx->kernels, .factor = a->factor, .flag = a->flag};
+    if (a->flag) memset(a->flag, 0, (size_t)a->list.count * sizeof *a->flag);
+    if (pieces_make(ctx, &a->list, &j.p, "gradient unscale pieces") != AMPC_OK) return AMPC_STATUS_OOM;
+    ampc_parallel_for(ctx, j.p.first[a->list.count], 1, unscale_pieces, &j);
+    pieces_free(ctx, &j.p);
     return AMPC_OK;
 }
 
 ampc_status ampci_cpu_grad_sumsq(ampc_ctx *ctx, const ampci_grad_sumsq_args *a) {
-    a->out[0] = ctx->kernels->sumsq[a->dt](a->g, a->n);
+    list_job j = {.k = ctx->kernels};
+    if (pieces_make(ctx, &a->list, &j.p, "gradient sum-of-squares pieces") != AMPC_OK) return AMPC_STATUS_OOM;
+    int64_t np = j.p.first[a->list.count];
+    j.part = ampci_alloc(ctx, (size_t)(np ? np : 1) * sizeof *j.part, "gradient sum-of-squares pieces");
+    if (!j.part) {
+        pieces_free(ctx, &j.p);
+        return AMPC_STATUS_OOM;
+    }
+    ampc_parallel_for(ctx, np, 1, sumsq_pieces, &j);
+    for (int t = 0; t < a->list.count; t++) { /* the pieces of each entry added in order */
+        double s = 0;
+        for (int64_t k = j.p.first[t]; k < j.p.first[t + 1]; k++) s = k == j.p.first[t] ? j.part[k] : s + j.part[k];
+        a->out[t] = s;
+    }
+    ampci_free(ctx, j.part, (size_t)(np ? np : 1) * sizeof *j.part);
+    pieces_free(ctx, &j.p);
     return AMPC_OK;
 }

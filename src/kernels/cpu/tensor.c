@@ -78,8 +78,29 @@ typedef struct copy_rows {
     ampc_dtype tdt;
     unsigned char *buf; /* contiguous, buf_dt */
     ampc_dtype buf_dt;
-    bool to_tensor;
+    bool to_tensor, add;
 } copy_rows;
+
+/* row (len elements of tdt, `stride` apart) += buf (buf_dt), ROW_PIECE at a time: both widened to F32,
+ * added, rounded once back into the row. */
+static void add_row(const copy_rows *j, unsigned char *row, int64_t len, int64_t stride, const unsigned char *buf) {
+    const struct ampc_kernels *k = j->k;
+    size_t es = ampc_dtype_size(j->tdt), bs = ampc_dtype_size(j->buf_dt);
+    unsigned char tmp[ROW_PIECE * 8];
+    float x[ROW_PIECE], y[ROW_PIECE];
+    for (int64_t i = 0; i < len; i += ROW_PIECE) {
+        int64_t m = len - i < ROW_PIECE ? len - i : ROW_PIECE;
+        unsigned char *r = row + i * stride * (int64_t)es, *t = stride == 1 ? r : tmp;
+        if (stride != 1)
+            for (int64_t e = 0; e < m; e++) memcpy(tmp + (size_t)e * es, r + e * stride * (int64_t)es, es);
+        ampci_convert_with(k, x, AMPC_DTYPE_F32, t, j->tdt, (size_t)m);
+        ampci_convert_with(k, y, AMPC_DTYPE_F32, buf + (size_t)i * bs, j->buf_dt, (size_t)m);
+        k->binary[AMPCI_BINARY_ADD](x, x, y, m);
+        ampci_convert_with(k, t, j->tdt, x, AMPC_DTYPE_F32, (size_t)m);
+        if (stride != 1)
+            for (int64_t e = 0; e < m; e++) memcpy(r + e * stride * (int64_t)es, tmp + (size_t)e * es, es);
+    }
+}
 
 /* One row of the tensor (len elements, `stride` apart) <-> len contiguous elements of buf (buf_dt). */
 static void convert_row(const copy_rows *j, unsigned char *row, int64_t len, int64_t stride, unsigned char *buf) {
@@ -108,11 +129,13 @@ static void convert_row(const copy_rows *j, unsigned char *row, int64_t len, int
 
 static void copy_row(const void *vp, unsigned char *row, int64_t len, int64_t stride, int64_t first) {
     const copy_rows *j = vp;
-    convert_row(j, row, len, stride, j->buf + (size_t)first * ampc_dtype_size(j->buf_dt));
+    unsigned char *buf = j->buf + (size_t)first * ampc_dtype_size(j->buf_dt);
+    if (j->add) add_row(j, row, len, stride, buf);
+    else convert_row(j, row, len, stride, buf);
 }
 
 ampc_status ampci_cpu_strided_copy(ampc_ctx *ctx, const ampci_strided_copy_args *a) {
-    copy_rows j = {ctx->kernels, a->t.dt, a->buf, a->buf_dt, a->to_tensor};
+    copy_rows j = {ctx->kernels, a->t.dt, a->buf, a->buf_dt, a->to_tensor, a->add && a->to_tensor};
     for_each_row(ctx, &a->t, copy_row, &j);
     return AMPC_OK;
 }
@@ -155,7 +178,7 @@ static void random_row(const void *vp, unsigned char *row, int64_t len, int64_t 
 }
 
 ampc_status ampci_cpu_fill_random(ampc_ctx *ctx, const ampci_fill_random_args *a) {
-    random_rows j = {a, {ctx->kernels, a->t.dt, NULL, AMPC_DTYPE_F32, true}};
+    random_rows j = {a, {ctx->kernels, a->t.dt, NULL, AMPC_DTYPE_F32, true, false}};
     for_each_row(ctx, &a->t, random_row, &j);
     return AMPC_OK;
 }

@@ -50,5 +50,6 @@ AMPCI_HIDDEN ampci_sgd_kernel ampc_k_sgd_f32__ref;
 AMPCI_HIDDEN ampci_adamw_kernel ampc_k_adamw_f32__ref;
 AMPCI_HIDDEN ampci_unscale_kernel ampc_k_unscale_f32__ref, ampc_k_unscale_f16__ref, ampc_k_unscale_bf16__ref;
 AMPCI_HIDDEN ampci_sumsq_kernel ampc_k_sumsq_f32__ref, ampc_k_sumsq_f16__ref, ampc_k_sumsq_bf16__ref;
+AMPCI_HIDDEN ampci_colsum_kernel ampc_k_colsum_f32__ref, ampc_k_colsum_f16__ref, ampc_k_colsum_bf16__ref;
 
 #endif

@@ -96,6 +96,20 @@ double ampc_k_sumsq_f32__ref(const void *g, int64_t n) { return sumsq(g, n, AMPC
 double ampc_k_sumsq_f16__ref(const void *g, int64_t n) { return sumsq(g, n, AMPC_DTYPE_F16); }
 double ampc_k_sumsq_bf16__ref(const void *g, int64_t n) { return sumsq(g, n, AMPC_DTYPE_BF16); }
 
+static void colsum(double *acc, const void *g, int64_t ld, int64_t rows, int64_t w, ampc_dtype dt) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < w; c++) acc[c] += value(g, r * ld + c, dt);
+}
+void ampc_k_colsum_f32__ref(double *acc, const void *g, int64_t ld, int64_t rows, int64_t w) {
+    colsum(acc, g, ld, rows, w, AMPC_DTYPE_F32);
+}
+void ampc_k_colsum_f16__ref(double *acc, const void *g, int64_t ld, int64_t rows, int64_t w) {
+    colsum(acc, g, ld, rows, w, AMPC_DTYPE_F16);
+}
+void ampc_k_colsum_bf16__ref(double *acc, const void *g, int64_t ld, int64_t rows, int64_t w) {
+    colsum(acc, g, ld, rows, w, AMPC_DTYPE_BF16);
+}
+
 /* The doctor's range statistics: one pass, integer counts on |x|'s bit pattern (monotone in |x| for
  * finite values), so the vector kernels give the same numbers. */
 void ampc_k_range_f32__ref(const float *x /* (n) */, int64_t n, const uint32_t *thr /* (nthr) ascending */, int nthr,
