@@ -451,8 +451,9 @@ AMPC_API ampc_status ampc_ctx_sync_counts(const ampc_ctx *ctx, uint64_t *out);
 AMPC_API uint64_t ampc_ctx_matmul_flops(const ampc_ctx *ctx);
 
 /* Profile of device calls: while on, every call the context makes to its device (a GEMM, an attention
- * forward, a layer norm backward, a fill, a conversion, the optimizer's update...) is timed on the host,
- * wall time from its start to its return, and summed per (op kind, operation, phase). The phase is
+ * forward, a layer norm backward, a fill, a conversion, the optimizer's update...) and every raw memset
+ * and copy of device memory ("memset", "copy", "copy_in", "copy_out") is timed on the host, wall time
+ * from its start to its return, and summed per (op kind, operation, phase). The phase is
  * "backward" for the calls ampc_backward makes, "optimizer" for the GradScaler's unscale, clipping,
  * zero_grad and ampc_optim_step, "forward" for all others; the op kind is the op the call works for (its
  * forward, or in backward the op whose backward runs: "linear", "gelu", ...), "optimizer", "autograd"

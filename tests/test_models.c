@@ -4,6 +4,8 @@
  * bad configurations, and a small GPT that memorises a sequence in F32 and under BF16 autocast. */
 #include "test_util.h"
 
+#include <stdlib.h>
+
 TU_CONTEXT(2, 2)
 
 static ampc_model *make(ampc_model_config c) {
@@ -51,6 +53,42 @@ static void test_init_depends_on_seed_only(void **state) {
     const float *w = ampc_tensor_data(ampc_model_param(a, 0));
     for (int i = 0; i < 32 * 784; i++) assert_true(fabsf(w[i]) <= 1.0f / 28.0f);
     ampc_model_free(a), ampc_model_free(b), ampc_model_free(d);
+}
+
+/* Initial weights are made in pieces on the threads: a context of 1 or 3 threads gives the bits of one
+ * serial pass of the documented draws (uniform for fan-in layers, normal for the GPT's embeddings), for
+ * parameters of several pieces (100352 and 98304 values). */
+static void test_init_threads(void **state) {
+    (void)state;
+    ampc_model_config cs[2] = {
+        {.kind = AMPC_MODEL_MLP, .hidden = {128}, .seed = 7},
+        {.kind = AMPC_MODEL_GPT, .layers = 1, .d_model = 384, .heads = 6, .context = 8, .seed = 7}};
+    for (int k = 0; k < 2; k++) {
+        ampc_model *m[2];
+        ampc_ctx *ctx[2];
+        for (int t = 0; t < 2; t++) {
+            ASSERT_OK(ampc_ctx_new(&(ampc_ctx_params){.seed = 1, .threads = t ? 3 : 1}, &ctx[t]));
+            if (ampc_model_new(ctx[t], &cs[k], &m[t]) != AMPC_OK) FAILF("ampc_model_new: %s", ampc_last_error());
+        }
+        const ampc_tensor *p0 = ampc_model_param(m[0], 0);
+        int64_t n = ampc_tensor_numel(p0);
+        assert_true(n > 65536);
+        float *want = malloc((size_t)n * sizeof *want);
+        ampc_rng r = ampc_rng_make(7, 1000);                                            /* parameter 0's stream */
+        if (k == 0) ampc_rng_uniform(&r, want, (size_t)n, -1.0f / 28.0f, 1.0f / 28.0f); /* fan-in 784 */
+        else ampc_rng_normal(&r, want, (size_t)n, 0.0f, 0.02f);
+        for (int t = 0; t < 2; t++) {
+            const ampc_tensor *p = ampc_model_param(m[t], 0);
+            if (memcmp(ampc_tensor_data(p), want, (size_t)n * sizeof *want) != 0)
+                FAILF("%s at %d thread(s): %s differs from its serial draws", k ? "gpt" : "mlp", t ? 3 : 1,
+                      ampc_tensor_name(p));
+            assert_memory_equal(ampc_tensor_data(ampc_model_param(m[t], ampc_model_num_params(m[t]) - 1)),
+                                ampc_tensor_data(ampc_model_param(m[0], ampc_model_num_params(m[0]) - 1)),
+                                (size_t)ampc_tensor_numel(ampc_model_param(m[0], ampc_model_num_params(m[0]) - 1)) * 4);
+        }
+        free(want);
+        for (int t = 0; t < 2; t++) ampc_model_free(m[t]), ampc_ctx_free(ctx[t]);
+    }
 }
 
 /* Every parameter receives a finite gradient from one backward. */
@@ -195,6 +233,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpt_parameters),
         cmocka_unit_test(test_init_depends_on_seed_only),
+        cmocka_unit_test(test_init_threads),
         cmocka_unit_test(test_forward_shapes_and_backward),
         cmocka_unit_test(test_optimizer_groups_and_scopes),
         cmocka_unit_test(test_bad_configurations),

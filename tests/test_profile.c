@@ -4,7 +4,8 @@
  * device, counts them exactly, stops and restarts cleanly, and changes no result. The bias gradient's
  * column sums (tiles of rows and columns) and the optimizer's list passes (unscale with found-inf, sums of
  * squares for clipping, in pieces of AMPCI_GRAD_PIECE) give the same bits at 1, 2 and 3 threads, and the
- * values their documented order gives. */
+ * values their documented order gives; so do broadcast adds and their gradients' sums over the broadcast
+ * dims (rows and column blocks on the threads). */
 #include "test_util.h"
 
 #include "kernels/device.h" /* internal: the kernel table and the piece size, for the documented orders */
@@ -89,6 +90,9 @@ static void test_rows(void **state) {
         expect_calls(e, n, "linear", "col_sum", "backward", 1); /* the bias gradient */
         expect_calls(e, n, "optimizer", "optim_update", "optimizer", 2);
         assert_null(entry(e, n, "linear", "optim_update", "forward"));
+        bool zeroed = false; /* raw memsets are rows too: the new parameters' zeros */
+        for (int i = 0; i < n; i++) zeroed |= strcmp(e[i].op, "memset") == 0 && e[i].calls >= 2;
+        assert_true(zeroed);
         assert_int_equal(ampc_ctx_profile_read(ctx, e, 1), n); /* a short array: the count still */
         free(e);
         /* restarted: from zero; stopped: nothing counted, and the device's own table is back */
@@ -230,8 +234,76 @@ static void test_list_passes_threads(void **state) {
     }
 }
 
+/* ---- broadcasting: rows on the threads, sums over broadcast dims by column blocks ---- */
+
+enum { BA = 40, BB = 30, BC = 200 }; /* 240000 elements: many chunks */
+
+/* z = x + y with x (BA, BB, BC) and y of shape ys (broadcast), loss = sum(z * c): z's values and y's
+ * gradient at `threads`. */
+static void broadcast_add(int threads, int ynd, const int64_t *ys, const float *x, const float *y, const float *c,
+                          float *z, float *gy) {
+    ampc_ctx *ctx = ctx_with(CPU, threads);
+    ampc_tensor *xt = ampc_tensor_from_buffer(ctx, AMPC_DTYPE_F32, SHAPE(BA, BB, BC), x, AMPC_DTYPE_F32);
+    ampc_tensor *yt = ampc_tensor_from_buffer(ctx, AMPC_DTYPE_F32, ynd, ys, y, AMPC_DTYPE_F32);
+    ampc_tensor *ct = ampc_tensor_from_buffer(ctx, AMPC_DTYPE_F32, SHAPE(BA, BB, BC), c, AMPC_DTYPE_F32);
+    ASSERT_OK(ampc_tensor_set_requires_grad(yt, true));
+    ampc_tensor *zt = ampc_add(ctx, xt, yt);
+    assert_non_null(zt);
+    ASSERT_OK(ampc_backward(ctx, ampc_sum(ctx, ampc_mul(ctx, zt, ct), NULL, 0, false)));
+    ASSERT_OK(ampc_tensor_copy_to(zt, z, AMPC_DTYPE_F32));
+    ASSERT_OK(ampc_tensor_copy_to(ampc_tensor_grad(yt), gy, AMPC_DTYPE_F32));
+    ampc_ctx_free(ctx);
+}
+
+static void test_broadcast_threads(void **state) {
+    (void)state;
+    enum { N = BA * BB * BC };
+    float *x = malloc(N * sizeof *x), *c = malloc(N * sizeof *c), *z = malloc(N * sizeof *z), y[BB * BC], gy[BB * BC];
+    uint64_t seed = 11;
+    for (int i = 0; i < N; i++)
+        x[i] = (float)(tu_rand(&seed) % 2001) - 1000,
+        c[i] = ldexpf((float)(tu_rand(&seed) % 999) - 499, -(int)(i % 23));
+    for (int i = 0; i < BB * BC; i++) y[i] = 0.5f * (float)(i % 97);
+    /* y as (BB, BC) (a positional table), (BA, 1, BC) (a middle dim broadcast) and (BC) (a bias) */
+    static const int64_t s2[] = {BB, BC}, s3[] = {BA, 1, BC}, s1[] = {BC};
+    const struct {
+        int nd;
+        const int64_t *shape;
+        int64_t n;
+    } cases[] = {{2, s2, BB * BC}, {3, s3, BA * BC}, {1, s1, BC}};
+    float *y3 = malloc(BA * BC * sizeof *y3), *g3 = malloc(BA * BC * sizeof *g3);
+    for (int i = 0; i < BA * BC; i++) y3[i] = 0.25f * (float)(i % 89);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const float *yv = k == 1 ? y3 : y;
+        float *g = k == 1 ? g3 : gy;
+        double *want = calloc((size_t)cases[k].n, sizeof *want); /* the host loop: row-major order, in double */
+        for (int a = 0; a < BA; a++)
+            for (int b = 0; b < BB; b++)
+                for (int e = 0; e < BC; e++) {
+                    int i = (a * BB + b) * BC + e, o = k == 0 ? b * BC + e : k == 1 ? a * BC + e : e;
+                    want[o] += c[i];
+                }
+        for (int threads = 1; threads <= 3; threads++) {
+            broadcast_add(threads, cases[k].nd, cases[k].shape, x, yv, c, z, g);
+            for (int a = 0; a < BA; a++)
+                for (int b = 0; b < BB; b++)
+                    for (int e = 0; e < BC; e++) {
+                        int i = (a * BB + b) * BC + e, o = k == 0 ? b * BC + e : k == 1 ? a * BC + e : e;
+                        if (z[i] != x[i] + yv[o]) FAILF("case %zu, %d threads: z[%d] %g", k, threads, i, z[i]);
+                    }
+            for (int64_t o = 0; o < cases[k].n; o++)
+                if (tu_bits(g[o]) != tu_bits((float)want[o]))
+                    FAILF("case %zu, %d threads: gradient %lld %.9g, expected %.9g", k, threads, (long long)o, g[o],
+                          (float)want[o]);
+        }
+        free(want);
+    }
+    free(x), free(c), free(z), free(y3), free(g3);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_rows), cmocka_unit_test(test_col_sum_threads),
-                                       cmocka_unit_test(test_list_passes_threads)};
+                                       cmocka_unit_test(test_list_passes_threads),
+                                       cmocka_unit_test(test_broadcast_threads)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

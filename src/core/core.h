@@ -226,8 +226,8 @@ struct ampc_ctx {
     /* FLOPs of the matrix products the ops ran (ampc_ctx_matmul_flops): a plain counter, since ops run on
      * the thread that calls them (the pool's workers run kernels only) */
     uint64_t matmul_flops;
-    /* the step phase the host is in (ampci_phase: forward, backward, optimizer), for the profile of
-     * device calls (kernels/profile.c; NULL: off), which wraps ctx->dev while it is on */
+    /* the step phase the host is in (ampci_phase: forward, backward, optimizer), and the profile of
+     * device calls (core/profile.c; NULL: off; kernels/profile.c wraps ctx->dev while it is on) */
     int phase;
     struct ampci_profile *prof;
     /* ---- kernels: the table this context runs (its level's, or own_kernels: its level's with the
@@ -281,6 +281,33 @@ static inline int ampci_phase_enter(ampc_ctx *ctx, int phase) {
     return was;
 }
 static inline void ampci_phase_leave(ampc_ctx *ctx, int was) { ctx->phase = was; }
+
+/* The profile of device calls (ampc_ctx_profile_*): one row per (op kind, operation, phase) seen, the
+ * operation's name a static string; inner is the device's own operation table while the profile wraps
+ * it (kernels/profile.c). */
+#define AMPCI_PROF_CELLS 512 /* rows; later ones share one "other" row */
+typedef struct ampci_prof_cell {
+    const char *kind, *op;
+    int phase;
+    uint64_t calls, regions;
+    double seconds;
+} ampci_prof_cell;
+typedef struct ampci_profile {
+    const void *inner;
+    int depth; /* timed calls in progress: only the outermost is timed */
+    int n;
+    ampci_prof_cell cells[AMPCI_PROF_CELLS + 1];
+} ampci_profile;
+typedef struct ampci_prof_mark {
+    bool timed;
+    uint64_t regions;
+    double t0;
+} ampci_prof_mark;
+/* Around one call named op (a static string): enter marks its start (when the profile is on and no
+ * other call is in progress), leave adds it to its row. Both do nothing while the profile is off. */
+AMPCI_HIDDEN void ampci_prof_enter(ampc_ctx *ctx, ampci_prof_mark *m);
+AMPCI_HIDDEN void ampci_prof_leave(ampc_ctx *ctx, const char *op, const ampci_prof_mark *m);
+AMPCI_HIDDEN double ampci_prof_now(void);
 
 static inline bool ampci_dev_is_host(const ampc_ctx *ctx) { return ctx->dev_mem.buft->is_host; }
 

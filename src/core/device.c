@@ -13,32 +13,37 @@
 
 static void *cpu_alloc(ampc_ctx *ctx, size_t bytes) { return ampci_alloc(ctx, bytes, "device memory"); }
 static void cpu_free(ampc_ctx *ctx, void *p, size_t bytes) { ampci_free(ctx, p, bytes); }
-/* Large fills (the step's zeroed gradients and buffers) are cut into pieces over the context's threads: one
- * thread alone waited on the others' idle spin for most of a small batch's memset time. */
-#define MEMSET_PIECE ((size_t)256 << 10)
-typedef struct memset_job {
-    unsigned char *p;
+/* Large fills and copies (the step's zeroed gradients and buffers; a gradient handed on whole, as a
+ * residual add's backward does) are cut into pieces over the context's threads: one thread alone waited on
+ * the others' idle spin for most of a small batch's memset time. */
+#define MEM_PIECE ((size_t)256 << 10)
+typedef struct mem_job {
+    unsigned char *dst;
+    const unsigned char *src; /* NULL: a fill with v */
     int v;
     size_t bytes;
-} memset_job;
+} mem_job;
 
-static void memset_piece(void *arg, int64_t b, int64_t e, int64_t chunk) {
-    const memset_job *j = arg;
+static void mem_piece(void *arg, int64_t b, int64_t e, int64_t chunk) {
+    const mem_job *j = arg;
     (void)chunk;
-    size_t lo = (size_t)b * MEMSET_PIECE,
-           hi = (size_t)e * MEMSET_PIECE < j->bytes ? (size_t)e * MEMSET_PIECE : j->bytes;
-    memset(j->p + lo, j->v, hi - lo);
+    size_t lo = (size_t)b * MEM_PIECE, hi = (size_t)e * MEM_PIECE < j->bytes ? (size_t)e * MEM_PIECE : j->bytes;
+    if (j->src) memcpy(j->dst + lo, j->src + lo, hi - lo);
+    else memset(j->dst + lo, j->v, hi - lo);
 }
 
-static void cpu_memset(ampc_ctx *ctx, void *p, int v, size_t bytes) {
-    if (bytes < 4 * MEMSET_PIECE) {
-        memset(p, v, bytes);
+static void cpu_mem(ampc_ctx *ctx, const mem_job *j) {
+    if (j->bytes < 4 * MEM_PIECE) {
+        if (j->src) memcpy(j->dst, j->src, j->bytes);
+        else memset(j->dst, j->v, j->bytes);
         return;
     }
-    ampc_parallel_for(ctx, (int64_t)((bytes + MEMSET_PIECE - 1) / MEMSET_PIECE), 1, memset_piece,
-                      &(memset_job){p, v, bytes});
+    ampc_parallel_for(ctx, (int64_t)((j->bytes + MEM_PIECE - 1) / MEM_PIECE), 1, mem_piece, (void *)j);
 }
-static void cpu_copy(ampc_ctx *ctx, void *dst, const void *src, size_t bytes) { (void)ctx, memcpy(dst, src, bytes); }
+static void cpu_memset(ampc_ctx *ctx, void *p, int v, size_t bytes) { cpu_mem(ctx, &(mem_job){p, NULL, v, bytes}); }
+static void cpu_copy(ampc_ctx *ctx, void *dst, const void *src, size_t bytes) {
+    cpu_mem(ctx, &(mem_job){dst, src, 0, bytes});
+}
 static void cpu_discard(ampc_ctx *ctx, void *p, size_t bytes) { (void)ctx, ampci_discard_pages(p, bytes); }
 
 static const ampci_buft cpu_buft = {
@@ -186,18 +191,35 @@ void ampci_dev_free(ampc_ctx *ctx, void *p, size_t bytes) {
     atomic_fetch_sub(&m->live, padded);
 }
 
+/* The buffer type's raw fills and copies, each a row of the profile when it is on. */
 void ampci_dev_memset(ampc_ctx *ctx, void *dev, int value, size_t bytes) {
-    if (bytes) ctx->dev_mem.buft->memset(ctx, dev, value, bytes);
+    if (!bytes) return;
+    ampci_prof_mark m;
+    ampci_prof_enter(ctx, &m);
+    ctx->dev_mem.buft->memset(ctx, dev, value, bytes);
+    ampci_prof_leave(ctx, "memset", &m);
 }
 void ampci_dev_copy_in(ampc_ctx *ctx, void *dev, const void *host, size_t bytes) {
-    if (bytes) ctx->dev_mem.buft->copy_in(ctx, dev, host, bytes);
+    if (!bytes) return;
+    ampci_prof_mark m;
+    ampci_prof_enter(ctx, &m);
+    ctx->dev_mem.buft->copy_in(ctx, dev, host, bytes);
+    ampci_prof_leave(ctx, "copy_in", &m);
 }
 void ampci_dev_copy_out(ampc_ctx *ctx, void *host, const void *dev, size_t bytes) {
-    if (bytes) ctx->dev_mem.buft->copy_out(ctx, host, dev, bytes);
+    if (!bytes) return;
+    ampci_prof_mark m;
+    ampci_prof_enter(ctx, &m);
+    ctx->dev_mem.buft->copy_out(ctx, host, dev, bytes);
+    ampci_prof_leave(ctx, "copy_out", &m);
 }
 
 void ampci_dev_copy(ampc_ctx *ctx, void *dst, const void *src, size_t bytes) {
-    if (bytes && dst != src) ctx->dev_mem.buft->copy(ctx, dst, src, bytes);
+    if (!bytes || dst == src) return;
+    ampci_prof_mark m;
+    ampci_prof_enter(ctx, &m);
+    ctx->dev_mem.buft->copy(ctx, dst, src, bytes);
+    ampci_prof_leave(ctx, "copy", &m);
 }
 
 /* ---- memory given back for a while (src/dist: shard FULL) ---- */

@@ -2,8 +2,9 @@
  * run in chunks of a few thousand elements staged as F32 on the stack (a 16-bit tensor is converted, the
  * kernel runs, the result is rounded straight into the output's dtype), so no full-size F32 copy is
  * ever made; F32 operands are read and written in place. Chunks go to the context's threads in a cut that
- * depends only on the size. Binary maps run in F32, broadcast operands a row of the last dim at a time;
- * sums over broadcast or reduced dims accumulate in double in the input's row-major order. */
+ * depends only on the size. Binary maps run in F32, broadcast operands a row of the last dim at a time
+ * (rows on the threads); sums over broadcast or reduced dims accumulate in double in the input's
+ * row-major order (a sum that keeps the last dim: column blocks on the threads, each in that order). */
 #include "../device.h"
 
 #include <string.h>
@@ -91,6 +92,38 @@ typedef struct binary_map {
 
 AMPCI_ROW_BODY(binary_run, binary_map, j, b, e, chunk) { j->fn(j->z + b, j->x + b, j->y + b, e - b); }
 
+/* Rows [r0, r1) of a broadcast binary map, a row being one index (i0, i1, i2) of the last dim's run;
+ * each operand is contiguous along the row or one repeated value. */
+typedef struct bcast_map {
+    ampc_k_binary_fn fn;
+    const ampci_binary_args *a;
+} bcast_map;
+
+AMPCI_ROW_BODY(bcast_run, bcast_map, j, r0, r1, chunk) {
+    const ampci_binary_args *a = j->a;
+    const ampci_bcast *bc = &a->bc;
+    int64_t len = bc->dims[3];
+    float ra[RUN], rb[RUN];
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t i2 = r % bc->dims[2], i1 = r / bc->dims[2] % bc->dims[1], i0 = r / bc->dims[2] / bc->dims[1];
+        int64_t oa = i0 * bc->sa[0] + i1 * bc->sa[1] + i2 * bc->sa[2];
+        int64_t ob = i0 * bc->sb[0] + i1 * bc->sb[1] + i2 * bc->sb[2];
+        for (int64_t c = 0; c < len; c += RUN) {
+            int64_t m = len - c < RUN ? len - c : RUN;
+            const float *pa = a->a + oa + c, *pb = a->b + ob + c;
+            if (!bc->sa[3]) {
+                for (int64_t q = 0; q < m; q++) ra[q] = a->a[oa];
+                pa = ra;
+            }
+            if (!bc->sb[3]) {
+                for (int64_t q = 0; q < m; q++) rb[q] = a->b[ob];
+                pb = rb;
+            }
+            j->fn(a->z + r * len + c, pa, pb, m);
+        }
+    }
+}
+
 ampc_status ampci_cpu_binary(ampc_ctx *ctx, const ampci_binary_args *a) {
     const ampci_bcast *bc = &a->bc;
     ampc_k_binary_fn fn = ctx->kernels->binary[a->kind];
@@ -98,29 +131,32 @@ ampc_status ampci_cpu_binary(ampc_ctx *ctx, const ampci_binary_args *a) {
         ampci_parallel_rows(ctx, bc->n, 1, binary_run, &(binary_map){fn, a->z, a->a, a->b});
         return AMPC_OK;
     }
-    /* innermost runs: a row of the last dim at a time, each operand either contiguous or a repeated value */
-    int64_t len = bc->dims[3], k = 0;
-    float ra[RUN], rb[RUN];
-    for (int64_t i0 = 0; i0 < bc->dims[0]; i0++)
-        for (int64_t i1 = 0; i1 < bc->dims[1]; i1++)
-            for (int64_t i2 = 0; i2 < bc->dims[2]; i2++, k += len) {
-                int64_t oa = i0 * bc->sa[0] + i1 * bc->sa[1] + i2 * bc->sa[2];
-                int64_t ob = i0 * bc->sb[0] + i1 * bc->sb[1] + i2 * bc->sb[2];
-                for (int64_t c = 0; c < len; c += RUN) {
-                    int64_t m = len - c < RUN ? len - c : RUN;
-                    const float *pa = a->a + oa + c, *pb = a->b + ob + c;
-                    if (!bc->sa[3]) {
-                        for (int64_t q = 0; q < m; q++) ra[q] = a->a[oa];
-                        pa = ra;
-                    }
-                    if (!bc->sb[3]) {
-                        for (int64_t q = 0; q < m; q++) rb[q] = a->b[ob];
-                        pb = rb;
-                    }
-                    fn(a->z + k + c, pa, pb, m);
-                }
-            }
+    /* broadcast: rows of the last dim on the threads, each element computed alike whoever takes it */
+    ampci_parallel_rows(ctx, bc->dims[0] * bc->dims[1] * bc->dims[2], bc->dims[3], bcast_run, &(bcast_map){fn, a});
     return AMPC_OK;
+}
+
+/* Output elements of a sum over broadcast dims, split by columns: when the last dim is kept (s[3] != 0),
+ * columns [c0, c1) of every row go to one chunk, which adds each of its outputs' inputs in g's row-major
+ * order, as one pass would. */
+typedef struct sum_to_map {
+    const ampci_sum_to_args *a;
+    const int64_t *s;
+    double *sum;
+} sum_to_map;
+
+#define SUM_TO_COLS 64
+
+AMPCI_ROW_BODY(sum_to_run, sum_to_map, j, b0, b1, chunk) {
+    const ampci_bcast *bc = &j->a->bc;
+    const int64_t *s = j->s;
+    int64_t c0 = b0 * SUM_TO_COLS, c1 = b1 * SUM_TO_COLS < bc->dims[3] ? b1 * SUM_TO_COLS : bc->dims[3];
+    for (int64_t i0 = 0, k = 0; i0 < bc->dims[0]; i0++)
+        for (int64_t i1 = 0; i1 < bc->dims[1]; i1++)
+            for (int64_t i2 = 0; i2 < bc->dims[2]; i2++, k += bc->dims[3]) {
+                double *out = j->sum + i0 * s[0] + i1 * s[1] + i2 * s[2];
+                for (int64_t i3 = c0; i3 < c1; i3++) out[i3 * s[3]] += j->a->g[k + i3];
+            }
 }
 
 ampc_status ampci_cpu_sum_to(ampc_ctx *ctx, const ampci_sum_to_args *a) {
@@ -129,12 +165,18 @@ ampc_status ampci_cpu_sum_to(ampc_ctx *ctx, const ampci_sum_to_args *a) {
     double *sum = ampci_step_alloc(ctx, (size_t)(a->n > 0 ? a->n : 1) * sizeof *sum, "sum over broadcast dims");
     if (!sum) return ampc_last_status();
     memset(sum, 0, (size_t)a->n * sizeof *sum);
-    int64_t k = 0;
-    for (int64_t i0 = 0; i0 < bc->dims[0]; i0++)
-        for (int64_t i1 = 0; i1 < bc->dims[1]; i1++)
-            for (int64_t i2 = 0; i2 < bc->dims[2]; i2++)
-                for (int64_t i3 = 0; i3 < bc->dims[3]; i3++, k++)
-                    sum[i0 * s[0] + i1 * s[1] + i2 * s[2] + i3 * s[3]] += a->g[k];
+    sum_to_map j = {a, s, sum};
+    if (s[3]) { /* the last dim is kept: column blocks are independent */
+        int64_t blocks = (bc->dims[3] + SUM_TO_COLS - 1) / SUM_TO_COLS;
+        ampci_parallel_rows(ctx, blocks, bc->n / (blocks ? blocks : 1), sum_to_run, &j);
+    } else {
+        int64_t k = 0;
+        for (int64_t i0 = 0; i0 < bc->dims[0]; i0++)
+            for (int64_t i1 = 0; i1 < bc->dims[1]; i1++)
+                for (int64_t i2 = 0; i2 < bc->dims[2]; i2++)
+                    for (int64_t i3 = 0; i3 < bc->dims[3]; i3++, k++)
+                        sum[i0 * s[0] + i1 * s[1] + i2 * s[2] + i3 * s[3]] += a->g[k];
+    }
     for (int64_t i = 0; i < a->n; i++) a->dst[i] = (float)sum[i];
     ampci_step_free(ctx, sum);
     return AMPC_OK;
